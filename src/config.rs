@@ -1,0 +1,254 @@
+//! Configuration from `MUNMAPQ_*` environment variables, parsed from raw
+//! bytes without allocating.
+
+use crate::table::SLOTS;
+
+/// Most queued mappings allowed: half the table, so live mappings always
+/// have room to be tracked.
+pub const MAX_ENTRIES_LIMIT: usize = SLOTS / 2;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Evict {
+    /// Unmap the oldest queued mappings until the queue is back at 3/4 of
+    /// its caps (least recently unmapped first).
+    Oldest,
+    /// Unmap everything queued, as the seed patch did.
+    All,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Config {
+    pub enabled: bool,
+    pub max_entries: usize,
+    pub max_bytes: usize,
+    pub reuse: bool,
+    pub evict: Evict,
+    pub stats: bool,
+}
+
+/// Facts about the system the defaults are derived from.
+#[derive(Clone, Copy, Debug)]
+pub struct System {
+    /// `vm.max_map_count` (Linux), or `None` where there is no such limit.
+    pub max_map_count: Option<usize>,
+    /// `RLIMIT_AS` soft limit, or `None` when unlimited.
+    pub address_space_limit: Option<usize>,
+}
+
+/// Default byte cap: queued pages are clean page cache, but they show in RSS.
+pub const DEFAULT_MAX_BYTES: usize = 32 << 20;
+/// Default count cap where the system sets no map-count limit (macOS).
+pub const DEFAULT_MAX_ENTRIES: usize = 4096;
+
+impl Config {
+    /// The defaults: at most 1/16 of `vm.max_map_count` queued (so queued
+    /// mappings can never be what pushes a program into ENOMEM), at most
+    /// 32 MiB and 1/16 of `RLIMIT_AS`.
+    pub fn defaults(sys: System) -> Config {
+        let max_entries = match sys.max_map_count {
+            Some(n) => (n / 16).clamp(1, DEFAULT_MAX_ENTRIES),
+            None => DEFAULT_MAX_ENTRIES,
+        };
+        let max_bytes = match sys.address_space_limit {
+            Some(n) => (n / 16).clamp(1, DEFAULT_MAX_BYTES),
+            None => DEFAULT_MAX_BYTES,
+        };
+        Config {
+            enabled: true,
+            max_entries,
+            max_bytes,
+            reuse: true,
+            evict: Evict::Oldest,
+            stats: false,
+        }
+    }
+}
+
+/// A malformed variable: which one, and what it accepts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ConfigError {
+    pub var: &'static str,
+    pub accepts: &'static str,
+}
+
+pub const VAR_DISABLE: &str = "MUNMAPQ_DISABLE";
+pub const VAR_MAX_ENTRIES: &str = "MUNMAPQ_MAX_ENTRIES";
+pub const VAR_MAX_BYTES: &str = "MUNMAPQ_MAX_BYTES";
+pub const VAR_REUSE: &str = "MUNMAPQ_REUSE";
+pub const VAR_EVICT: &str = "MUNMAPQ_EVICT";
+pub const VAR_STATS: &str = "MUNMAPQ_STATS";
+/// Read by the export layer, not here: where to append the statistics line.
+pub const VAR_STATS_FILE: &str = "MUNMAPQ_STATS_FILE";
+
+/// Every variable munmapq reads, with what it accepts (for `--help`).
+pub const VARIABLES: [(&str, &str); 7] = [
+    (VAR_DISABLE, ACCEPTS_BOOL),
+    (VAR_MAX_ENTRIES, ACCEPTS_ENTRIES),
+    (VAR_MAX_BYTES, ACCEPTS_BYTES),
+    (VAR_REUSE, ACCEPTS_BOOL),
+    (VAR_EVICT, ACCEPTS_EVICT),
+    (VAR_STATS, ACCEPTS_BOOL),
+    (
+        VAR_STATS_FILE,
+        "a file path; each process appends one line of counters",
+    ),
+];
+
+const ACCEPTS_BOOL: &str = "0 or 1";
+const ACCEPTS_ENTRIES: &str = "an integer from 1 to 8192";
+const ACCEPTS_BYTES: &str =
+    "a size from 1 byte to 1T, in bytes or with a K, M or G suffix (powers of 1024)";
+const ACCEPTS_EVICT: &str = "oldest or all";
+
+/// Parses the configuration; `get` answers a variable's raw value.
+pub fn parse<'a>(
+    sys: System,
+    get: impl Fn(&'static str) -> Option<&'a [u8]>,
+) -> Result<Config, ConfigError> {
+    let mut cfg = Config::defaults(sys);
+    let err = |var, accepts| ConfigError { var, accepts };
+    if let Some(v) = get(VAR_DISABLE) {
+        cfg.enabled = !parse_bool(v).ok_or(err(VAR_DISABLE, ACCEPTS_BOOL))?;
+    }
+    if let Some(v) = get(VAR_MAX_ENTRIES) {
+        cfg.max_entries = parse_uint(v)
+            .filter(|n| (1..=MAX_ENTRIES_LIMIT as u64).contains(n))
+            .ok_or(err(VAR_MAX_ENTRIES, ACCEPTS_ENTRIES))? as usize;
+    }
+    if let Some(v) = get(VAR_MAX_BYTES) {
+        cfg.max_bytes = parse_size(v)
+            .filter(|n| (1..=1u64 << 40).contains(n))
+            .ok_or(err(VAR_MAX_BYTES, ACCEPTS_BYTES))? as usize;
+    }
+    if let Some(v) = get(VAR_REUSE) {
+        cfg.reuse = parse_bool(v).ok_or(err(VAR_REUSE, ACCEPTS_BOOL))?;
+    }
+    if let Some(v) = get(VAR_EVICT) {
+        cfg.evict = match v {
+            b"oldest" => Evict::Oldest,
+            b"all" => Evict::All,
+            _ => return Err(err(VAR_EVICT, ACCEPTS_EVICT)),
+        };
+    }
+    if let Some(v) = get(VAR_STATS) {
+        cfg.stats = parse_bool(v).ok_or(err(VAR_STATS, ACCEPTS_BOOL))?;
+    }
+    Ok(cfg)
+}
+
+fn parse_bool(v: &[u8]) -> Option<bool> {
+    match v {
+        b"0" => Some(false),
+        b"1" => Some(true),
+        _ => None,
+    }
+}
+
+pub fn parse_uint(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 20 {
+        return None;
+    }
+    v.iter().try_fold(0u64, |n, &c| {
+        c.is_ascii_digit()
+            .then_some(())
+            .and_then(|_| n.checked_mul(10))
+            .and_then(|n| n.checked_add((c - b'0') as u64))
+    })
+}
+
+pub fn parse_size(v: &[u8]) -> Option<u64> {
+    let (digits, shift) = match v.last()? {
+        b'k' | b'K' => (&v[..v.len() - 1], 10),
+        b'm' | b'M' => (&v[..v.len() - 1], 20),
+        b'g' | b'G' => (&v[..v.len() - 1], 30),
+        b't' | b'T' => (&v[..v.len() - 1], 40),
+        _ => (v, 0),
+    };
+    parse_uint(digits)?.checked_mul(1u64 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINUX: System = System {
+        max_map_count: Some(65530),
+        address_space_limit: None,
+    };
+
+    fn with(pairs: &'static [(&'static str, &'static str)]) -> Result<Config, ConfigError> {
+        parse(LINUX, |var| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == var)
+                .map(|(_, v)| v.as_bytes())
+        })
+    }
+
+    #[test]
+    fn defaults_respect_system_limits() {
+        let c = with(&[]).unwrap();
+        assert_eq!(c.max_entries, 4095);
+        assert_eq!(c.max_bytes, DEFAULT_MAX_BYTES);
+        assert!(c.enabled && c.reuse && !c.stats);
+        let small = Config::defaults(System {
+            max_map_count: Some(1000),
+            address_space_limit: Some(64 << 20),
+        });
+        assert_eq!((small.max_entries, small.max_bytes), (62, 4 << 20));
+        let mac = Config::defaults(System {
+            max_map_count: None,
+            address_space_limit: None,
+        });
+        assert_eq!(mac.max_entries, DEFAULT_MAX_ENTRIES);
+    }
+
+    #[test]
+    fn good_values() {
+        let c = with(&[
+            ("MUNMAPQ_MAX_ENTRIES", "8192"),
+            ("MUNMAPQ_MAX_BYTES", "16M"),
+            ("MUNMAPQ_REUSE", "0"),
+            ("MUNMAPQ_EVICT", "all"),
+            ("MUNMAPQ_STATS", "1"),
+            ("MUNMAPQ_DISABLE", "0"),
+        ])
+        .unwrap();
+        assert_eq!(c.max_entries, 8192);
+        assert_eq!(c.max_bytes, 16 << 20);
+        assert!(!c.reuse && c.stats && c.enabled);
+        assert_eq!(c.evict, Evict::All);
+        assert!(!with(&[("MUNMAPQ_DISABLE", "1")]).unwrap().enabled);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        for (var, val) in [
+            ("MUNMAPQ_MAX_ENTRIES", "0"),
+            ("MUNMAPQ_MAX_ENTRIES", "8193"),
+            ("MUNMAPQ_MAX_ENTRIES", "12x"),
+            ("MUNMAPQ_MAX_ENTRIES", ""),
+            ("MUNMAPQ_MAX_BYTES", "2T"),
+            ("MUNMAPQ_MAX_BYTES", "0"),
+            ("MUNMAPQ_MAX_BYTES", "M"),
+            ("MUNMAPQ_MAX_BYTES", "99999999999999999999999"),
+            ("MUNMAPQ_REUSE", "yes"),
+            ("MUNMAPQ_EVICT", "newest"),
+            ("MUNMAPQ_STATS", "true"),
+            ("MUNMAPQ_DISABLE", " 1"),
+        ] {
+            let e = parse(LINUX, |v| (v == var).then_some(val.as_bytes())).unwrap_err();
+            assert_eq!(e.var, var, "{var}={val}");
+            assert!(!e.accepts.is_empty());
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size(b"4096"), Some(4096));
+        assert_eq!(parse_size(b"4k"), Some(4096));
+        assert_eq!(parse_size(b"1G"), Some(1 << 30));
+        assert_eq!(parse_size(b"-1"), None);
+        assert_eq!(parse_uint(b"18446744073709551616"), None);
+    }
+}

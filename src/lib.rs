@@ -1,0 +1,11 @@
+//! munmapq's core: everything that decides, nothing that hooks.
+//!
+//! `no_std` outside tests, so nothing here can allocate; the export layer in
+//! `interpose/` calls into [`engine::Engine`] from inside hooked libc calls.
+#![cfg_attr(not(test), no_std)]
+
+pub mod config;
+pub mod dirty;
+pub mod engine;
+pub mod stats;
+pub mod table;

@@ -1,0 +1,174 @@
+//! Counters, updated with relaxed atomics from any thread, and their
+//! one-line `key=value` form (written at exit, summed by the launcher).
+
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+macro_rules! counters {
+    ($($name:ident = $key:literal: $doc:literal,)*) => {
+        /// One counter each.
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        #[repr(usize)]
+        pub enum Counter { $(#[doc = $doc] $name,)* }
+
+        impl Counter {
+            pub const ALL: &'static [Counter] = &[$(Counter::$name,)*];
+            /// The key in the statistics line.
+            pub const fn key(self) -> &'static str {
+                match self { $(Counter::$name => $key,)* }
+            }
+            pub const fn doc(self) -> &'static str {
+                match self { $(Counter::$name => $doc,)* }
+            }
+        }
+    };
+}
+
+counters! {
+    MmapCalls = "mmap_calls": "mmap/mmap64 calls seen",
+    MunmapCalls = "munmap_calls": "munmap calls seen",
+    OtherCalls = "other_calls": "mprotect, mremap, madvise, mlock, msync, mincore calls seen",
+    Eligible = "eligible": "mmaps of the deferrable kind (NULL, PROT_READ, MAP_PRIVATE, readable regular file)",
+    Reused = "reused": "mmaps answered with a queued mapping: no syscall",
+    Deferred = "deferred": "munmaps queued instead of issued",
+    Flushes = "flushes": "times the queue was (partly) unmapped",
+    Flushed = "flushed": "queued mappings really unmapped",
+    MmapSyscalls = "mmap_syscalls": "real mmaps issued",
+    MunmapSyscalls = "munmap_syscalls": "real munmaps issued (the program's passed-through ones and merged flushes)",
+    PassIneligible = "pass_ineligible": "mmaps passed through untracked: not the deferrable kind",
+    PassUntracked = "pass_untracked": "munmaps passed through: not one whole tracked mapping",
+    PassContention = "pass_contention": "calls passed through because another thread or a signal handler held the queue",
+    PassTableFull = "pass_table_full": "eligible mmaps left untracked: table full",
+    EnomemRetries = "enomem_retries": "calls that failed with ENOMEM, were retried after a full flush",
+    Released = "released": "queued mappings unmapped early because a call touched their range",
+    Forgotten = "forgotten": "entries dropped because the range changed behind munmapq's back",
+    PeakQueued = "peak_queued": "most mappings queued at once",
+    PeakQueuedBytes = "peak_queued_bytes": "most bytes queued at once",
+}
+
+pub const COUNTERS: usize = Counter::ALL.len();
+
+pub struct Stats {
+    values: [AtomicU64; COUNTERS],
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Stats {
+    pub const fn new() -> Self {
+        Stats {
+            values: [const { AtomicU64::new(0) }; COUNTERS],
+        }
+    }
+
+    pub fn add(&self, c: Counter, n: u64) {
+        self.values[c as usize].fetch_add(n, Relaxed);
+    }
+
+    pub fn bump(&self, c: Counter) {
+        self.add(c, 1);
+    }
+
+    pub fn peak(&self, c: Counter, v: u64) {
+        self.values[c as usize].fetch_max(v, Relaxed);
+    }
+
+    pub fn get(&self, c: Counter) -> u64 {
+        self.values[c as usize].load(Relaxed)
+    }
+
+    pub fn reset(&self) {
+        for v in &self.values {
+            v.store(0, Relaxed);
+        }
+    }
+
+    /// Writes `munmapq pid=N key=value ...\n` into `buf`, answering the
+    /// length written (truncated if `buf` is too small).
+    pub fn write_line(&self, pid: u64, buf: &mut [u8]) -> usize {
+        let mut w = LineWriter { buf, len: 0 };
+        w.put(b"munmapq pid=");
+        w.num(pid);
+        for &c in Counter::ALL {
+            w.put(b" ");
+            w.put(c.key().as_bytes());
+            w.put(b"=");
+            w.num(self.get(c));
+        }
+        w.put(b"\n");
+        w.len
+    }
+}
+
+/// Appends to a fixed buffer, dropping what does not fit.
+pub struct LineWriter<'a> {
+    pub buf: &'a mut [u8],
+    pub len: usize,
+}
+
+impl LineWriter<'_> {
+    pub fn put(&mut self, s: &[u8]) {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
+        self.len += n;
+    }
+
+    pub fn num(&mut self, mut v: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.put(&digits[i..]);
+    }
+}
+
+/// Parses one statistics line back into values indexed like
+/// [`Counter::ALL`]; unknown keys are ignored (newer library, older launcher).
+pub fn parse_line(line: &str) -> Option<[u64; COUNTERS]> {
+    let rest = line.trim_end().strip_prefix("munmapq ")?;
+    let mut out = [0u64; COUNTERS];
+    for field in rest.split(' ') {
+        let (k, v) = field.split_once('=')?;
+        if let Some(i) = Counter::ALL.iter().position(|c| c.key() == k) {
+            out[i] = v.parse().ok()?;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_round_trips() {
+        let s = Stats::new();
+        s.add(Counter::Deferred, 12345);
+        s.peak(Counter::PeakQueued, 7);
+        s.peak(Counter::PeakQueued, 3);
+        let mut buf = [0u8; 1024];
+        let n = s.write_line(42, &mut buf);
+        let line = core::str::from_utf8(&buf[..n]).unwrap();
+        assert!(line.starts_with("munmapq pid=42 mmap_calls=0 "), "{line}");
+        assert!(line.ends_with('\n'));
+        let v = parse_line(line).unwrap();
+        assert_eq!(v[Counter::Deferred as usize], 12345);
+        assert_eq!(v[Counter::PeakQueued as usize], 7);
+    }
+
+    #[test]
+    fn truncates_instead_of_overflowing() {
+        let s = Stats::new();
+        let mut buf = [0u8; 16];
+        assert_eq!(s.write_line(1, &mut buf), 16);
+    }
+}

@@ -1,0 +1,480 @@
+//! The mapping table: every file mapping munmapq knows about, live (the
+//! program owns it) or queued (the program unmapped it, munmapq has not yet).
+//!
+//! Fixed capacity, no allocation, `const` constructible so it can live in a
+//! `static`. Three indexes over one slot array:
+//! - `by_addr`: slot numbers sorted by start address (entries never overlap),
+//!   for exact and overlap look-ups in O(log n);
+//! - `buckets`: a hash of queued slots by [`FileKey`], for O(1) reuse;
+//! - a doubly linked FIFO of queued slots, oldest first, for eviction.
+
+/// Most mappings the table can hold, live and queued together.
+pub const SLOTS: usize = 16384;
+const KEY_BUCKETS: usize = 4096;
+const NIL: u16 = u16::MAX;
+
+/// What a queued mapping can be reused for: the same file, offset and
+/// (page-rounded) length.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct FileKey {
+    pub dev: u64,
+    pub ino: u64,
+    pub off: u64,
+    pub len: usize,
+}
+
+impl FileKey {
+    const NONE: FileKey = FileKey {
+        dev: 0,
+        ino: 0,
+        off: 0,
+        len: 0,
+    };
+
+    fn bucket(&self) -> usize {
+        // FNV-1a style mix of the four words; buckets are a power of two.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for w in [self.dev, self.ino, self.off, self.len as u64] {
+            h ^= w;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+            h ^= h >> 29;
+        }
+        (h as usize) & (KEY_BUCKETS - 1)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum State {
+    Free,
+    Live,
+    Queued,
+    Evicting,
+}
+
+/// A table entry as callers see it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Entry {
+    pub slot: u16,
+    pub start: usize,
+    pub len: usize,
+    pub state: State,
+}
+
+impl Entry {
+    pub fn end(&self) -> usize {
+        self.start + self.len
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    start: usize,
+    len: usize,
+    key: FileKey,
+    state: State,
+    older: u16,
+    newer: u16,
+    /// Next slot in the same key bucket, or in the free list.
+    next: u16,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        start: 0,
+        len: 0,
+        key: FileKey::NONE,
+        state: State::Free,
+        older: NIL,
+        newer: NIL,
+        next: NIL,
+    };
+}
+
+pub struct Table {
+    slots: [Slot; SLOTS],
+    by_addr: [u16; SLOTS],
+    used: usize,
+    free: u16,
+    fresh: usize,
+    buckets: [u16; KEY_BUCKETS],
+    oldest: u16,
+    newest: u16,
+    queued: usize,
+    queued_bytes: usize,
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Table {
+    pub const fn new() -> Self {
+        Table {
+            slots: [Slot::EMPTY; SLOTS],
+            by_addr: [0; SLOTS],
+            used: 0,
+            free: NIL,
+            fresh: 0,
+            buckets: [NIL; KEY_BUCKETS],
+            oldest: NIL,
+            newest: NIL,
+            queued: 0,
+            queued_bytes: 0,
+        }
+    }
+
+    /// Forgets everything (the mappings themselves are left alone).
+    pub fn clear(&mut self) {
+        self.used = 0;
+        self.free = NIL;
+        self.fresh = 0;
+        self.buckets = [NIL; KEY_BUCKETS];
+        self.oldest = NIL;
+        self.newest = NIL;
+        self.queued = 0;
+        self.queued_bytes = 0;
+    }
+
+    pub fn len(&self) -> usize {
+        self.used
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.used == 0
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.used == SLOTS
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
+    fn entry(&self, slot: u16) -> Entry {
+        let s = &self.slots[slot as usize];
+        Entry {
+            slot,
+            start: s.start,
+            len: s.len,
+            state: s.state,
+        }
+    }
+
+    /// Position in `by_addr` of the first entry starting at or after `addr`.
+    fn lower_bound(&self, addr: usize) -> usize {
+        let (mut lo, mut hi) = (0, self.used);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.slots[self.by_addr[mid] as usize].start < addr {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The entry that starts exactly at `addr`.
+    pub fn find(&self, addr: usize) -> Option<Entry> {
+        let pos = self.lower_bound(addr);
+        if pos < self.used && self.slots[self.by_addr[pos] as usize].start == addr {
+            Some(self.entry(self.by_addr[pos]))
+        } else {
+            None
+        }
+    }
+
+    /// The highest-addressed entry overlapping `[start, end)`. Entries never
+    /// overlap each other, so calling this until it answers `None`, removing
+    /// what it returns, visits every overlapping entry.
+    pub fn last_overlap(&self, start: usize, end: usize) -> Option<Entry> {
+        let pos = self.lower_bound(end);
+        if pos == 0 {
+            return None;
+        }
+        let e = self.entry(self.by_addr[pos - 1]);
+        (e.end() > start).then_some(e)
+    }
+
+    /// Adds a live mapping. The caller has removed anything overlapping it.
+    /// Answers false when the table is full.
+    pub fn insert_live(&mut self, start: usize, len: usize, key: FileKey) -> bool {
+        let slot = if self.free != NIL {
+            let s = self.free;
+            self.free = self.slots[s as usize].next;
+            s
+        } else if self.fresh < SLOTS {
+            self.fresh += 1;
+            (self.fresh - 1) as u16
+        } else {
+            return false;
+        };
+        self.slots[slot as usize] = Slot {
+            start,
+            len,
+            key,
+            state: State::Live,
+            ..Slot::EMPTY
+        };
+        let pos = self.lower_bound(start);
+        self.by_addr.copy_within(pos..self.used, pos + 1);
+        self.by_addr[pos] = slot;
+        self.used += 1;
+        true
+    }
+
+    /// Removes an entry from every index and frees its slot.
+    pub fn remove(&mut self, slot: u16) {
+        let start = self.slots[slot as usize].start;
+        let pos = self.lower_bound(start);
+        debug_assert_eq!(self.by_addr[pos], slot);
+        self.by_addr.copy_within(pos + 1..self.used, pos);
+        self.used -= 1;
+        self.detach(slot);
+        self.release_slot(slot);
+    }
+
+    fn release_slot(&mut self, slot: u16) {
+        let s = &mut self.slots[slot as usize];
+        s.state = State::Free;
+        s.next = self.free;
+        self.free = slot;
+    }
+
+    /// Takes a queued slot out of the FIFO and its key bucket.
+    fn detach(&mut self, slot: u16) {
+        let s = self.slots[slot as usize];
+        if s.state != State::Queued {
+            return;
+        }
+        match s.older {
+            NIL => self.oldest = s.newer,
+            o => self.slots[o as usize].newer = s.newer,
+        }
+        match s.newer {
+            NIL => self.newest = s.older,
+            n => self.slots[n as usize].older = s.older,
+        }
+        let b = s.key.bucket();
+        let mut link = self.buckets[b];
+        if link == slot {
+            self.buckets[b] = s.next;
+        } else {
+            while link != NIL {
+                let next = self.slots[link as usize].next;
+                if next == slot {
+                    self.slots[link as usize].next = s.next;
+                    break;
+                }
+                link = next;
+            }
+        }
+        self.queued -= 1;
+        self.queued_bytes -= s.len;
+        self.slots[slot as usize].state = State::Live;
+    }
+
+    /// Live -> queued: the program unmapped it, munmapq keeps it.
+    pub fn enqueue(&mut self, slot: u16) {
+        let b = self.slots[slot as usize].key.bucket();
+        let newest = self.newest;
+        let s = &mut self.slots[slot as usize];
+        debug_assert_eq!(s.state, State::Live);
+        s.state = State::Queued;
+        s.older = newest;
+        s.newer = NIL;
+        s.next = self.buckets[b];
+        let len = s.len;
+        self.buckets[b] = slot;
+        match newest {
+            NIL => self.oldest = slot,
+            n => self.slots[n as usize].newer = slot,
+        }
+        self.newest = slot;
+        self.queued += 1;
+        self.queued_bytes += len;
+    }
+
+    /// Queued -> live for a mapping of `key`, answering its address.
+    pub fn take_queued(&mut self, key: &FileKey) -> Option<usize> {
+        let mut link = self.buckets[key.bucket()];
+        while link != NIL {
+            let s = &self.slots[link as usize];
+            if s.key == *key {
+                let start = s.start;
+                self.detach(link);
+                return Some(start);
+            }
+            link = s.next;
+        }
+        None
+    }
+
+    pub fn oldest_queued(&self) -> Option<Entry> {
+        (self.oldest != NIL).then(|| self.entry(self.oldest))
+    }
+
+    /// Marks the oldest queued entry for [`Table::evict_marked`].
+    pub fn mark_oldest(&mut self) -> bool {
+        let slot = self.oldest;
+        if slot == NIL {
+            return false;
+        }
+        self.detach(slot);
+        self.slots[slot as usize].state = State::Evicting;
+        true
+    }
+
+    /// Marks every queued entry for [`Table::evict_marked`].
+    pub fn mark_all(&mut self) {
+        while self.mark_oldest() {}
+    }
+
+    /// Removes every marked entry in one pass over the address index and
+    /// calls `unmap` once per run of marked entries that touch each other.
+    /// Answers how many entries were removed.
+    pub fn evict_marked(&mut self, mut unmap: impl FnMut(usize, usize)) -> usize {
+        let mut kept = 0;
+        let mut removed = 0;
+        let mut run: Option<(usize, usize)> = None;
+        for i in 0..self.used {
+            let slot = self.by_addr[i];
+            let s = self.slots[slot as usize];
+            if s.state != State::Evicting {
+                self.by_addr[kept] = slot;
+                kept += 1;
+                continue;
+            }
+            removed += 1;
+            run = match run {
+                Some((start, end)) if end == s.start => Some((start, s.start + s.len)),
+                Some((start, end)) => {
+                    unmap(start, end - start);
+                    Some((s.start, s.start + s.len))
+                }
+                None => Some((s.start, s.start + s.len)),
+            };
+            self.release_slot(slot);
+        }
+        if let Some((start, end)) = run {
+            unmap(start, end - start);
+        }
+        self.used = kept;
+        removed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::boxed::Box;
+    use std::vec::Vec;
+
+    fn key(off: u64) -> FileKey {
+        FileKey {
+            dev: 1,
+            ino: 2,
+            off,
+            len: 4096,
+        }
+    }
+
+    fn table() -> Box<Table> {
+        Box::new(Table::new())
+    }
+
+    #[test]
+    fn find_and_overlap() {
+        let mut t = table();
+        assert!(t.insert_live(0x3000, 0x1000, key(0)));
+        assert!(t.insert_live(0x1000, 0x1000, key(1)));
+        assert!(t.insert_live(0x5000, 0x2000, key(2)));
+        assert_eq!(t.find(0x1000).unwrap().len, 0x1000);
+        assert!(t.find(0x2000).is_none());
+        assert_eq!(t.last_overlap(0x0, 0x8000).unwrap().start, 0x5000);
+        assert_eq!(t.last_overlap(0x2000, 0x3001).unwrap().start, 0x3000);
+        assert!(t.last_overlap(0x2000, 0x3000).is_none());
+        assert_eq!(t.last_overlap(0x6fff, 0x7000).unwrap().start, 0x5000);
+        assert!(t.last_overlap(0x7000, 0x9000).is_none());
+    }
+
+    #[test]
+    fn queue_reuse_and_fifo() {
+        let mut t = table();
+        for i in 0..4u64 {
+            assert!(t.insert_live(0x10000 + i as usize * 0x1000, 0x1000, key(i)));
+        }
+        for i in [2u64, 0, 3] {
+            let e = t.find(0x10000 + i as usize * 0x1000).unwrap();
+            t.enqueue(e.slot);
+        }
+        assert_eq!((t.queued(), t.queued_bytes()), (3, 0x3000));
+        assert_eq!(t.take_queued(&key(0)), Some(0x10000));
+        assert_eq!(t.take_queued(&key(0)), None);
+        assert_eq!(t.take_queued(&key(1)), None, "live, not queued");
+        assert_eq!(t.oldest_queued().unwrap().start, 0x12000);
+        assert_eq!(t.find(0x10000).unwrap().state, State::Live);
+        assert_eq!(t.queued(), 2);
+    }
+
+    #[test]
+    fn eviction_merges_touching_runs() {
+        let mut t = table();
+        // Four touching pages, a live one, then two touching pages.
+        for i in 0..7usize {
+            assert!(t.insert_live(0x1000 * (i + 1), 0x1000, key(i as u64)));
+        }
+        for i in [0usize, 1, 2, 3, 5, 6] {
+            let e = t.find(0x1000 * (i + 1)).unwrap();
+            t.enqueue(e.slot);
+        }
+        t.mark_all();
+        let mut calls = Vec::new();
+        let n = t.evict_marked(|s, l| calls.push((s, l)));
+        assert_eq!(n, 6);
+        assert_eq!(calls, [(0x1000, 0x4000), (0x6000, 0x2000)]);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.queued(), 0);
+        assert_eq!(t.find(0x5000).unwrap().state, State::Live);
+    }
+
+    #[test]
+    fn full_table_refuses_and_slots_recycle() {
+        let mut t = table();
+        for i in 0..SLOTS {
+            assert!(t.insert_live(i * 0x1000, 0x1000, key(i as u64)));
+        }
+        assert!(t.is_full());
+        assert!(!t.insert_live(SLOTS * 0x1000, 0x1000, key(0)));
+        let e = t.find(0x5000).unwrap();
+        t.remove(e.slot);
+        assert!(t.insert_live(SLOTS * 0x1000, 0x1000, key(0)));
+        assert_eq!(t.last_overlap(0, usize::MAX).unwrap().start, SLOTS * 0x1000);
+    }
+
+    #[test]
+    fn removing_a_queued_entry_unlinks_it() {
+        let mut t = table();
+        for i in 0..3usize {
+            t.insert_live(0x1000 * (i + 1), 0x1000, key(7));
+            let e = t.find(0x1000 * (i + 1)).unwrap();
+            t.enqueue(e.slot);
+        }
+        let mid = t.find(0x2000).unwrap();
+        t.remove(mid.slot);
+        assert_eq!(t.queued(), 2);
+        let a = t.take_queued(&key(7)).unwrap();
+        let b = t.take_queued(&key(7)).unwrap();
+        assert_ne!(a, 0x2000);
+        assert_ne!(b, 0x2000);
+        assert!(t.take_queued(&key(7)).is_none());
+        assert!(t.oldest_queued().is_none());
+    }
+}
