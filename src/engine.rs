@@ -127,6 +127,7 @@ impl Engine {
         (end > start).then_some(Span { start, end, effect })
     }
 
+    #[allow(clippy::too_many_arguments)] // mirrors C mmap(2)
     pub fn mmap<O: Os>(
         &self,
         os: &O,
@@ -159,7 +160,7 @@ impl Engine {
             && fd >= 0
             && len > 0
             && off >= 0
-            && (off as u64) % page as u64 == 0
+            && (off as u64).is_multiple_of(page as u64)
         {
             if let (Some(rlen), Some((dev, ino))) = (round_up(len, page), os.readable_file(fd)) {
                 self.stats.bump(Counter::Eligible);

@@ -1,0 +1,175 @@
+//! Start-up and exit: resolve the real functions, read the configuration
+//! (one line on stderr if it is malformed, then pass-through), install the
+//! fork handler, and at exit report the counters where asked.
+
+use crate::{real, ENGINE};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use munmapq_core::config::{self, ConfigError, System, VAR_STATS_FILE};
+use munmapq_core::stats::LineWriter;
+
+static STATS_TO_STDERR: AtomicBool = AtomicBool::new(false);
+/// `MUNMAPQ_STATS_FILE`, copied at start-up (the program may change its
+/// environment later).
+static mut STATS_FILE: [u8; 4096] = [0; 4096];
+static STATS_FILE_LEN: AtomicUsize = AtomicUsize::new(0);
+
+#[ctor::ctor(unsafe)]
+fn init() {
+    real::resolve();
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 && (p as usize).is_power_of_two() => p as usize,
+        _ => return,
+    };
+    remember_stats_file();
+    let sys = System {
+        max_map_count: max_map_count(),
+        address_space_limit: address_space_limit(),
+    };
+    match config::parse(sys, getenv) {
+        Ok(cfg) => {
+            STATS_TO_STDERR.store(cfg.stats, Ordering::Relaxed);
+            ENGINE.start(&cfg, page);
+        }
+        Err(e) => report_config_error(e),
+    }
+    // SAFETY: registers a plain function; called in the child after fork.
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+}
+
+extern "C" fn after_fork_in_child() {
+    ENGINE.after_fork_in_child();
+}
+
+/// A variable's value as bytes, without allocating.
+fn getenv(var: &'static str) -> Option<&'static [u8]> {
+    let mut name = [0u8; 64];
+    if var.len() >= name.len() {
+        return None;
+    }
+    name[..var.len()].copy_from_slice(var.as_bytes());
+    // SAFETY: `name` is NUL-terminated.
+    let p = unsafe { libc::getenv(name.as_ptr().cast()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: getenv answers a NUL-terminated string that lives as long as
+    // the environment entry; we read it during start-up only.
+    Some(unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes())
+}
+
+fn report_config_error(e: ConfigError) {
+    let mut buf = [0u8; 512];
+    let mut w = LineWriter {
+        buf: &mut buf,
+        len: 0,
+    };
+    w.put(b"munmapq: ");
+    w.put(e.var.as_bytes());
+    w.put(b"=\"");
+    let v = getenv(e.var).unwrap_or(b"");
+    w.put(&v[..v.len().min(64)]);
+    w.put(b"\" is not valid: it accepts ");
+    w.put(e.accepts.as_bytes());
+    w.put(b"; munmapq is off for this process (every call passes through)\n");
+    let n = w.len;
+    write_all(2, &buf[..n]);
+}
+
+fn remember_stats_file() {
+    if let Some(path) = getenv(VAR_STATS_FILE) {
+        if !path.is_empty() && path.len() < 4096 {
+            // SAFETY: written once, in the constructor, before any reader
+            // (the exit handler) can run.
+            unsafe {
+                let dst = &mut *core::ptr::addr_of_mut!(STATS_FILE);
+                dst[..path.len()].copy_from_slice(path);
+                dst[path.len()] = 0;
+            }
+            STATS_FILE_LEN.store(path.len(), Ordering::Release);
+        }
+    }
+}
+
+fn read_small_file(path: &core::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
+    // SAFETY: `path` is NUL-terminated; `buf` is valid for its length.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        (n > 0).then_some(n as usize)
+    }
+}
+
+fn max_map_count() -> Option<usize> {
+    if cfg!(not(target_os = "linux")) {
+        return None;
+    }
+    let mut buf = [0u8; 32];
+    let n = read_small_file(c"/proc/sys/vm/max_map_count", &mut buf)?;
+    let digits = buf[..n].split(|c| !c.is_ascii_digit()).next()?;
+    config::parse_uint(digits).map(|v| v as usize)
+}
+
+fn address_space_limit() -> Option<usize> {
+    // SAFETY: plain out-parameter.
+    let mut rl: libc::rlimit = unsafe { core::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) } != 0
+        || rl.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some(rl.rlim_cur as usize)
+}
+
+fn write_all(fd: libc::c_int, mut data: &[u8]) {
+    while !data.is_empty() {
+        // SAFETY: `data` is valid for its length.
+        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        if n <= 0 {
+            return;
+        }
+        data = &data[n as usize..];
+    }
+}
+
+/// At exit: the counters, on stderr (`MUNMAPQ_STATS=1`) and/or appended to
+/// `MUNMAPQ_STATS_FILE` as one line (one `write`, so concurrent processes'
+/// lines do not interleave). Written even when munmapq is off, so the
+/// launcher can tell that the library was loaded.
+extern "C" fn at_exit() {
+    let mut buf = [0u8; 1024];
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u64;
+    let n = ENGINE.stats.write_line(pid, &mut buf);
+    if STATS_TO_STDERR.load(Ordering::Relaxed) {
+        write_all(2, &buf[..n]);
+    }
+    if STATS_FILE_LEN.load(Ordering::Acquire) > 0 {
+        // SAFETY: STATS_FILE is NUL-terminated and no longer written.
+        unsafe {
+            let path = core::ptr::addr_of!(STATS_FILE).cast::<libc::c_char>();
+            let fd = libc::open(
+                path,
+                libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC,
+                0o600,
+            );
+            if fd >= 0 {
+                libc::write(fd, buf.as_ptr().cast(), n);
+                libc::close(fd);
+            }
+        }
+    }
+}
+
+#[used]
+#[cfg_attr(target_os = "linux", link_section = ".fini_array")]
+#[cfg_attr(
+    target_os = "macos",
+    link_section = "__DATA,__mod_term_func,mod_term_funcs"
+)]
+static AT_EXIT: extern "C" fn() = at_exit;

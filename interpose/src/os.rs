@@ -1,0 +1,66 @@
+//! The engine's view of the real system.
+
+use crate::{errno, real};
+use munmapq_core::engine::{Errno, Os};
+
+pub struct RealOs;
+
+impl Os for RealOs {
+    fn mmap(
+        &self,
+        addr: usize,
+        len: usize,
+        prot: i32,
+        flags: i32,
+        fd: i32,
+        off: i64,
+    ) -> Result<usize, Errno> {
+        // SAFETY: arguments the program passed to its own mmap call.
+        let r = unsafe { real::mmap(addr as *mut _, len, prot, flags, fd, off as libc::off_t) };
+        if r == libc::MAP_FAILED {
+            Err(errno::get())
+        } else {
+            Ok(r as usize)
+        }
+    }
+
+    fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno> {
+        // SAFETY: either the program's own munmap arguments, or a range
+        // munmapq mapped for the program and now owns alone.
+        int_result(unsafe { real::munmap(addr as *mut _, len) }).map(drop)
+    }
+
+    fn readable_file(&self, fd: i32) -> Option<(u64, u64)> {
+        // SAFETY: `stat` is plain data; fstat writes it or fails.
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        // SAFETY: a valid out-pointer; a bad fd only makes fstat fail.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return None;
+        }
+        // SAFETY: F_GETFL takes no argument; a bad fd only makes it fail.
+        let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if fl < 0 || fl & libc::O_ACCMODE == libc::O_WRONLY || is_path_only(fl) {
+            return None;
+        }
+        Some((st.st_dev as u64, st.st_ino as u64))
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn is_path_only(fl: i32) -> bool {
+    fl & libc::O_PATH != 0
+}
+
+#[cfg(not(target_os = "linux"))]
+fn is_path_only(_fl: i32) -> bool {
+    false
+}
+
+/// `-1` + errno -> `Err(errno)`.
+pub fn int_result(r: libc::c_int) -> Result<libc::c_int, Errno> {
+    if r == -1 {
+        Err(errno::get())
+    } else {
+        Ok(r)
+    }
+}
