@@ -66,7 +66,7 @@ impl Os for FakeOs {
     }
 
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno> {
-        if addr % PAGE != 0 || len == 0 {
+        if !addr.is_multiple_of(PAGE) || len == 0 {
             return Err(libc::EINVAL);
         }
         self.munmaps.borrow_mut().push((addr, len));
