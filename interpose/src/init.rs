@@ -22,6 +22,7 @@ fn init() {
         _ => return,
     };
     remember_stats_file();
+    announce_load();
     let sys = System {
         max_map_count: max_map_count(),
         address_space_limit: address_space_limit(),
@@ -137,6 +138,50 @@ fn write_all(fd: libc::c_int, mut data: &[u8]) {
     }
 }
 
+/// Opens `MUNMAPQ_STATS_FILE` for appending, if one was given.
+fn open_stats_file() -> Option<libc::c_int> {
+    if STATS_FILE_LEN.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    // SAFETY: STATS_FILE is NUL-terminated and only written before this.
+    let fd = unsafe {
+        let path = core::ptr::addr_of!(STATS_FILE).cast::<libc::c_char>();
+        libc::open(
+            path,
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    (fd >= 0).then_some(fd)
+}
+
+fn append_to_stats_file(line: &[u8]) {
+    if let Some(fd) = open_stats_file() {
+        // SAFETY: `line` is valid for its length; `fd` is ours to close.
+        unsafe {
+            libc::write(fd, line.as_ptr().cast(), line.len());
+            libc::close(fd);
+        }
+    }
+}
+
+/// Tells the launcher this process has the library, at load time (a process
+/// that execs, calls `_exit` or dies by a signal never reaches the exit
+/// handler).
+fn announce_load() {
+    let mut buf = [0u8; 64];
+    let mut w = LineWriter {
+        buf: &mut buf,
+        len: 0,
+    };
+    w.put(b"munmapq-loaded pid=");
+    // SAFETY: getpid has no preconditions.
+    w.num(unsafe { libc::getpid() } as u64);
+    w.put(b"\n");
+    let n = w.len;
+    append_to_stats_file(&buf[..n]);
+}
+
 /// At exit: the counters, on stderr (`MUNMAPQ_STATS=1`) and/or appended to
 /// `MUNMAPQ_STATS_FILE` as one line (one `write`, so concurrent processes'
 /// lines do not interleave). Written even when munmapq is off, so the
@@ -149,21 +194,7 @@ extern "C" fn at_exit() {
     if STATS_TO_STDERR.load(Ordering::Relaxed) {
         write_all(2, &buf[..n]);
     }
-    if STATS_FILE_LEN.load(Ordering::Acquire) > 0 {
-        // SAFETY: STATS_FILE is NUL-terminated and no longer written.
-        unsafe {
-            let path = core::ptr::addr_of!(STATS_FILE).cast::<libc::c_char>();
-            let fd = libc::open(
-                path,
-                libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC,
-                0o600,
-            );
-            if fd >= 0 {
-                libc::write(fd, buf.as_ptr().cast(), n);
-                libc::close(fd);
-            }
-        }
-    }
+    append_to_stats_file(&buf[..n]);
 }
 
 #[used]

@@ -1,0 +1,96 @@
+//! Reads the lines each process of the command appended to the statistics
+//! file and sums them: counters add up, peaks take the largest.
+
+use munmapq_core::stats::{parse_line, Counter, COUNTERS};
+use std::fmt::Write as _;
+
+#[derive(Default)]
+pub struct Report {
+    /// Processes that loaded the library.
+    pub loaded: usize,
+    /// Processes that reported counters at exit.
+    pub reported: usize,
+    pub totals: [u64; COUNTERS],
+}
+
+fn is_peak(c: Counter) -> bool {
+    matches!(c, Counter::PeakQueued | Counter::PeakQueuedBytes)
+}
+
+impl Report {
+    pub fn parse(text: &str) -> Report {
+        let mut r = Report::default();
+        for line in text.lines() {
+            if line.starts_with("munmapq-loaded ") {
+                r.loaded += 1;
+            } else if let Some(v) = parse_line(line) {
+                r.reported += 1;
+                for (i, &c) in Counter::ALL.iter().enumerate() {
+                    r.totals[i] = if is_peak(c) {
+                        r.totals[i].max(v[i])
+                    } else {
+                        r.totals[i] + v[i]
+                    };
+                }
+            }
+        }
+        r
+    }
+
+    pub fn get(&self, c: Counter) -> u64 {
+        self.totals[c as usize]
+    }
+
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "munmapq: {} process(es) loaded the library, {} reported at exit",
+            self.loaded, self.reported
+        );
+        let avoided = |calls, syscalls| self.get(calls).saturating_sub(self.get(syscalls));
+        let _ = writeln!(
+            s,
+            "munmapq: syscalls avoided: {} mmap, {} munmap",
+            avoided(Counter::MmapCalls, Counter::MmapSyscalls),
+            avoided(Counter::MunmapCalls, Counter::MunmapSyscalls)
+        );
+        for (i, &c) in Counter::ALL.iter().enumerate() {
+            let _ = writeln!(s, "  {:<18} {:>12}  {}", c.key(), self.totals[i], c.doc());
+        }
+        s
+    }
+
+    pub fn json(&self) -> String {
+        let mut s = format!(
+            "{{\"loaded\":{},\"reported\":{},\"counters\":{{",
+            self.loaded, self.reported
+        );
+        for (i, &c) in Counter::ALL.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let _ = write!(s, "{sep}\"{}\":{}", c.key(), self.totals[i]);
+        }
+        s.push_str("}}\n");
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_counters_and_keeps_peaks() {
+        let r = Report::parse(
+            "munmapq-loaded pid=1\nmunmapq-loaded pid=2\n\
+             munmapq pid=1 deferred=3 peak_queued=5\n\
+             munmapq pid=2 deferred=4 peak_queued=2 some_future_key=9\n\
+             garbage\n",
+        );
+        assert_eq!((r.loaded, r.reported), (2, 2));
+        assert_eq!(r.get(Counter::Deferred), 7);
+        assert_eq!(r.get(Counter::PeakQueued), 5);
+        assert!(r.json().contains("\"deferred\":7"));
+        assert!(r.text().contains("deferred"));
+    }
+}
