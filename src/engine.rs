@@ -240,14 +240,15 @@ impl Engine {
                     if let Some(e) = t.find(s.start) {
                         if e.state == State::Live
                             && e.end() == s.end
+                            && e.len <= self.max_bytes.load(Relaxed)
                             && !self.locked_future.load(Relaxed)
                         {
+                            self.make_room(os, &mut t, e.len);
                             t.enqueue(e.slot);
                             self.stats.bump(Counter::Deferred);
                             self.stats.peak(Counter::PeakQueued, t.queued() as u64);
                             self.stats
                                 .peak(Counter::PeakQueuedBytes, t.queued_bytes() as u64);
-                            self.evict_if_over_caps(os, &mut t);
                             return Ok(());
                         }
                     }
@@ -387,16 +388,24 @@ impl Engine {
         });
     }
 
-    fn evict_if_over_caps<O: Os>(&self, os: &O, t: &mut Table) {
+    /// Evicts so that one more mapping of `len` bytes fits under both caps:
+    /// everything (`MUNMAPQ_EVICT=all`, the seed's way), or the least
+    /// recently unmapped until the queue is at 3/4 of its caps, so that
+    /// flushes come in batches whose touching ranges merge.
+    fn make_room<O: Os>(&self, os: &O, t: &mut Table, len: usize) {
         let (max_n, max_b) = (self.max_entries.load(Relaxed), self.max_bytes.load(Relaxed));
-        if t.queued() <= max_n && t.queued_bytes() <= max_b {
+        if t.queued() < max_n && t.queued_bytes() + len <= max_b {
             return;
         }
         if self.evict_all.load(Relaxed) {
             t.mark_all();
         } else {
             let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
-            while (t.queued() > low_n || t.queued_bytes() > low_b) && t.mark_oldest() {}
+            while (t.queued() >= low_n.max(1)
+                || t.queued_bytes() > low_b
+                || t.queued_bytes() + len > max_b)
+                && t.mark_oldest()
+            {}
         }
         self.flush_marked(os, t);
     }

@@ -212,8 +212,10 @@ fn full_queue_evicts_oldest_and_merges_touching_ranges() {
     for &a in &addrs {
         E.munmap(&os, a, 2 * PAGE).unwrap();
     }
-    // Five queued > 4: evict oldest down to 3; the two oldest touch.
+    // The fifth does not fit under 4: the oldest go until 3 are left, then
+    // it joins them; the two oldest touch, so one munmap frees both.
     assert_eq!(E.queued(), Some((3, 6 * PAGE)));
+    assert_eq!(E.stats.get(Counter::PeakQueued), 4, "never above the cap");
     let calls = os.munmaps.borrow().clone();
     assert_eq!(calls, [(addrs[0].min(addrs[1]), 4 * PAGE)]);
     assert_eq!(E.stats.get(Counter::Flushed), 2);
@@ -288,9 +290,10 @@ fn seed_mode_flushes_everything_and_never_reuses() {
         let a = map(&E, &os, 3, 0);
         E.munmap(&os, a, 2 * PAGE).unwrap();
     }
-    assert_eq!(*os.mmaps.borrow(), 4);
-    assert_eq!(E.queued(), Some((0, 0)));
-    assert_eq!(E.stats.get(Counter::Flushed), 4);
+    assert_eq!(*os.mmaps.borrow(), 4, "never reused");
+    // The fourth finds the queue full: all three go, then it is queued.
+    assert_eq!(E.queued(), Some((1, 2 * PAGE)));
+    assert_eq!(E.stats.get(Counter::Flushed), 3);
 }
 
 #[test]
@@ -319,4 +322,31 @@ fn mlockall_future_stops_deferral() {
     let c = map(&E, &os, 5, 0);
     E.munmap(&os, c, 2 * PAGE).unwrap();
     assert!(os.mapped(c).is_some(), "deferred again");
+}
+
+#[test]
+fn byte_cap_holds_and_oversized_mappings_are_not_queued() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    let mut cfg = Config::defaults(System {
+        max_map_count: Some(65530),
+        address_space_limit: None,
+    });
+    cfg.max_bytes = 5 * PAGE;
+    E.start(&cfg, PAGE);
+    for i in 0..10 {
+        let a = map(&E, &os, 3, 2 * i * PAGE as i64);
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+        assert!(E.queued().unwrap().1 <= 5 * PAGE);
+    }
+    assert!(E.stats.get(Counter::PeakQueuedBytes) <= 5 * PAGE as u64);
+    let big = E
+        .mmap(&os, 0, 6 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0)
+        .unwrap();
+    E.munmap(&os, big, 6 * PAGE).unwrap();
+    assert_eq!(
+        os.mapped(big),
+        None,
+        "larger than the byte cap: unmapped now"
+    );
 }

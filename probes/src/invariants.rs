@@ -1,0 +1,172 @@
+//! One case per invariant: each prints `name: result`. The tests run this
+//! with and without libmunmapq and require identical output (and, for the
+//! cases where the kernel's answer is certain, that exact answer).
+
+use crate::sys::*;
+
+pub fn run(file: &str) {
+    let pg = page();
+    let fd = open(file, libc::O_RDONLY);
+    assert!(fd >= 0, "open {file}");
+    let say = |name: &str, what: String| println!("{name}: {what}");
+
+    // A mapping the program freed, as each call sees it.
+    let a = map_file(fd, 0, 2 * pg).unwrap();
+    say("munmap whole", show(munmap(a, 2 * pg), true));
+    say("munmap unaligned", show(munmap(a + 1, pg), true));
+    say("munmap zero length", show(munmap(a, 0), true));
+    say("mprotect freed", show(mprotect(a, pg, R), true));
+    say(
+        "mprotect freed rw",
+        show(mprotect(a, pg, R | libc::PROT_WRITE), true),
+    );
+    say(
+        "madvise freed",
+        show(madvise(a, pg, libc::MADV_WILLNEED), true),
+    );
+    say("msync freed", show(msync(a, pg), true));
+    say("mincore freed", show(mincore(a, pg), true));
+    say("mlock freed", show(mlock(a, pg), true));
+    say("mremap freed", show(mremap(a, pg, pg, 0, 0), false));
+    say("munmap freed again", show(munmap(a, 2 * pg), true));
+
+    // MAP_FIXED_NOREPLACE and MAP_FIXED onto freed ranges.
+    for (name, flag) in [
+        ("noreplace", libc::MAP_FIXED_NOREPLACE),
+        ("fixed", libc::MAP_FIXED),
+    ] {
+        let b = map_file(fd, pg, 2 * pg).unwrap();
+        munmap(b, 2 * pg).unwrap();
+        let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flag;
+        let r = mmap(b, 2 * pg, R | libc::PROT_WRITE, anon, -1, 0, false);
+        say(
+            &format!("map {name} onto freed"),
+            show(r.map(|x| x == b), true),
+        );
+        if let Ok(x) = r {
+            poke(x, 5, 42);
+            say(
+                &format!("map {name} data"),
+                format!("{} {}", peek(x, 5), peek(x, pg + 5)),
+            );
+            munmap(x, 2 * pg).unwrap();
+        }
+    }
+
+    // Partial unmap really unmaps.
+    let d = map_file(fd, 4 * pg, 3 * pg).unwrap();
+    say("partial munmap", show(munmap(d + pg, pg), true));
+    say("partial hole", show(mincore(d + pg, pg), true));
+    say(
+        "partial head",
+        format!("{}", peek(d, 3) == pattern(4 * pg + 3)),
+    );
+    say(
+        "partial tail",
+        format!("{}", peek(d, 2 * pg + 3) == pattern(6 * pg + 3)),
+    );
+    say("partial rest", show(munmap(d, 3 * pg), true));
+    say("partial gone", show(mincore(d, 3 * pg), true));
+
+    // A mapping the program wrote (after mprotect) must never come back.
+    let f = map_file(fd, 8 * pg, pg).unwrap();
+    say(
+        "mprotect rw",
+        show(mprotect(f, pg, R | libc::PROT_WRITE), true),
+    );
+    poke(f, 0, pattern(8 * pg).wrapping_add(1));
+    munmap(f, pg).unwrap();
+    let g = map_file(fd, 8 * pg, pg).unwrap();
+    say(
+        "after write, fresh data",
+        format!("{}", peek(g, 0) == pattern(8 * pg)),
+    );
+    munmap(g, pg).unwrap();
+
+    // Reuse fails where a fresh mmap would: how the fd was opened counts.
+    let h = map_file(fd, 10 * pg, pg).unwrap();
+    munmap(h, pg).unwrap();
+    let wfd = open(file, libc::O_WRONLY);
+    say("map O_WRONLY", show(map_file(wfd, 10 * pg, pg), false));
+    let pfd = open(file, libc::O_PATH);
+    say("map O_PATH", show(map_file(pfd, 10 * pg, pg), false));
+    close(wfd);
+    close(pfd);
+    let rwfd = open(file, libc::O_RDWR);
+    let h2 = map_file(rwfd, 10 * pg, pg).unwrap();
+    say(
+        "map O_RDWR",
+        format!("{}", peek(h2, 1) == pattern(10 * pg + 1)),
+    );
+    munmap(h2, pg).unwrap();
+
+    // madvise splits a mapping; what comes back must behave as one mapping.
+    let i = map_file(fd, 12 * pg, 2 * pg).unwrap();
+    say(
+        "madvise part",
+        show(madvise(i, pg, libc::MADV_RANDOM), true),
+    );
+    munmap(i, 2 * pg).unwrap();
+    let j = map_file(fd, 12 * pg, 2 * pg).unwrap();
+    let moved = mremap(j, 2 * pg, 4 * pg, libc::MREMAP_MAYMOVE, 0);
+    say("mremap whole after madvise", show(moved.map(drop), false));
+    if let Ok(m) = moved {
+        say(
+            "mremap data",
+            format!("{}", peek(m, pg + 9) == pattern(13 * pg + 9)),
+        );
+        munmap(m, 4 * pg).unwrap();
+    }
+
+    // Arguments the kernel refuses.
+    say(
+        "mmap unaligned offset",
+        show(mmap(0, pg, R, P, fd, 1, true), false),
+    );
+    say(
+        "mmap zero length",
+        show(mmap(0, 0, R, P, fd, 0, true), false),
+    );
+    say("mmap bad fd", show(mmap(0, pg, R, P, 999, 0, true), false));
+    say(
+        "mmap closed fd",
+        show(mmap(0, pg, R, P, -1, 0, false), false),
+    );
+
+    // The file changes while a mapping of it is queued: a reuse shows the
+    // file as it is now, like a fresh mapping.
+    let k = map_file(fd, 14 * pg, pg).unwrap();
+    say(
+        "before write",
+        format!("{}", peek(k, 0) == pattern(14 * pg)),
+    );
+    munmap(k, pg).unwrap();
+    let wfd = open(file, libc::O_WRONLY);
+    // SAFETY: writing one byte from a valid buffer at a valid offset.
+    unsafe { libc::pwrite(wfd, [0xEEu8].as_ptr().cast(), 1, (14 * pg) as i64) };
+    close(wfd);
+    let k2 = map_file(fd, 14 * pg, pg).unwrap();
+    say("after write", format!("{:#x}", peek(k2, 0)));
+    munmap(k2, pg).unwrap();
+    // Put it back for the next run.
+    let wfd = open(file, libc::O_WRONLY);
+    // SAFETY: as above.
+    unsafe { libc::pwrite(wfd, [pattern(14 * pg)].as_ptr().cast(), 1, (14 * pg) as i64) };
+    close(wfd);
+
+    // A file replaced under the same fd number is another file.
+    let m = map_file(fd, 0, pg).unwrap();
+    munmap(m, pg).unwrap();
+    close(fd);
+    let other = format!("{file}.other");
+    std::fs::write(&other, vec![0x5Au8; pg]).unwrap();
+    let fd2 = open(&other, libc::O_RDONLY);
+    let m2 = map_file(fd2, 0, pg).unwrap();
+    say(
+        "other file same fd",
+        format!("{} {:#x}", fd2 == fd, peek(m2, 0)),
+    );
+    munmap(m2, pg).unwrap();
+    close(fd2);
+    let _ = std::fs::remove_file(other);
+}

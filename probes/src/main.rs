@@ -1,0 +1,41 @@
+//! `mq-probe SCENARIO ARGS...`: programs the integration tests run with and
+//! without libmunmapq. Exit status 0 means every check inside passed.
+
+mod invariants;
+mod stress;
+mod sys;
+
+fn arg(args: &[String], i: usize, default: usize) -> usize {
+    args.get(i)
+        .map(|a| a.parse().expect("number"))
+        .unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let file = args.get(1).cloned().unwrap_or_default();
+    let code = match args.first().map(String::as_str) {
+        Some("mkfile") => {
+            sys::make_file(&file, arg(&args, 2, 256));
+            0
+        }
+        Some("invariants") => {
+            invariants::run(&file);
+            0
+        }
+        Some("cycle") => stress::cycle(
+            &file,
+            arg(&args, 2, 1000),
+            arg(&args, 3, 64),
+            args.get(4).is_some_and(|a| a == "leak"),
+        ),
+        Some("threads") => stress::threads(&file, arg(&args, 2, 4), arg(&args, 3, 10000)),
+        Some("forks") => stress::forks(&file, arg(&args, 2, 100)),
+        Some("signals") => stress::signals(&file, arg(&args, 2, 100000)),
+        _ => {
+            eprintln!("usage: mq-probe mkfile|invariants|cycle|threads|forks|signals FILE [N...]");
+            2
+        }
+    };
+    std::process::exit(code);
+}
