@@ -54,7 +54,16 @@ pub fn mmap(
 }
 
 pub fn map_file(fd: i32, off: usize, len: usize) -> Result<usize, i32> {
-    mmap(0, len, R, P, fd, off as i64, off % 2 == 0)
+    // Alternate mmap and mmap64 by window: both must be hooked.
+    mmap(
+        0,
+        len,
+        R,
+        P,
+        fd,
+        off as i64,
+        (off / page()).is_multiple_of(2),
+    )
 }
 
 pub fn munmap(addr: usize, len: usize) -> Result<i32, i32> {
