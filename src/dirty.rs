@@ -6,11 +6,20 @@
 //! mprotect, mremap, ...), the table may now describe a range wrongly. The
 //! hook first records the range here, lock-free; whoever next holds the lock
 //! drops every table entry overlapping a recorded range without unmapping it.
-//! When the ring is full, the next lock holder forgets the whole table.
+//!
+//! Only entries that existed when the range was recorded: each record takes
+//! a number from a global epoch counter *before* its call reaches the
+//! kernel, and each entry keeps the epoch read when it was inserted, *after*
+//! its mmap returned. A mapping the kernel placed in the range after that
+//! call (and which may since have been queued) has a later epoch and is
+//! kept; dropping it would leak it.
+//!
+//! When the ring is full, the next lock holder learns the epoch of the lost
+//! record (what it does then is `Engine::drain`'s choice).
 
-use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-const RECORDS: usize = 32;
+const RECORDS: usize = 64;
 const FREE: u8 = 0;
 const WRITING: u8 = 1;
 const READY: u8 = 2;
@@ -19,12 +28,15 @@ struct Record {
     state: AtomicU8,
     start: AtomicUsize,
     end: AtomicUsize,
+    epoch: AtomicU64,
 }
 
 pub struct DirtyRanges {
     records: [Record; RECORDS],
     ready: AtomicUsize,
     overflow: AtomicBool,
+    overflow_epoch: AtomicU64,
+    epoch: AtomicU64,
 }
 
 impl Default for DirtyRanges {
@@ -35,10 +47,10 @@ impl Default for DirtyRanges {
 
 /// What the lock holder has to drop.
 pub enum Dirty {
-    /// Entries overlapping `[start, end)`.
-    Range(usize, usize),
-    /// Everything: a record was lost.
-    All,
+    /// Entries overlapping `[start, end)` with an epoch up to the third.
+    Range(usize, usize, u64),
+    /// Every entry with an epoch up to this one: a record was lost.
+    Upto(u64),
 }
 
 impl DirtyRanges {
@@ -49,15 +61,29 @@ impl DirtyRanges {
                     state: AtomicU8::new(FREE),
                     start: AtomicUsize::new(0),
                     end: AtomicUsize::new(0),
+                    epoch: AtomicU64::new(0),
                 }
             }; RECORDS],
             ready: AtomicUsize::new(0),
             overflow: AtomicBool::new(false),
+            overflow_epoch: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
         }
+    }
+
+    /// The epoch a newly inserted entry carries.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    fn lose(&self, epoch: u64) {
+        self.overflow_epoch.fetch_max(epoch, Ordering::AcqRel);
+        self.overflow.store(true, Ordering::Release);
     }
 
     /// Records `[start, end)`. Wait-free: at most `RECORDS` attempts.
     pub fn record(&self, start: usize, end: usize) {
+        let epoch = self.epoch.fetch_add(1, Ordering::SeqCst);
         for r in &self.records {
             if r.state
                 .compare_exchange(FREE, WRITING, Ordering::Acquire, Ordering::Relaxed)
@@ -65,19 +91,20 @@ impl DirtyRanges {
             {
                 r.start.store(start, Ordering::Relaxed);
                 r.end.store(end, Ordering::Relaxed);
+                r.epoch.store(epoch, Ordering::Relaxed);
                 r.state.store(READY, Ordering::Release);
                 self.ready.fetch_add(1, Ordering::Release);
                 return;
             }
         }
-        self.overflow.store(true, Ordering::Release);
+        self.lose(epoch);
     }
 
     /// Hands every complete record to `f` and frees it. Only the holder of
     /// the table lock calls this.
     pub fn drain(&self, mut f: impl FnMut(Dirty)) {
         if self.overflow.swap(false, Ordering::Acquire) {
-            f(Dirty::All);
+            f(Dirty::Upto(self.overflow_epoch.load(Ordering::Acquire)));
         }
         if self.ready.load(Ordering::Acquire) == 0 {
             return;
@@ -87,6 +114,7 @@ impl DirtyRanges {
                 f(Dirty::Range(
                     r.start.load(Ordering::Relaxed),
                     r.end.load(Ordering::Relaxed),
+                    r.epoch.load(Ordering::Relaxed),
                 ));
                 r.state.store(FREE, Ordering::Release);
                 self.ready.fetch_sub(1, Ordering::Release);
@@ -105,7 +133,7 @@ impl DirtyRanges {
             }
         }
         if lost {
-            self.overflow.store(true, Ordering::Relaxed);
+            self.lose(self.epoch());
         }
     }
 }
@@ -118,8 +146,8 @@ mod tests {
     fn drained(d: &DirtyRanges) -> Vec<(usize, usize)> {
         let mut v = Vec::new();
         d.drain(|x| match x {
-            Dirty::Range(s, e) => v.push((s, e)),
-            Dirty::All => v.push((0, usize::MAX)),
+            Dirty::Range(s, e, _) => v.push((s, e)),
+            Dirty::Upto(_) => v.push((0, usize::MAX)),
         });
         v
     }
@@ -131,6 +159,22 @@ mod tests {
         d.record(3, 4);
         assert_eq!(drained(&d), [(1, 2), (3, 4)]);
         assert!(drained(&d).is_empty());
+    }
+
+    #[test]
+    fn records_are_numbered_before_later_inserts() {
+        let d = DirtyRanges::new();
+        let before = d.epoch();
+        d.record(1, 2);
+        let after = d.epoch();
+        let mut seen = None;
+        d.drain(|x| {
+            if let Dirty::Range(_, _, e) = x {
+                seen = Some(e)
+            }
+        });
+        let e = seen.unwrap();
+        assert!(before <= e && e < after);
     }
 
     #[test]

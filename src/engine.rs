@@ -182,7 +182,7 @@ impl Engine {
             if let Some(s) = self.span(start, len, Effect::Modify) {
                 if let Some(mut t) = self.table.try_lock() {
                     self.drain(&mut t);
-                    self.forget(&mut t, s.start, s.end);
+                    self.forget(&mut t, s.start, s.end, u64::MAX, false);
                 }
             }
         }
@@ -215,11 +215,11 @@ impl Engine {
             return Ok(start);
         };
         self.drain(&mut t);
-        self.forget(&mut t, start, start + key.len);
+        self.forget(&mut t, start, start + key.len, u64::MAX, false);
         if t.is_full() && t.mark_oldest() {
             self.flush_marked(os, &mut t);
         }
-        if !t.insert_live(start, key.len, key) {
+        if !t.insert_live(start, key.len, key, self.dirty.epoch()) {
             self.stats.bump(Counter::PassTableFull);
         }
         Ok(start)
@@ -370,20 +370,37 @@ impl Engine {
         }
     }
 
-    /// Drops every entry overlapping `[start, end)` without unmapping it.
-    fn forget(&self, t: &mut Table, start: usize, end: usize) {
-        while let Some(e) = t.last_overlap(start, end) {
-            t.remove(e.slot);
-            self.stats.bump(Counter::Forgotten);
+    /// Drops entries overlapping `[start, end)` inserted at or before
+    /// `epoch` (only live ones with `live_only`), without unmapping them.
+    fn forget(&self, t: &mut Table, start: usize, end: usize, epoch: u64, live_only: bool) {
+        let mut hi = end;
+        while let Some(e) = t.last_overlap(start, hi) {
+            hi = e.start;
+            let queued = e.state == State::Queued;
+            if e.epoch <= epoch && !(queued && live_only) {
+                t.remove(e.slot);
+                self.stats.bump(if queued {
+                    Counter::ForgottenQueued
+                } else {
+                    Counter::Forgotten
+                });
+            }
         }
     }
 
+    /// Applies what calls that found the table busy recorded. A lost record
+    /// (ring full: a lock holder was preempted while others kept calling)
+    /// drops every live entry older than it: the common busy call is a
+    /// munmap of the caller's own mapping. Queued entries stay: only a
+    /// program acting on memory it had already unmapped could have changed
+    /// them, which a multi-threaded program cannot do without racing its
+    /// own threads' mmaps.
     fn drain(&self, t: &mut Table) {
         self.dirty.drain(|d| match d {
-            Dirty::Range(start, end) => self.forget(t, start, end),
-            Dirty::All => {
-                self.stats.add(Counter::Forgotten, t.len() as u64);
-                t.clear();
+            Dirty::Range(start, end, epoch) => self.forget(t, start, end, epoch, false),
+            Dirty::Upto(epoch) => {
+                self.stats.bump(Counter::LostRecords);
+                self.forget(t, 0, usize::MAX, epoch, true)
             }
         });
     }

@@ -40,7 +40,9 @@ counters! {
     PassTableFull = "pass_table_full": "eligible mmaps left untracked: table full",
     EnomemRetries = "enomem_retries": "calls that failed with ENOMEM, were retried after a full flush",
     Released = "released": "queued mappings unmapped early because a call touched their range",
-    Forgotten = "forgotten": "entries dropped because the range changed behind munmapq's back",
+    Forgotten = "forgotten": "live entries dropped: their range changed while the queue was busy",
+    ForgottenQueued = "forgotten_queued": "queued mappings dropped, left mapped: the program changed their range while the queue was busy",
+    LostRecords = "lost_records": "times busy calls outran the record ring; live entries were dropped",
     PeakQueued = "peak_queued": "most mappings queued at once",
     PeakQueuedBytes = "peak_queued_bytes": "most bytes queued at once",
 }

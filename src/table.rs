@@ -58,6 +58,8 @@ pub struct Entry {
     pub start: usize,
     pub len: usize,
     pub state: State,
+    /// The contention epoch when it was inserted (see `crate::dirty`).
+    pub epoch: u64,
 }
 
 impl Entry {
@@ -72,6 +74,7 @@ struct Slot {
     len: usize,
     key: FileKey,
     state: State,
+    epoch: u64,
     older: u16,
     newer: u16,
     /// Next slot in the same key bucket, or in the free list.
@@ -84,6 +87,7 @@ impl Slot {
         len: 0,
         key: FileKey::NONE,
         state: State::Free,
+        epoch: 0,
         older: NIL,
         newer: NIL,
         next: NIL,
@@ -164,6 +168,7 @@ impl Table {
             start: s.start,
             len: s.len,
             state: s.state,
+            epoch: s.epoch,
         }
     }
 
@@ -205,7 +210,7 @@ impl Table {
 
     /// Adds a live mapping. The caller has removed anything overlapping it.
     /// Answers false when the table is full.
-    pub fn insert_live(&mut self, start: usize, len: usize, key: FileKey) -> bool {
+    pub fn insert_live(&mut self, start: usize, len: usize, key: FileKey, epoch: u64) -> bool {
         let slot = if self.free != NIL {
             let s = self.free;
             self.free = self.slots[s as usize].next;
@@ -221,6 +226,7 @@ impl Table {
             len,
             key,
             state: State::Live,
+            epoch,
             ..Slot::EMPTY
         };
         let pos = self.lower_bound(start);
@@ -374,7 +380,7 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::boxed::Box;
+    use spin::mutex::SpinMutex;
     use std::vec::Vec;
 
     fn key(off: u64) -> FileKey {
@@ -386,16 +392,21 @@ mod tests {
         }
     }
 
-    fn table() -> Box<Table> {
-        Box::new(Table::new())
+    /// The table is too large for a test thread's stack: each test gets a
+    /// static one.
+    macro_rules! table {
+        () => {{
+            static T: SpinMutex<Table> = SpinMutex::new(Table::new());
+            T.lock()
+        }};
     }
 
     #[test]
     fn find_and_overlap() {
-        let mut t = table();
-        assert!(t.insert_live(0x3000, 0x1000, key(0)));
-        assert!(t.insert_live(0x1000, 0x1000, key(1)));
-        assert!(t.insert_live(0x5000, 0x2000, key(2)));
+        let mut t = table!();
+        assert!(t.insert_live(0x3000, 0x1000, key(0), 0));
+        assert!(t.insert_live(0x1000, 0x1000, key(1), 0));
+        assert!(t.insert_live(0x5000, 0x2000, key(2), 0));
         assert_eq!(t.find(0x1000).unwrap().len, 0x1000);
         assert!(t.find(0x2000).is_none());
         assert_eq!(t.last_overlap(0x0, 0x8000).unwrap().start, 0x5000);
@@ -407,9 +418,9 @@ mod tests {
 
     #[test]
     fn queue_reuse_and_fifo() {
-        let mut t = table();
+        let mut t = table!();
         for i in 0..4u64 {
-            assert!(t.insert_live(0x10000 + i as usize * 0x1000, 0x1000, key(i)));
+            assert!(t.insert_live(0x10000 + i as usize * 0x1000, 0x1000, key(i), 0));
         }
         for i in [2u64, 0, 3] {
             let e = t.find(0x10000 + i as usize * 0x1000).unwrap();
@@ -426,10 +437,10 @@ mod tests {
 
     #[test]
     fn eviction_merges_touching_runs() {
-        let mut t = table();
+        let mut t = table!();
         // Four touching pages, a live one, then two touching pages.
         for i in 0..7usize {
-            assert!(t.insert_live(0x1000 * (i + 1), 0x1000, key(i as u64)));
+            assert!(t.insert_live(0x1000 * (i + 1), 0x1000, key(i as u64), 0));
         }
         for i in [0usize, 1, 2, 3, 5, 6] {
             let e = t.find(0x1000 * (i + 1)).unwrap();
@@ -447,23 +458,23 @@ mod tests {
 
     #[test]
     fn full_table_refuses_and_slots_recycle() {
-        let mut t = table();
+        let mut t = table!();
         for i in 0..SLOTS {
-            assert!(t.insert_live(i * 0x1000, 0x1000, key(i as u64)));
+            assert!(t.insert_live(i * 0x1000, 0x1000, key(i as u64), 0));
         }
         assert!(t.is_full());
-        assert!(!t.insert_live(SLOTS * 0x1000, 0x1000, key(0)));
+        assert!(!t.insert_live(SLOTS * 0x1000, 0x1000, key(0), 0));
         let e = t.find(0x5000).unwrap();
         t.remove(e.slot);
-        assert!(t.insert_live(SLOTS * 0x1000, 0x1000, key(0)));
+        assert!(t.insert_live(SLOTS * 0x1000, 0x1000, key(0), 0));
         assert_eq!(t.last_overlap(0, usize::MAX).unwrap().start, SLOTS * 0x1000);
     }
 
     #[test]
     fn removing_a_queued_entry_unlinks_it() {
-        let mut t = table();
+        let mut t = table!();
         for i in 0..3usize {
-            t.insert_live(0x1000 * (i + 1), 0x1000, key(7));
+            t.insert_live(0x1000 * (i + 1), 0x1000, key(7), 0);
             let e = t.find(0x1000 * (i + 1)).unwrap();
             t.enqueue(e.slot);
         }

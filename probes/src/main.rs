@@ -2,6 +2,7 @@
 //! without libmunmapq. Exit status 0 means every check inside passed.
 
 mod invariants;
+mod repo;
 mod stress;
 mod sys;
 
@@ -19,6 +20,13 @@ fn main() {
             sys::make_file(&file, arg(&args, 2, 256));
             0
         }
+        Some("fast-import") => {
+            let out = std::io::stdout();
+            let mut w = std::io::BufWriter::new(out.lock());
+            repo::fast_import(arg(&args, 1, 1000), arg(&args, 2, 400), &mut w)
+                .expect("write stream");
+            0
+        }
         Some("invariants") => {
             invariants::run(&file);
             0
@@ -33,7 +41,7 @@ fn main() {
         Some("forks") => stress::forks(&file, arg(&args, 2, 100)),
         Some("signals") => stress::signals(&file, arg(&args, 2, 100000)),
         _ => {
-            eprintln!("usage: mq-probe mkfile|invariants|cycle|threads|forks|signals FILE [N...]");
+            eprintln!("usage: mq-probe mkfile|fast-import|invariants|cycle|threads|forks|signals FILE [N...]");
             2
         }
     };

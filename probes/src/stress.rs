@@ -54,15 +54,23 @@ fn file_pages(fd: i32) -> usize {
     st.st_size as usize / page()
 }
 
-fn report(what: &str) -> i32 {
+/// Prints the totals: on stdout when they are deterministic (a fixed number
+/// of operations), else on stderr (threads that run until told to stop).
+fn report(what: &str, deterministic: bool) -> i32 {
     let (ops, wrong, ver) = (
         OPS.load(Relaxed),
         WRONG.load(Relaxed),
         VERIFIED.load(Relaxed),
     );
-    println!(
+    let line = format!(
         "{what}: {ops} map/verify/unmap operations, {ver} bytes verified, {wrong} wrong bytes"
     );
+    if deterministic {
+        println!("{line}");
+    } else {
+        eprintln!("{line}");
+        println!("{what}: {wrong} wrong bytes");
+    }
     (wrong != 0) as i32
 }
 
@@ -81,7 +89,7 @@ pub fn threads(file: &str, threads: usize, ops: usize) -> i32 {
         })
         .collect();
     hs.into_iter().for_each(|h| h.join().unwrap());
-    report("threads")
+    report("threads", true)
 }
 
 /// Forks `rounds` children while two threads hammer the hooks; each child
@@ -132,7 +140,7 @@ pub fn forks(file: &str, rounds: usize) -> i32 {
     stop.store(true, Relaxed);
     hs.into_iter().for_each(|h| h.join().unwrap());
     println!("forks: {good} of {rounds} children mapped, verified and exited normally");
-    report("forks") | (good != rounds) as i32
+    report("forks", false) | (good != rounds) as i32
 }
 
 static SIG_FD: AtomicUsize = AtomicUsize::new(0);
@@ -197,5 +205,5 @@ pub fn signals(file: &str, ops: usize) -> i32 {
     }
     let (runs, wrong) = (SIG_RUNS.load(Relaxed), SIG_WRONG.load(Relaxed));
     println!("signals: {runs} handler runs mapped/verified/unmapped, {wrong} failures");
-    report("signals") | (wrong != 0) as i32
+    report("signals", false) | (wrong != 0) as i32
 }

@@ -1,0 +1,70 @@
+//! A deterministic `git fast-import` stream: `commits` commits over a tree
+//! of `files` files in nested directories, each commit editing a few lines
+//! of a few files, so packs hold long delta chains and many trees.
+
+use crate::sys::Rng;
+use std::io::Write;
+
+fn file_path(i: usize) -> String {
+    format!("src/d{:02}/s{:02}/file{:04}.txt", i % 17, (i / 17) % 13, i)
+}
+
+fn initial_lines(rng: &mut Rng, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| format!("line {:016x} {:016x}", rng.next(), rng.next()))
+        .collect()
+}
+
+pub fn fast_import(commits: usize, files: usize, out: &mut impl Write) -> std::io::Result<()> {
+    let mut rng = Rng(0x5eed);
+    let mut contents: Vec<Vec<String>> = (0..files)
+        .map(|_| {
+            let n = 20 + rng.below(60) as usize;
+            initial_lines(&mut rng, n)
+        })
+        .collect();
+    let mut mark = 0usize;
+    let blob =
+        |out: &mut dyn Write, lines: &[String], mark: &mut usize| -> std::io::Result<usize> {
+            *mark += 1;
+            let data = lines.join("\n") + "\n";
+            write!(out, "blob\nmark :{mark}\ndata {}\n{data}\n", data.len())?;
+            Ok(*mark)
+        };
+    for c in 0..commits {
+        let changed: Vec<usize> = if c == 0 {
+            (0..files).collect()
+        } else {
+            (0..1 + rng.below(8))
+                .map(|_| rng.below(files as u64) as usize)
+                .collect()
+        };
+        let mut marks = Vec::new();
+        for &f in &changed {
+            if c > 0 {
+                let lines = &mut contents[f];
+                for _ in 0..1 + rng.below(3) {
+                    let at = rng.below(lines.len() as u64) as usize;
+                    lines[at] = format!("edit {c} {:016x}", rng.next());
+                }
+                if rng.below(4) == 0 {
+                    lines.push(format!("grow {c} {:016x}", rng.next()));
+                }
+            }
+            marks.push((f, blob(out, &contents[f], &mut mark)?));
+        }
+        let msg = format!("commit {c}: touch {} files\n", changed.len());
+        let when = 1_600_000_000 + c * 3600;
+        write!(
+            out,
+            "commit refs/heads/main\nauthor Probe <probe@example.com> {when} +0000\n\
+             committer Probe <probe@example.com> {when} +0000\ndata {}\n{msg}",
+            msg.len()
+        )?;
+        for (f, m) in marks {
+            writeln!(out, "M 100644 :{m} {}", file_path(f))?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}

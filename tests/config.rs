@@ -1,0 +1,67 @@
+//! Invariant 5: a malformed variable gets one line on stderr naming it and
+//! what it accepts; the program runs exactly as without munmapq.
+
+mod common;
+use common::*;
+use std::process::Command;
+
+#[test]
+fn malformed_values_warn_once_and_pass_through() {
+    let dir = scratch("config");
+    let file = data_file(&dir, 64);
+    let plain = run(
+        Command::new(probe()).args(["invariants", &file]),
+        false,
+        &[],
+        MINUTE,
+    );
+    for (var, value, accepts) in [
+        ("MUNMAPQ_MAX_ENTRIES", "lots", "an integer from 1 to 8192"),
+        ("MUNMAPQ_MAX_BYTES", "-5", "a size"),
+        ("MUNMAPQ_REUSE", "yes", "0 or 1"),
+        ("MUNMAPQ_EVICT", "random", "oldest or all"),
+        ("MUNMAPQ_DISABLE", "true", "0 or 1"),
+        ("MUNMAPQ_STATS", "2", "0 or 1"),
+    ] {
+        let with = run(
+            Command::new(probe()).args(["invariants", &file]),
+            true,
+            &[(var, value)],
+            MINUTE,
+        );
+        let err = with.stderr();
+        assert_eq!(err.lines().count(), 1, "{var}: {err}");
+        assert!(
+            err.contains(var) && err.contains(accepts) && err.contains(value),
+            "{err}"
+        );
+        assert!(err.contains("passes through"), "{err}");
+        assert_eq!(with.out.status.code(), plain.out.status.code());
+        assert_eq!(with.out.stdout, plain.out.stdout, "{var}");
+        // Pass-through really: nothing deferred.
+        assert_eq!(with.get(munmapq_core::stats::Counter::Deferred), 0);
+    }
+}
+
+#[test]
+fn nothing_is_printed_without_a_problem() {
+    let dir = scratch("config-quiet");
+    let file = data_file(&dir, 64);
+    let with = run(
+        Command::new(probe()).args(["invariants", &file]),
+        true,
+        &[],
+        MINUTE,
+    );
+    assert!(with.out.stderr.is_empty(), "{}", with.stderr());
+}
+
+#[test]
+fn disable_means_pure_pass_through() {
+    let dir = scratch("config-disable");
+    let file = data_file(&dir, 64);
+    let probe = probe();
+    let args = [probe.to_str().unwrap(), "cycle", &file, "2000", "64"];
+    let env = [("MUNMAPQ_DISABLE", "1")];
+    assert!(strace_count(&args, true, &env, "munmap") >= 2000);
+}
