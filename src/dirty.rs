@@ -103,7 +103,9 @@ impl DirtyRanges {
     /// Hands every complete record to `f` and frees it. Only the holder of
     /// the table lock calls this.
     pub fn drain(&self, mut f: impl FnMut(Dirty)) {
-        if self.overflow.swap(false, Ordering::Acquire) {
+        // Loads first: this runs under every lock acquisition, and a
+        // read-modify-write there is measurable.
+        if self.overflow.load(Ordering::Relaxed) && self.overflow.swap(false, Ordering::Acquire) {
             f(Dirty::Upto(self.overflow_epoch.load(Ordering::Acquire)));
         }
         if self.ready.load(Ordering::Acquire) == 0 {

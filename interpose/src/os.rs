@@ -33,17 +33,43 @@ impl Os for RealOs {
     fn readable_file(&self, fd: i32) -> Option<(u64, u64)> {
         // SAFETY: `stat` is plain data; fstat writes it or fails.
         let mut st: libc::stat = unsafe { core::mem::zeroed() };
-        // SAFETY: a valid out-pointer; a bad fd only makes fstat fail.
-        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        if fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return None;
         }
-        // SAFETY: F_GETFL takes no argument; a bad fd only makes it fail.
-        let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        let fl = get_fl(fd);
         if fl < 0 || fl & libc::O_ACCMODE == libc::O_WRONLY || is_path_only(fl) {
             return None;
         }
         Some((st.st_dev as u64, st.st_ino as u64))
     }
+}
+
+// These two run on every eligible mmap, so on Linux they are the raw
+// system calls: glibc's fstat is fstatat(fd, "", AT_EMPTY_PATH), which
+// costs a path walk, and its fcntl decodes varargs. Neither is hooked, and
+// both only read.
+#[cfg(target_os = "linux")]
+fn fstat(fd: i32, st: &mut libc::stat) -> libc::c_long {
+    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
+    unsafe { libc::syscall(libc::SYS_fstat, fd, st as *mut libc::stat) }
+}
+
+#[cfg(target_os = "linux")]
+fn get_fl(fd: i32) -> i32 {
+    // SAFETY: F_GETFL takes no argument; a bad fd only makes it fail.
+    unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) as i32 }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn fstat(fd: i32, st: &mut libc::stat) -> libc::c_long {
+    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
+    unsafe { libc::fstat(fd, st) as libc::c_long }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn get_fl(fd: i32) -> i32 {
+    // SAFETY: F_GETFL takes no argument; a bad fd only makes it fail.
+    unsafe { libc::fcntl(fd, libc::F_GETFL) }
 }
 
 #[cfg(target_os = "linux")]

@@ -4,19 +4,27 @@
 use crate::sys::*;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-/// Maps window `i % windows` of the file `n` times in a row, reading it and
-/// (unless `leak`) unmapping it. Prints how far it got.
+/// Maps window `i % windows` of the file `n` times in a row, reading a byte
+/// of each of its pages and (unless `leak`) unmapping it. Windows are
+/// `MQ_WINDOW_PAGES` pages (default 1). Prints how far it got.
 pub fn cycle(file: &str, n: usize, windows: usize, leak: bool) -> i32 {
     let pg = page();
+    let pages: usize = std::env::var("MQ_WINDOW_PAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let len = pages * pg;
     let fd = open(file, libc::O_RDONLY);
     let mut wrong = 0;
     for i in 0..n {
-        let off = (i % windows) * pg;
-        match map_file(fd, off, pg) {
+        let off = (i % windows) * len;
+        match map_file(fd, off, len) {
             Ok(a) => {
-                wrong += (peek(a, 11) != pattern(off + 11)) as usize;
+                for p in 0..pages {
+                    wrong += (peek(a, p * pg + 11) != pattern(off + p * pg + 11)) as usize;
+                }
                 if !leak {
-                    munmap(a, pg).unwrap();
+                    munmap(a, len).unwrap();
                 }
             }
             Err(e) => {

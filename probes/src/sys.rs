@@ -7,9 +7,18 @@ use std::io::Error;
 pub const R: i32 = libc::PROT_READ;
 pub const P: i32 = libc::MAP_PRIVATE;
 
+/// The page size, asked once (the cycling benchmark calls this per window).
 pub fn page() -> usize {
-    // SAFETY: no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+    static PAGE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    match PAGE.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => {
+            // SAFETY: no preconditions.
+            let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize };
+            PAGE.store(p, std::sync::atomic::Ordering::Relaxed);
+            p
+        }
+        p => p,
+    }
 }
 
 fn errno() -> i32 {

@@ -1,0 +1,482 @@
+//! `mq-bench`: reproduces the seed's experiment and the issue's targets.
+//! Not a timed test: it prints medians measured side by side in one run
+//! (configurations alternate, round after round), ratios next to their
+//! bounds, peak RSS and mmap/munmap syscall counts, and checks that every
+//! configuration's output is byte-identical.
+//!
+//!     mq-bench [--repo PATH] [--limit N] [--rounds N] [--commits N] [--files N] [--micro-only]
+//!
+//! `--limit N` passes `-n N` to `git log`.
+
+#[allow(dead_code)]
+#[path = "repo.rs"]
+mod repo;
+#[allow(dead_code)]
+#[path = "sys.rs"]
+mod sys;
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+const TINY: [&str; 4] = [
+    "-c",
+    "core.packedGitWindowSize=16k",
+    "-c",
+    "core.packedGitLimit=32k",
+];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Preload {
+    No,
+    Seed,
+    Munmapq,
+}
+
+struct Config {
+    name: &'static str,
+    tiny: bool,
+    preload: Preload,
+}
+
+const CONFIGS: [Config; 4] = [
+    Config {
+        name: "default, no preload (floor)",
+        tiny: false,
+        preload: Preload::No,
+    },
+    Config {
+        name: "tiny windows, no preload",
+        tiny: true,
+        preload: Preload::No,
+    },
+    Config {
+        name: "tiny windows, seed queue",
+        tiny: true,
+        preload: Preload::Seed,
+    },
+    Config {
+        name: "tiny windows, munmapq",
+        tiny: true,
+        preload: Preload::Munmapq,
+    },
+];
+
+struct Sample {
+    secs: f64,
+    rss_kib: u64,
+    hash: u64,
+    bytes: u64,
+}
+
+fn lib() -> PathBuf {
+    let p = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("libmunmapq.so");
+    assert!(
+        p.exists(),
+        "{} missing: cargo build --release --workspace",
+        p.display()
+    );
+    p
+}
+
+fn preload_env(cmd: &mut Command, p: Preload) {
+    match p {
+        Preload::No => {}
+        Preload::Seed => {
+            // The seed: queue everything (as many as we allow), never reuse,
+            // unmap all at once when full.
+            cmd.env("LD_PRELOAD", lib())
+                .env("MUNMAPQ_REUSE", "0")
+                .env("MUNMAPQ_EVICT", "all")
+                .env("MUNMAPQ_MAX_ENTRIES", "8192")
+                .env("MUNMAPQ_MAX_BYTES", "1T");
+        }
+        Preload::Munmapq => {
+            cmd.env("LD_PRELOAD", lib());
+        }
+    }
+}
+
+/// Runs `cmd`, hashing its stdout; wall time and the child's peak RSS.
+fn measure(mut cmd: Command) -> Sample {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null());
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("spawn");
+    let mut out = child.stdout.take().unwrap();
+    let (mut hash, mut bytes) = (0xcbf2_9ce4_8422_2325u64, 0u64);
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = out.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+        for &b in &buf[..n] {
+            hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: plain out-parameters; reaping our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    let secs = start.elapsed().as_secs_f64();
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{cmd:?} failed"
+    );
+    Sample {
+        secs,
+        rss_kib: ru.ru_maxrss as u64,
+        hash,
+        bytes,
+    }
+}
+
+/// Calls per syscall name that reached the kernel, by `strace -c`.
+fn strace_counts(cmd: Command, dir: &Path) -> (u64, u64, String) {
+    let log = dir.join("strace.out");
+    let prog = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let mut s = Command::new("strace");
+    s.args(["-f", "-qq", "-e", "trace=mmap,munmap", "-o"])
+        .arg(&log)
+        .arg(prog)
+        .args(args);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => s.env(k, v),
+            None => s.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        s.current_dir(d);
+    }
+    let ok = s
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success());
+    if ok.ok() != Some(true) {
+        return (0, 0, String::new());
+    }
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    let count = |name: &str| {
+        text.lines()
+            .filter(|l| l.contains(&format!("{name}(")))
+            .count() as u64
+    };
+    (count("mmap"), count("munmap"), text)
+}
+
+/// Distinct (length, fd, offset) of read-only private file mappings.
+fn distinct_windows(trace: &str) -> usize {
+    let mut set = HashSet::new();
+    for l in trace.lines() {
+        if let Some(rest) = l.split("mmap(NULL, ").nth(1) {
+            let f: Vec<&str> = rest.split(", ").collect();
+            if f.len() >= 5
+                && f[1] == "PROT_READ"
+                && f[2] == "MAP_PRIVATE"
+                && !f[3].starts_with('-')
+            {
+                let off = f[4].split(')').next().unwrap_or("");
+                set.insert((f[0].to_string(), f[3].to_string(), off.to_string()));
+            }
+        }
+    }
+    set.len()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn verdict(ratio: f64, bound: f64) -> &'static str {
+    if ratio <= bound {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+fn git_command(repo: &Path, tiny: bool, what: &[&str]) -> Command {
+    let mut c = Command::new("git");
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_PAGER", "cat")
+        .arg("-C")
+        .arg(repo);
+    if tiny {
+        c.args(TINY);
+    }
+    c.args(what);
+    c
+}
+
+fn make_repo(dir: &Path, commits: usize, files: usize) -> PathBuf {
+    let repo = dir.join(format!("bench-repo-{commits}-{files}"));
+    if repo.join("done").exists() {
+        return repo;
+    }
+    let _ = std::fs::remove_dir_all(&repo);
+    eprintln!(
+        "generating {} ({commits} commits, {files} files)...",
+        repo.display()
+    );
+    let st = Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .arg(&repo)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut fi = Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut w = std::io::BufWriter::new(fi.stdin.take().unwrap());
+        repo::fast_import(commits, files, &mut w).unwrap();
+    }
+    assert!(fi.wait().unwrap().success());
+    let st = Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["repack", "-adq"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::write(repo.join("done"), "").unwrap();
+    repo
+}
+
+fn bench_git(repo: &Path, what: &[&str], rounds: usize, scratch: &Path) {
+    println!("\n## git {} on {}\n", what.join(" "), repo.display());
+    let mut samples: Vec<Vec<Sample>> = CONFIGS.iter().map(|_| Vec::new()).collect();
+    for r in 0..rounds {
+        for k in 0..CONFIGS.len() {
+            let i = (k + r) % CONFIGS.len();
+            let c = &CONFIGS[i];
+            let mut cmd = git_command(repo, c.tiny, what);
+            preload_env(&mut cmd, c.preload);
+            samples[i].push(measure(cmd));
+        }
+    }
+    let reference = (samples[0][0].hash, samples[0][0].bytes);
+    let identical = samples
+        .iter()
+        .flatten()
+        .all(|s| (s.hash, s.bytes) == reference);
+    println!(
+        "output: {} bytes, identical in every run of every configuration: {identical}",
+        reference.1
+    );
+    assert!(identical, "outputs differ");
+    let mut med = Vec::new();
+    let mut rss = Vec::new();
+    let mut calls = Vec::new();
+    println!("| configuration | median s | peak RSS MiB | mmap syscalls | munmap syscalls |");
+    println!("(syscalls: strace, less those of `git --version` under the same preload)");
+    println!("| --- | --- | --- | --- | --- |");
+    let mut windows = 0;
+    for (i, c) in CONFIGS.iter().enumerate() {
+        let m = median(samples[i].iter().map(|s| s.secs).collect());
+        let peak = samples[i].iter().map(|s| s.rss_kib).max().unwrap() as f64 / 1024.0;
+        let mut cmd = git_command(repo, c.tiny, what);
+        preload_env(&mut cmd, c.preload);
+        let (mm, mu, trace) = strace_counts(cmd, scratch);
+        // What the dynamic loader and start-up map, with the same preload:
+        // subtracted, so the counts are git's own.
+        let mut base = git_command(repo, c.tiny, &["--version"]);
+        preload_env(&mut base, c.preload);
+        let (bm, bu, _) = strace_counts(base, scratch);
+        let (mm, mu) = (mm.saturating_sub(bm), mu.saturating_sub(bu));
+        if i == 1 {
+            windows = distinct_windows(&trace);
+        }
+        println!("| {} | {m:.3} | {peak:.1} | {mm} | {mu} |", c.name);
+        med.push(m);
+        rss.push(peak);
+        calls.push(mm + mu);
+    }
+    println!("\ndistinct windows (length, fd, offset) in the tiny-window run: {windows}");
+    let rows = [
+        (
+            "time: munmapq / tiny windows without",
+            med[3] / med[1],
+            0.85,
+        ),
+        (
+            "time: munmapq / default config (floor)",
+            med[3] / med[0],
+            1.04,
+        ),
+        (
+            "time: seed queue / tiny windows without",
+            med[2] / med[1],
+            f64::NAN,
+        ),
+        (
+            "mmap+munmap syscalls: munmapq / distinct windows",
+            calls[3] as f64 / windows.max(1) as f64,
+            1.05,
+        ),
+        ("peak RSS: munmapq / default config", rss[3] / rss[0], 1.0),
+        (
+            "peak RSS: munmapq / tiny windows without",
+            rss[3] / rss[1],
+            1.5,
+        ),
+        (
+            "peak RSS: seed queue / tiny windows without",
+            rss[2] / rss[1],
+            f64::NAN,
+        ),
+    ];
+    println!("\n| ratio | value | bound | |");
+    println!("| --- | --- | --- | --- |");
+    for (name, v, bound) in rows {
+        if bound.is_nan() {
+            println!("| {name} | {v:.3} | - | |");
+        } else {
+            println!("| {name} | {v:.3} | <= {bound} | {} |", verdict(v, bound));
+        }
+    }
+}
+
+fn bench_micro(rounds: usize, scratch: &Path) {
+    println!("\n## micro: mmap/read/munmap over 64 distinct 16 KiB windows, 200,000 times\n");
+    let file = scratch.join("micro.bin");
+    let pg = sys::page();
+    sys::make_file(file.to_str().unwrap(), 64 * 16384 / pg + 1);
+    let probe = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("mq-probe");
+    let cmd = |p: Preload| {
+        let mut c = Command::new(&probe);
+        c.args(["cycle", file.to_str().unwrap(), "200000", "64"]);
+        c.env("MQ_WINDOW_PAGES", (16384 / pg).to_string());
+        preload_env(&mut c, p);
+        c
+    };
+    let kinds = [Preload::No, Preload::Seed, Preload::Munmapq];
+    let mut t: Vec<Vec<f64>> = vec![Vec::new(); 3];
+    for r in 0..rounds {
+        for k in 0..3 {
+            let i = (k + r) % 3;
+            t[i].push(measure(cmd(kinds[i])).secs);
+        }
+    }
+    let m: Vec<f64> = t.into_iter().map(median).collect();
+    println!("| configuration | median s |\n| --- | --- |");
+    for (name, v) in ["no preload", "seed queue", "munmapq"].iter().zip(&m) {
+        println!("| {name} | {v:.4} |");
+    }
+    println!("\n| ratio | value | bound | |\n| --- | --- | --- | --- |");
+    println!(
+        "| munmapq / no preload | {:.4} | <= 0.07 | {} |",
+        m[2] / m[0],
+        verdict(m[2] / m[0], 0.07)
+    );
+    println!("| seed queue / no preload | {:.4} | - | |", m[1] / m[0]);
+}
+
+fn bench_passthrough(repo: &Path, log: &[&str], rounds: usize) {
+    println!(
+        "\n## pass-through cost: default config (nothing thrashes), git {}\n",
+        log.join(" ")
+    );
+    let mut t: Vec<Vec<f64>> = vec![Vec::new(); 2];
+    for r in 0..rounds * 2 {
+        for k in 0..2 {
+            let i = (k + r) % 2;
+            let mut c = git_command(repo, false, log);
+            preload_env(
+                &mut c,
+                if i == 0 {
+                    Preload::No
+                } else {
+                    Preload::Munmapq
+                },
+            );
+            t[i].push(measure(c).secs);
+        }
+    }
+    let (a, b) = (median(t[0].clone()), median(t[1].clone()));
+    println!("| ratio | value | bound | |\n| --- | --- | --- | --- |");
+    println!(
+        "| munmapq / without ({a:.3} s vs {b:.3} s) | {:.4} | <= 1.02 | {} |",
+        b / a,
+        verdict(b / a, 1.02)
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opt = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let rounds: usize = opt("--rounds").map(|v| v.parse().unwrap()).unwrap_or(7);
+    let commits: usize = opt("--commits").map(|v| v.parse().unwrap()).unwrap_or(3000);
+    let files: usize = opt("--files").map(|v| v.parse().unwrap()).unwrap_or(600);
+    let limit = opt("--limit");
+    let scratch = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("bench");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let uname = Command::new("uname")
+        .arg("-srm")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let git = Command::new("git")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    println!(
+        "# mq-bench: {} rounds, {} cores, {}, {}",
+        rounds,
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
+        uname.unwrap_or_default(),
+        git.unwrap_or_default()
+    );
+    bench_micro(rounds, &scratch);
+    if args.iter().any(|a| a == "--micro-only") {
+        return;
+    }
+    let repo = match opt("--repo") {
+        Some(p) => PathBuf::from(p),
+        None => make_repo(&scratch, commits, files),
+    };
+    let mut log = vec!["log", "--raw"];
+    if let Some(n) = limit.as_deref() {
+        log.extend(["-n", n]);
+    }
+    bench_git(&repo, &log, rounds, &scratch);
+    bench_git(
+        &repo,
+        &["ls-tree", "-r", "-l", "--full-tree", "HEAD"],
+        rounds,
+        &scratch,
+    );
+    bench_passthrough(&repo, &log, rounds);
+}
