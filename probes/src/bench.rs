@@ -104,6 +104,7 @@ fn preload_env(cmd: &mut Command, p: Preload) {
 }
 
 /// Runs `cmd`, hashing its stdout; wall time and the child's peak RSS.
+#[allow(clippy::zombie_processes)] // reaped below with wait4, for its rusage
 fn measure(mut cmd: Command) -> Sample {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::null())
