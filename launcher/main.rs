@@ -25,7 +25,7 @@ options:
   --max-entries N      most mappings queued at once (MUNMAPQ_MAX_ENTRIES)
   --max-bytes SIZE     most bytes queued at once, e.g. 64M (MUNMAPQ_MAX_BYTES)
   --no-reuse           never hand a queued mapping back to a matching mmap (MUNMAPQ_REUSE=0)
-  --evict oldest|all   on overflow unmap the oldest quarter, or everything (MUNMAPQ_EVICT)
+  --evict oldest|all   on overflow unmap the oldest runs down to 3/4, or everything (MUNMAPQ_EVICT)
   --disable            load the library but pass every call through (MUNMAPQ_DISABLE=1)
   --lib PATH           use this libmunmapq (default: $MUNMAPQ_LIB, else next to munmapq)
   --print-lib          print the library's path and exit

@@ -9,7 +9,8 @@ pub const MAX_ENTRIES_LIMIT: usize = SLOTS / 2;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Evict {
-    /// Unmap the oldest queued mappings until the queue is back at 3/4 of
+    /// Unmap the oldest queued mappings, each with the queued mappings
+    /// touching it, until the queue is back at 3/4 of
     /// its caps (least recently unmapped first).
     Oldest,
     /// Unmap everything queued, as the seed patch did.

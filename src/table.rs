@@ -338,6 +338,39 @@ impl Table {
         true
     }
 
+    /// Marks the oldest queued entry and every queued entry touching it, on
+    /// either side, transitively: one run of address space that a single
+    /// munmap frees. Answers how many were marked.
+    pub fn mark_oldest_run(&mut self) -> usize {
+        let slot = self.oldest;
+        if slot == NIL {
+            return 0;
+        }
+        let pos = self.lower_bound(self.slots[slot as usize].start);
+        // Is the entry at `next` queued and does it start where `at` ends?
+        let joins = |t: &Table, at: usize, next: usize| {
+            let (a, b) = (
+                &t.slots[t.by_addr[at] as usize],
+                &t.slots[t.by_addr[next] as usize],
+            );
+            let (left, right) = if at < next { (a, b) } else { (b, a) };
+            b.state == State::Queued && left.start + left.len == right.start
+        };
+        let (mut lo, mut hi) = (pos, pos);
+        while lo > 0 && joins(self, lo, lo - 1) {
+            lo -= 1;
+        }
+        while hi + 1 < self.used && joins(self, hi, hi + 1) {
+            hi += 1;
+        }
+        for i in lo..=hi {
+            let s = self.by_addr[i];
+            self.detach(s);
+            self.slots[s as usize].state = State::Evicting;
+        }
+        hi + 1 - lo
+    }
+
     /// Marks every queued entry for [`Table::evict_marked`].
     pub fn mark_all(&mut self) {
         while self.mark_oldest() {}
@@ -454,6 +487,26 @@ mod tests {
         assert_eq!(t.len(), 1);
         assert_eq!(t.queued(), 0);
         assert_eq!(t.find(0x5000).unwrap().state, State::Live);
+    }
+
+    #[test]
+    fn oldest_run_takes_touching_queued_neighbours() {
+        let mut t = table!();
+        // Pages 1..=6 mapped; 1,2,3 and 5,6 queued, 4 live.
+        for i in 1..=6usize {
+            assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
+        }
+        for i in [2usize, 6, 1, 3, 5] {
+            let e = t.find(0x1000 * i).unwrap();
+            t.enqueue(e.slot);
+        }
+        // The oldest is page 2: its run is pages 1-3, not 5-6 (4 is live).
+        assert_eq!(t.mark_oldest_run(), 3);
+        let mut calls = Vec::new();
+        t.evict_marked(|s, l| calls.push((s, l)));
+        assert_eq!(calls, [(0x1000, 0x3000)]);
+        assert_eq!(t.queued(), 2);
+        assert_eq!(t.oldest_queued().unwrap().start, 0x6000);
     }
 
     #[test]

@@ -36,6 +36,12 @@ fn init() {
     }
     // SAFETY: registers a plain function; called in the child after fork.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    // SAFETY: registers a plain function, run at exit (on Linux the
+    // `.fini_array` entry below does this without registration).
+    #[cfg(target_os = "macos")]
+    unsafe {
+        libc::atexit(at_exit)
+    };
 }
 
 extern "C" fn after_fork_in_child() {
@@ -197,10 +203,7 @@ extern "C" fn at_exit() {
     append_to_stats_file(&buf[..n]);
 }
 
+#[cfg(target_os = "linux")]
 #[used]
-#[cfg_attr(target_os = "linux", link_section = ".fini_array")]
-#[cfg_attr(
-    target_os = "macos",
-    link_section = "__DATA,__mod_term_func,mod_term_funcs"
-)]
+#[link_section = ".fini_array"]
 static AT_EXIT: extern "C" fn() = at_exit;

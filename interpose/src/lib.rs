@@ -9,9 +9,14 @@ mod init;
 mod os;
 #[cfg(target_os = "linux")]
 mod real;
+#[cfg(target_os = "macos")]
+#[path = "real_macos.rs"]
+mod real;
 
 #[cfg(target_os = "linux")]
 mod exports_linux;
+#[cfg(target_os = "macos")]
+mod exports_macos;
 
 use munmapq_core::engine::Engine;
 

@@ -1,0 +1,39 @@
+//! macOS: dyld interposing. A `__DATA,__interpose` section of
+//! `{replacement, original}` pairs; when `DYLD_INSERT_LIBRARIES` loads this
+//! image, dyld rebinds every *other* image's references to `original` to
+//! `replacement`. This image itself is not rebound, so the hooks reach
+//! libSystem's real functions with plain calls (`real_macos.rs`): no dlsym.
+//! Nothing is exported under a bare C name (the hooks are Rust-mangled).
+//!
+//! The table is generated from [`crate::common_hooks!`], the same list the
+//! Linux exports come from; macOS has no `mmap64`, `mremap`, `mlock2` or
+//! `MAP_FIXED_NOREPLACE`.
+
+use libc::{c_int, c_void, off_t, size_t};
+
+#[repr(C)]
+pub struct Interpose {
+    replacement: *const c_void,
+    original: *const c_void,
+}
+
+// SAFETY: the table is immutable data that only dyld reads.
+unsafe impl Sync for Interpose {}
+
+macro_rules! interpose_table {
+    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+        /// One pair per hook, read by dyld at load time.
+        #[used]
+        #[link_section = "__DATA,__interpose"]
+        pub static INTERPOSE: [Interpose; [$(stringify!($name)),*].len()] = [
+            $(
+                Interpose {
+                    replacement: crate::hooks::$name as unsafe extern "C" fn($($ty),*) -> $ret as *const c_void,
+                    original: crate::real::$name as unsafe extern "C" fn($($ty),*) -> $ret as *const c_void,
+                },
+            )*
+        ];
+    };
+}
+
+crate::common_hooks!(interpose_table);
