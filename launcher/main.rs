@@ -1,6 +1,7 @@
 //! `munmapq [OPTIONS] [--] COMMAND [ARGS...]`: runs COMMAND with libmunmapq
 //! preloaded, its options passed as `MUNMAPQ_*` variables.
 
+mod doctor;
 mod report;
 mod run;
 
@@ -13,12 +14,14 @@ const USAGE: &str = "\
 munmapq: defer and reuse the munmap()s of read-only file mappings in an unmodified program
 
 usage: munmapq [OPTIONS] [--] COMMAND [ARGS...]
+       munmapq doctor COMMAND     would the library load into COMMAND? why not?
        munmapq --print-lib
 
 Runs COMMAND with libmunmapq preloaded (LD_PRELOAD on Linux, DYLD_INSERT_LIBRARIES
 on macOS, prepended to what is already there); child processes inherit it. The exit
 status and signals of COMMAND are passed through. After COMMAND exits, munmapq warns
-if no process of it loaded the library (static or setuid programs cannot).
+if no process of it loaded the library (static or setuid programs cannot);
+`munmapq doctor COMMAND` says why. (To run a program called doctor: munmapq -- doctor.)
 
 options:
   --stats[=text|json]  print counters summed over COMMAND and its children, on stderr
@@ -157,6 +160,12 @@ fn check_values(vars: &[(&'static str, String)]) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|a| a == "doctor") {
+        return match args.get(1).and_then(|a| a.to_str()) {
+            Some(cmd) => ExitCode::from(doctor::run(cmd)),
+            None => fail("doctor needs a command (munmapq doctor COMMAND)", 2),
+        };
+    }
     match parse_args(args) {
         Err(msg) => fail(&msg, 2),
         Ok(Parsed::Exit(code)) => code,

@@ -169,7 +169,7 @@ pub fn run(o: Options) -> ExitCode {
     let report = Report::parse(&text);
     if report.loaded == 0 {
         eprintln!(
-            "munmapq: warning: {LIB_NAME} was not loaded into {name} (a static or setuid program, or one that clears {PRELOAD_VAR}); it ran without munmapq"
+            "munmapq: warning: {LIB_NAME} was not loaded into {name}: it ran without munmapq (see: munmapq doctor {name})"
         );
     }
     match o.stats {

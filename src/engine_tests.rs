@@ -7,6 +7,11 @@ use std::collections::BTreeMap;
 use std::vec::Vec;
 
 const PAGE: usize = 4096;
+#[cfg(target_os = "linux")]
+const NOREPLACE: i32 = libc::MAP_FIXED_NOREPLACE;
+/// macOS has no MAP_FIXED_NOREPLACE; the fake kernel only needs a bit.
+#[cfg(not(target_os = "linux"))]
+const NOREPLACE: i32 = 0x0010_0000;
 const BASE: usize = 0x10_0000;
 
 /// Page-granular fake of the kernel's view: page -> (fd, file page) or anon.
@@ -44,11 +49,9 @@ impl Os for FakeOs {
         if self.page_limit.is_some_and(|l| pages.len() + n > l) {
             return Err(libc::ENOMEM);
         }
-        let first = if flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0 {
+        let first = if flags & (libc::MAP_FIXED | NOREPLACE) != 0 {
             let first = addr / PAGE;
-            if flags & libc::MAP_FIXED_NOREPLACE != 0
-                && (first..first + n).any(|p| pages.contains_key(&p))
-            {
+            if flags & NOREPLACE != 0 && (first..first + n).any(|p| pages.contains_key(&p)) {
                 return Err(libc::EEXIST);
             }
             first
@@ -173,7 +176,7 @@ fn fixed_mapping_over_a_queued_range_unmaps_it_first() {
         a,
         PAGE,
         libc::PROT_READ,
-        libc::MAP_PRIVATE | libc::MAP_FIXED_NOREPLACE,
+        libc::MAP_PRIVATE | NOREPLACE,
         5,
         0,
     );

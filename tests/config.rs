@@ -1,5 +1,6 @@
 //! Invariant 5: a malformed variable gets one line on stderr naming it and
 //! what it accepts; the program runs exactly as without munmapq.
+#![cfg(target_os = "linux")] // LD_PRELOAD, strace and /proc: Linux only
 
 mod common;
 use common::*;

@@ -1,6 +1,7 @@
 //! The system's git, with pack windows small enough to thrash, run with
 //! and without the library: byte-identical output, and the counters (and
 //! strace) show deferral, reuse and flushes.
+#![cfg(target_os = "linux")] // LD_PRELOAD, strace and /proc: Linux only
 
 mod common;
 use common::*;

@@ -1,5 +1,6 @@
 //! Invariant 1 through a real process: each case answers exactly as it does
 //! without the library, and with the kernel's own answer.
+#![cfg(target_os = "linux")] // LD_PRELOAD, strace and /proc: Linux only
 
 mod common;
 use common::*;

@@ -1,4 +1,5 @@
 //! Many mappings, threads, fork and signal handlers, through real processes.
+#![cfg(target_os = "linux")] // LD_PRELOAD, strace and /proc: Linux only
 
 mod common;
 use common::*;

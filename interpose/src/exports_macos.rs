@@ -3,6 +3,8 @@
 //! image, dyld rebinds every *other* image's references to `original` to
 //! `replacement`. This image itself is not rebound, so the hooks reach
 //! libSystem's real functions with plain calls (`real_macos.rs`): no dlsym.
+//! `original` must be libSystem's symbol itself (an import), not a local
+//! forwarder: dyld matches the pair by the address it binds there.
 //! Nothing is exported under a bare C name (the hooks are Rust-mangled).
 //!
 //! The table is generated from [`crate::common_hooks!`], the same list the
@@ -29,7 +31,8 @@ macro_rules! interpose_table {
             $(
                 Interpose {
                     replacement: crate::hooks::$name as unsafe extern "C" fn($($ty),*) -> $ret as *const c_void,
-                    original: crate::real::$name as unsafe extern "C" fn($($ty),*) -> $ret as *const c_void,
+                    // libSystem's own function: a bind dyld resolves.
+                    original: libc::$name as *const c_void,
                 },
             )*
         ];

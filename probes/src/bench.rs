@@ -66,6 +66,9 @@ const CONFIGS: [Config; 4] = [
 
 struct Sample {
     secs: f64,
+    /// user + system CPU time of the child: steadier than wall time on a
+    /// shared machine.
+    cpu: f64,
     rss_kib: u64,
     hash: u64,
     bytes: u64,
@@ -134,8 +137,10 @@ fn measure(mut cmd: Command) -> Sample {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{cmd:?} failed"
     );
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Sample {
         secs,
+        cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
         rss_kib: ru.ru_maxrss as u64,
         hash,
         bytes,
@@ -285,15 +290,14 @@ fn bench_git(repo: &Path, what: &[&str], rounds: usize, scratch: &Path) {
         reference.1
     );
     assert!(identical, "outputs differ");
-    let mut med = Vec::new();
-    let mut rss = Vec::new();
-    let mut calls = Vec::new();
-    println!("| configuration | median s | peak RSS MiB | mmap syscalls | munmap syscalls |");
-    println!("(syscalls: strace, less those of `git --version` under the same preload)");
-    println!("| --- | --- | --- | --- | --- |");
+    println!("(syscalls: strace, less those of `git --version` under the same preload)\n");
+    println!("| configuration | median wall s | median CPU s | peak RSS MiB | mmap syscalls | munmap syscalls |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    let (mut wall, mut cpu, mut rss, mut calls) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut windows = 0;
     for (i, c) in CONFIGS.iter().enumerate() {
-        let m = median(samples[i].iter().map(|s| s.secs).collect());
+        let w = median(samples[i].iter().map(|s| s.secs).collect());
+        let u = median(samples[i].iter().map(|s| s.cpu).collect());
         let peak = samples[i].iter().map(|s| s.rss_kib).max().unwrap() as f64 / 1024.0;
         let mut cmd = git_command(repo, c.tiny, what);
         preload_env(&mut cmd, c.preload);
@@ -307,26 +311,43 @@ fn bench_git(repo: &Path, what: &[&str], rounds: usize, scratch: &Path) {
         if i == 1 {
             windows = distinct_windows(&trace);
         }
-        println!("| {} | {m:.3} | {peak:.1} | {mm} | {mu} |", c.name);
-        med.push(m);
+        println!("| {} | {w:.3} | {u:.3} | {peak:.1} | {mm} | {mu} |", c.name);
+        wall.push(w);
+        cpu.push(u);
         rss.push(peak);
         calls.push(mm + mu);
     }
     println!("\ndistinct windows (length, fd, offset) in the tiny-window run: {windows}");
     let rows = [
         (
-            "time: munmapq / tiny windows without",
-            med[3] / med[1],
+            "wall: munmapq / tiny windows without",
+            wall[3] / wall[1],
             0.85,
         ),
+        ("CPU: munmapq / tiny windows without", cpu[3] / cpu[1], 0.85),
         (
-            "time: munmapq / default config (floor)",
-            med[3] / med[0],
+            "wall: munmapq / default config (floor)",
+            wall[3] / wall[0],
             1.04,
         ),
         (
-            "time: seed queue / tiny windows without",
-            med[2] / med[1],
+            "CPU: munmapq / default config (floor)",
+            cpu[3] / cpu[0],
+            1.04,
+        ),
+        (
+            "CPU: tiny windows without / floor (what tiny windows cost git)",
+            cpu[1] / cpu[0],
+            f64::NAN,
+        ),
+        (
+            "wall: seed queue / tiny windows without",
+            wall[2] / wall[1],
+            f64::NAN,
+        ),
+        (
+            "CPU: seed queue / tiny windows without",
+            cpu[2] / cpu[1],
             f64::NAN,
         ),
         (
@@ -346,15 +367,39 @@ fn bench_git(repo: &Path, what: &[&str], rounds: usize, scratch: &Path) {
             f64::NAN,
         ),
     ];
+    print_ratios(&rows);
+}
+
+fn print_ratios(rows: &[(&str, f64, f64)]) {
     println!("\n| ratio | value | bound | |");
     println!("| --- | --- | --- | --- |");
-    for (name, v, bound) in rows {
+    for &(name, v, bound) in rows {
         if bound.is_nan() {
             println!("| {name} | {v:.3} | - | |");
         } else {
-            println!("| {name} | {v:.3} | <= {bound} | {} |", verdict(v, bound));
+            println!("| {name} | {v:.4} | <= {bound} | {} |", verdict(v, bound));
         }
     }
+}
+
+/// Runs each command `rounds` times, alternating; medians of wall and CPU.
+fn alternate(rounds: usize, cmds: &[&dyn Fn() -> Command]) -> Vec<(f64, f64)> {
+    let n = cmds.len();
+    let mut t: Vec<Vec<Sample>> = (0..n).map(|_| Vec::new()).collect();
+    for r in 0..rounds {
+        for k in 0..n {
+            let i = (k + r) % n;
+            t[i].push(measure(cmds[i]()));
+        }
+    }
+    t.iter()
+        .map(|v| {
+            (
+                median(v.iter().map(|s| s.secs).collect()),
+                median(v.iter().map(|s| s.cpu).collect()),
+            )
+        })
+        .collect()
 }
 
 fn bench_micro(rounds: usize, scratch: &Path) {
@@ -374,26 +419,21 @@ fn bench_micro(rounds: usize, scratch: &Path) {
         preload_env(&mut c, p);
         c
     };
-    let kinds = [Preload::No, Preload::Seed, Preload::Munmapq];
-    let mut t: Vec<Vec<f64>> = vec![Vec::new(); 3];
-    for r in 0..rounds {
-        for k in 0..3 {
-            let i = (k + r) % 3;
-            t[i].push(measure(cmd(kinds[i])).secs);
-        }
-    }
-    let m: Vec<f64> = t.into_iter().map(median).collect();
-    println!("| configuration | median s |\n| --- | --- |");
-    for (name, v) in ["no preload", "seed queue", "munmapq"].iter().zip(&m) {
-        println!("| {name} | {v:.4} |");
-    }
-    println!("\n| ratio | value | bound | |\n| --- | --- | --- | --- |");
-    println!(
-        "| munmapq / no preload | {:.4} | <= 0.07 | {} |",
-        m[2] / m[0],
-        verdict(m[2] / m[0], 0.07)
+    let m = alternate(
+        rounds,
+        &[&|| cmd(Preload::No), &|| cmd(Preload::Seed), &|| {
+            cmd(Preload::Munmapq)
+        }],
     );
-    println!("| seed queue / no preload | {:.4} | - | |", m[1] / m[0]);
+    println!("| configuration | median wall s | median CPU s |\n| --- | --- | --- |");
+    for (i, name) in ["no preload", "seed queue", "munmapq"].iter().enumerate() {
+        println!("| {name} | {:.4} | {:.4} |", m[i].0, m[i].1);
+    }
+    print_ratios(&[
+        ("wall: munmapq / no preload", m[2].0 / m[0].0, 0.07),
+        ("CPU: munmapq / no preload", m[2].1 / m[0].1, 0.07),
+        ("wall: seed queue / no preload", m[1].0 / m[0].0, f64::NAN),
+    ]);
 }
 
 fn bench_passthrough(repo: &Path, log: &[&str], rounds: usize) {
@@ -401,29 +441,23 @@ fn bench_passthrough(repo: &Path, log: &[&str], rounds: usize) {
         "\n## pass-through cost: default config (nothing thrashes), git {}\n",
         log.join(" ")
     );
-    let mut t: Vec<Vec<f64>> = vec![Vec::new(); 2];
-    for r in 0..rounds * 2 {
-        for k in 0..2 {
-            let i = (k + r) % 2;
-            let mut c = git_command(repo, false, log);
-            preload_env(
-                &mut c,
-                if i == 0 {
-                    Preload::No
-                } else {
-                    Preload::Munmapq
-                },
-            );
-            t[i].push(measure(c).secs);
-        }
-    }
-    let (a, b) = (median(t[0].clone()), median(t[1].clone()));
-    println!("| ratio | value | bound | |\n| --- | --- | --- | --- |");
-    println!(
-        "| munmapq / without ({a:.3} s vs {b:.3} s) | {:.4} | <= 1.02 | {} |",
-        b / a,
-        verdict(b / a, 1.02)
+    let run = |p: Preload| {
+        let mut c = git_command(repo, false, log);
+        preload_env(&mut c, p);
+        c
+    };
+    let m = alternate(
+        2 * rounds,
+        &[&|| run(Preload::No), &|| run(Preload::Munmapq)],
     );
+    println!(
+        "median wall {:.3} s without, {:.3} s with; CPU {:.3} s without, {:.3} s with",
+        m[0].0, m[1].0, m[0].1, m[1].1
+    );
+    print_ratios(&[
+        ("wall: munmapq / without", m[1].0 / m[0].0, 1.02),
+        ("CPU: munmapq / without", m[1].1 / m[0].1, 1.02),
+    ]);
 }
 
 fn main() {

@@ -1,0 +1,455 @@
+//! `munmapq doctor COMMAND`: would the library load into COMMAND, and if
+//! not, why and what to do instead. Injection that silently does nothing is
+//! the main way a preload tool fails its users.
+//!
+//! Facts are gathered per system (ELF headers on Linux; `codesign` and
+//! `lipo` on macOS) and judged by pure functions, unit-tested on fake facts.
+
+use std::path::{Path, PathBuf};
+
+/// What decides whether a preloaded library reaches a program.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Facts {
+    pub path: PathBuf,
+    pub setuid: bool,
+    pub setgid: bool,
+    /// Linux: an ELF file.
+    pub elf: bool,
+    /// Linux: the program interpreter (PT_INTERP), none for static binaries.
+    pub interpreter: Option<String>,
+    /// A script: its `#!` interpreter.
+    pub shebang: Option<String>,
+    /// macOS: on a SIP-protected volume path (/usr/bin, /bin, /System, ...).
+    pub sip_protected: bool,
+    /// macOS: signed with the hardened runtime (codesign flag 0x10000).
+    pub hardened_runtime: bool,
+    /// macOS: entitlement com.apple.security.cs.allow-dyld-environment-variables.
+    pub allows_dyld_env: bool,
+    /// macOS: entitlement com.apple.security.cs.disable-library-validation.
+    pub disables_library_validation: bool,
+    /// macOS: library validation requested (codesign flag 0x2000).
+    pub library_validation: bool,
+    /// macOS: the binary's architectures (from lipo).
+    pub archs: Vec<String>,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    Loads,
+    /// Why not, and what to do instead.
+    WontLoad(String, String),
+}
+
+/// The Linux rules.
+pub fn judge_linux(f: &Facts) -> Verdict {
+    let no = |why: &str, instead: &str| Verdict::WontLoad(why.into(), instead.into());
+    if f.setuid || f.setgid {
+        return no(
+            "it is setuid/setgid: the dynamic linker runs it in secure mode and ignores LD_PRELOAD",
+            "run an ordinary (not set-id) copy of the program",
+        );
+    }
+    if let Some(sh) = &f.shebang {
+        return Verdict::WontLoad(
+            format!("it is a script: the library loads into its interpreter {sh}, and from there into what the script runs"),
+            format!("run `munmapq doctor {sh}` and check the programs the script starts"),
+        );
+    }
+    if !f.elf {
+        return no(
+            "it is not an ELF executable",
+            "point munmapq at the real program",
+        );
+    }
+    match &f.interpreter {
+        None => no(
+            "it is statically linked: there is no dynamic linker to preload anything",
+            "use a dynamically linked build of the program (e.g. your distribution's package)",
+        ),
+        Some(i) if i.contains("musl") => no(
+            "it uses musl's dynamic linker; libmunmapq is built for glibc",
+            "build munmapq for the musl target, or use a glibc build of the program",
+        ),
+        Some(i) if !i.contains("ld-linux") && !i.contains("ld64.so") => Verdict::WontLoad(
+            format!("its dynamic linker {i} is not glibc's"),
+            "use a glibc build of the program".into(),
+        ),
+        Some(_) => Verdict::Loads,
+    }
+}
+
+/// Paths System Integrity Protection covers: programs there drop every
+/// `DYLD_*` variable (including `/bin/sh`, which git runs subprocesses with).
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
+pub fn sip_protected(path: &Path) -> bool {
+    let p = path.to_string_lossy();
+    [
+        "/usr/bin/",
+        "/bin/",
+        "/sbin/",
+        "/usr/sbin/",
+        "/usr/libexec/",
+        "/System/",
+    ]
+    .iter()
+    .any(|d| p.starts_with(d))
+        && !p.starts_with("/usr/local/")
+}
+
+/// The macOS rules.
+pub fn judge_macos(f: &Facts) -> Verdict {
+    let no = |why: &str, instead: &str| Verdict::WontLoad(why.into(), instead.into());
+    if f.sip_protected {
+        return no(
+            "it is protected by System Integrity Protection: dyld drops DYLD_INSERT_LIBRARIES for it (/usr/bin/git is such a shim, and /bin/sh, which git uses for subprocesses, too)",
+            "use a git outside the system paths, e.g. Homebrew's (/opt/homebrew/bin/git or /usr/local/bin/git)",
+        );
+    }
+    if f.setuid || f.setgid {
+        return no(
+            "it is setuid/setgid: dyld ignores DYLD_* variables for it",
+            "run an ordinary copy of the program",
+        );
+    }
+    if f.hardened_runtime && !f.allows_dyld_env {
+        return no(
+            "it uses the hardened runtime without the com.apple.security.cs.allow-dyld-environment-variables entitlement: dyld ignores DYLD_INSERT_LIBRARIES",
+            "use a build without the hardened runtime (e.g. Homebrew's), or re-sign a copy with that entitlement",
+        );
+    }
+    if (f.hardened_runtime || f.library_validation) && !f.disables_library_validation {
+        return no(
+            "it enforces library validation: only libraries signed by Apple or its own team may load",
+            "re-sign a copy with com.apple.security.cs.disable-library-validation, or use an unsigned build",
+        );
+    }
+    if f.archs.iter().any(|a| a == "arm64e") && !f.archs.iter().any(|a| a == "arm64") {
+        return no(
+            "it is arm64e only; libmunmapq.dylib is arm64",
+            "use an arm64 or x86_64 build of the program",
+        );
+    }
+    Verdict::Loads
+}
+
+/// Parses `codesign -dv --entitlements - <path>` output (stderr and stdout
+/// together) into the code-signing facts.
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
+pub fn parse_codesign(text: &str, f: &mut Facts) {
+    for line in text.lines() {
+        if let Some(rest) = line.trim().strip_prefix("CodeDirectory ") {
+            if let Some(flags) = rest
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("flags="))
+            {
+                let hex = flags
+                    .split('(')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("0x");
+                let v = u32::from_str_radix(hex, 16).unwrap_or(0);
+                f.hardened_runtime |= v & 0x1_0000 != 0;
+                f.library_validation |= v & 0x2000 != 0;
+            }
+        }
+    }
+    // The value after the key, up to the next key, in either output form
+    // (`[Key] k [Value] [Bool] true` or `<key>k</key><true/>`).
+    let entitled = |key: &str| match text.split_once(key) {
+        None => false,
+        Some((_, after)) => {
+            let next = after
+                .find("[Key]")
+                .or(after.find("<key>"))
+                .unwrap_or(after.len());
+            let value = &after[..next];
+            value.contains("<true/>") || value.contains("[Bool] true")
+        }
+    };
+    f.allows_dyld_env = entitled("com.apple.security.cs.allow-dyld-environment-variables");
+    f.disables_library_validation = entitled("com.apple.security.cs.disable-library-validation");
+}
+
+/// Finds `cmd` as a shell would (a path, or a name in `$PATH`).
+pub fn resolve(cmd: &str) -> Option<PathBuf> {
+    if cmd.contains('/') {
+        let p = PathBuf::from(cmd);
+        return p.is_file().then_some(p);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(cmd))
+            .find(|p| {
+                use std::os::unix::fs::PermissionsExt;
+                p.metadata()
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    })
+}
+
+/// What the file itself says: set-id bits, script or ELF, interpreter.
+pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)?.permissions().mode();
+    let data = std::fs::read(path)?;
+    let mut f = Facts {
+        path: path.to_path_buf(),
+        setuid: mode & 0o4000 != 0,
+        setgid: mode & 0o2000 != 0,
+        ..Facts::default()
+    };
+    if let Some(rest) = data.strip_prefix(b"#!") {
+        let line = rest.split(|&c| c == b'\n').next().unwrap_or(b"");
+        let interp = String::from_utf8_lossy(line)
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        f.shebang = Some(interp);
+    } else if data.starts_with(b"\x7fELF") {
+        f.elf = true;
+        f.interpreter = elf_interpreter(&data);
+    }
+    Ok(f)
+}
+
+/// PT_INTERP of a 64- or 32-bit little-endian ELF file.
+fn elf_interpreter(d: &[u8]) -> Option<String> {
+    let is64 = *d.get(4)? == 2;
+    let rd = |off: usize, n: usize| -> Option<u64> {
+        let b = d.get(off..off + n)?;
+        Some(b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64))
+    };
+    let (phoff, phentsize, phnum) = if is64 {
+        (
+            rd(0x20, 8)? as usize,
+            rd(0x36, 2)? as usize,
+            rd(0x38, 2)? as usize,
+        )
+    } else {
+        (
+            rd(0x1c, 4)? as usize,
+            rd(0x2a, 2)? as usize,
+            rd(0x2c, 2)? as usize,
+        )
+    };
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        if rd(ph, 4)? == 3 {
+            let (off, size) = if is64 {
+                (rd(ph + 8, 8)? as usize, rd(ph + 32, 8)? as usize)
+            } else {
+                (rd(ph + 4, 4)? as usize, rd(ph + 16, 4)? as usize)
+            };
+            let s = d.get(off..off + size)?;
+            return Some(
+                String::from_utf8_lossy(s)
+                    .trim_end_matches('\0')
+                    .to_string(),
+            );
+        }
+    }
+    None
+}
+
+#[cfg(target_os = "macos")]
+fn platform_facts(f: &mut Facts) {
+    f.sip_protected = sip_protected(&f.path);
+    let run = |prog: &str, args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(prog)
+            .args(args)
+            .output()
+            .map(|o| {
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            })
+            .unwrap_or_default()
+    };
+    let p = f.path.clone().into_os_string();
+    parse_codesign(
+        &run(
+            "codesign",
+            &["-dv".as_ref(), "--entitlements".as_ref(), "-".as_ref(), &p],
+        ),
+        f,
+    );
+    f.archs = run("lipo", &["-archs".as_ref(), &p])
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+}
+
+#[cfg(not(target_os = "macos"))]
+fn platform_facts(_f: &mut Facts) {}
+
+pub fn judge(f: &Facts) -> Verdict {
+    if cfg!(target_os = "macos") {
+        judge_macos(f)
+    } else {
+        judge_linux(f)
+    }
+}
+
+/// Runs the doctor; answers the exit status (0: the library would load).
+pub fn run(cmd: &str) -> u8 {
+    let Some(path) = resolve(cmd) else {
+        println!("munmapq doctor: {cmd}: command not found");
+        return 127;
+    };
+    let mut f = match file_facts(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("munmapq doctor: {}: {e}", path.display());
+            return 126;
+        }
+    };
+    platform_facts(&mut f);
+    match judge(&f) {
+        Verdict::Loads => {
+            println!(
+                "munmapq doctor: {}: the library would load (dynamically linked{})",
+                path.display(),
+                f.interpreter
+                    .as_deref()
+                    .map(|i| format!(", {i}"))
+                    .unwrap_or_default()
+            );
+            0
+        }
+        Verdict::WontLoad(why, instead) => {
+            println!(
+                "munmapq doctor: {}: the library would NOT load: {why}",
+                path.display()
+            );
+            println!("munmapq doctor: instead: {instead}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linux(interp: Option<&str>) -> Facts {
+        Facts {
+            elf: true,
+            interpreter: interp.map(String::from),
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn linux_rules() {
+        assert_eq!(
+            judge_linux(&linux(Some("/lib64/ld-linux-x86-64.so.2"))),
+            Verdict::Loads
+        );
+        assert_eq!(
+            judge_linux(&linux(Some("/lib/ld-linux-aarch64.so.1"))),
+            Verdict::Loads
+        );
+        assert!(
+            matches!(judge_linux(&linux(None)), Verdict::WontLoad(w, _) if w.contains("statically"))
+        );
+        assert!(
+            matches!(judge_linux(&linux(Some("/lib/ld-musl-x86_64.so.1"))), Verdict::WontLoad(w, _) if w.contains("musl"))
+        );
+        let suid = Facts {
+            setuid: true,
+            ..linux(Some("/lib64/ld-linux-x86-64.so.2"))
+        };
+        assert!(matches!(judge_linux(&suid), Verdict::WontLoad(w, _) if w.contains("setuid")));
+        let script = Facts {
+            shebang: Some("/bin/sh".into()),
+            ..Facts::default()
+        };
+        assert!(matches!(judge_linux(&script), Verdict::WontLoad(w, _) if w.contains("script")));
+    }
+
+    fn mac(path: &str) -> Facts {
+        Facts {
+            path: path.into(),
+            sip_protected: sip_protected(Path::new(path)),
+            archs: vec!["arm64".into()],
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn macos_rules() {
+        assert_eq!(judge_macos(&mac("/opt/homebrew/bin/git")), Verdict::Loads);
+        assert_eq!(judge_macos(&mac("/usr/local/bin/git")), Verdict::Loads);
+        for p in [
+            "/usr/bin/git",
+            "/bin/sh",
+            "/usr/libexec/git-core/git",
+            "/System/x",
+        ] {
+            assert!(
+                matches!(judge_macos(&mac(p)), Verdict::WontLoad(w, i) if w.contains("System Integrity") && i.contains("Homebrew")),
+                "{p}"
+            );
+        }
+        let hardened = Facts {
+            hardened_runtime: true,
+            ..mac("/Applications/X.app/Contents/MacOS/x")
+        };
+        assert!(
+            matches!(judge_macos(&hardened), Verdict::WontLoad(w, _) if w.contains("hardened"))
+        );
+        let entitled = Facts {
+            allows_dyld_env: true,
+            disables_library_validation: true,
+            ..hardened.clone()
+        };
+        assert_eq!(judge_macos(&entitled), Verdict::Loads);
+        let only_env = Facts {
+            allows_dyld_env: true,
+            ..hardened
+        };
+        assert!(
+            matches!(judge_macos(&only_env), Verdict::WontLoad(w, _) if w.contains("library validation"))
+        );
+        let e = Facts {
+            archs: vec!["arm64e".into()],
+            ..mac("/opt/x")
+        };
+        assert!(matches!(judge_macos(&e), Verdict::WontLoad(w, _) if w.contains("arm64e")));
+        let fat = Facts {
+            archs: vec!["arm64e".into(), "arm64".into()],
+            ..mac("/opt/x")
+        };
+        assert_eq!(judge_macos(&fat), Verdict::Loads);
+    }
+
+    #[test]
+    fn codesign_output() {
+        let text = "Executable=/x\nCodeDirectory v=20500 size=1 flags=0x10000(runtime) hashes=1+7 location=embedded\n\
+            [Dict]\n\t[Key] com.apple.security.cs.allow-dyld-environment-variables\n\t[Value]\n\t\t[Bool] true\n";
+        let mut f = Facts::default();
+        parse_codesign(text, &mut f);
+        assert!(
+            f.hardened_runtime
+                && f.allows_dyld_env
+                && !f.disables_library_validation
+                && !f.library_validation
+        );
+        let xml = "CodeDirectory v=1 flags=0x2000(library-validation)\n<key>com.apple.security.cs.disable-library-validation</key><true/>";
+        let mut g = Facts::default();
+        parse_codesign(xml, &mut g);
+        assert!(g.library_validation && g.disables_library_validation && !g.hardened_runtime);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn reads_elf_interpreters() {
+        let f = file_facts(Path::new("/bin/sh")).unwrap();
+        assert!(f.elf || f.shebang.is_some());
+        let me = file_facts(&std::env::current_exe().unwrap()).unwrap();
+        assert!(me.interpreter.unwrap().contains("ld-"));
+    }
+}

@@ -1,0 +1,166 @@
+//! The `munmapq` command: running programs with the library, passing their
+//! status through, saying when the library did not load, and the doctor.
+#![cfg(target_os = "linux")] // static/setuid binaries and LD_PRELOAD: Linux
+
+mod common;
+use common::*;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+fn munmapq(args: &[&str]) -> std::process::Output {
+    output_within(Command::new(launcher()).args(args), MINUTE)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const STATIC: &str = "/sbin/ldconfig"; // static-pie on Debian
+
+#[test]
+fn doctor_verdicts() {
+    let out = munmapq(&["doctor", "git"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("would load"));
+
+    let out = munmapq(&["doctor", STATIC]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("statically linked"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(text(&out.stdout).contains("instead:"));
+
+    let dir = scratch("doctor-suid");
+    let copy = dir.join("suid-git");
+    let git = common_git_path();
+    std::fs::copy(&git, &copy).unwrap();
+    let ok = Command::new("chmod")
+        .arg("u+s")
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let out = munmapq(&["doctor", copy.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("setuid"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = munmapq(&["doctor", "no-such-command-here"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(text(&out.stdout).contains("command not found"));
+}
+
+fn common_git_path() -> std::path::PathBuf {
+    let out = Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    std::path::PathBuf::from(text(&out.stdout).trim())
+}
+
+#[test]
+fn says_when_the_library_did_not_load() {
+    let out = munmapq(&[STATIC, "-p"]);
+    assert!(out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("was not loaded into") && err.contains("munmapq doctor"),
+        "{err}"
+    );
+
+    let out = munmapq(&["git", "--version"]);
+    assert!(out.status.success());
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn exit_status_and_signals_pass_through() {
+    assert_eq!(munmapq(&["sh", "-c", "exit 7"]).status.code(), Some(7));
+    assert_eq!(munmapq(&["true"]).status.code(), Some(0));
+    let killed = munmapq(&["sh", "-c", "kill -TERM $$"]);
+    assert_eq!(
+        killed.status.signal(),
+        Some(libc::SIGTERM),
+        "{:?}",
+        killed.status
+    );
+    let killed = munmapq(&["sh", "-c", "kill -SEGV $$"]);
+    assert_eq!(killed.status.signal(), Some(libc::SIGSEGV));
+}
+
+#[test]
+fn launcher_errors_are_one_line_with_conventional_status() {
+    for (args, status, needle) in [
+        (&["no-such-command-here"][..], 127, "command not found"),
+        (
+            &["--max-entries", "0", "true"][..],
+            2,
+            "MUNMAPQ_MAX_ENTRIES",
+        ),
+        (&["--max-bytes", "lots", "true"][..], 2, "a size"),
+        (&["--evict", "newest", "true"][..], 2, "oldest or all"),
+        (&["--bogus", "true"][..], 2, "unknown option"),
+        (
+            &["--lib", "/nonexistent/libmunmapq.so", "true"][..],
+            1,
+            "/nonexistent/libmunmapq.so",
+        ),
+        (&[][..], 2, "no command"),
+    ] {
+        let out = munmapq(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(status), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn stats_sum_over_child_processes() {
+    let dir = scratch("launcher-stats");
+    let file = data_file(&dir, 64);
+    let probe = probe();
+    let script = format!(
+        "{p} cycle {file} 500 8 && {p} cycle {file} 300 8",
+        p = probe.display()
+    );
+    let out = munmapq(&["--stats=json", "sh", "-c", &script]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    // sh and the two probes loaded the library and reported.
+    assert!(err.contains("\"loaded\":3"), "{err}");
+    assert!(err.contains("\"deferred\":800"), "{err}");
+    let out = munmapq(&["--stats", "sh", "-c", &script]);
+    assert!(
+        text(&out.stderr).contains("syscalls avoided"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn keeps_what_was_already_preloaded() {
+    let out = output_within(
+        Command::new(launcher())
+            .args(["sh", "-c", "echo \"$LD_PRELOAD\""])
+            .env("LD_PRELOAD", "libc.so.6"),
+        MINUTE,
+    );
+    let v = text(&out.stdout);
+    assert!(v.starts_with(lib().to_str().unwrap()), "{v}");
+    assert!(v.trim_end().ends_with(" libc.so.6"), "{v}");
+}
+
+#[test]
+fn print_lib_names_the_library() {
+    let out = munmapq(&["--print-lib"]);
+    assert_eq!(
+        text(&out.stdout).trim(),
+        lib().canonicalize().unwrap().to_str().unwrap()
+    );
+}
