@@ -11,4 +11,5 @@ if [ "$(uname -s)" = Darwin ]; then
   exit
 fi
 cargo build --workspace --all-targets
-cargo test --workspace "$@"
+# --nocapture: the integration tests print what they covered.
+cargo test --workspace "$@" -- --nocapture

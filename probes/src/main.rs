@@ -2,6 +2,7 @@
 //! without libmunmapq. Exit status 0 means every check inside passed.
 
 mod invariants;
+mod random;
 mod repo;
 mod stress;
 mod sys;
@@ -27,6 +28,7 @@ fn main() {
                 .expect("write stream");
             0
         }
+        Some("random") => random::run(&file, arg(&args, 2, 1) as u64, arg(&args, 3, 200)),
         Some("invariants") => {
             invariants::run(&file);
             0
@@ -41,7 +43,7 @@ fn main() {
         Some("forks") => stress::forks(&file, arg(&args, 2, 100)),
         Some("signals") => stress::signals(&file, arg(&args, 2, 100000)),
         _ => {
-            eprintln!("usage: mq-probe mkfile|fast-import|invariants|cycle|threads|forks|signals FILE [N...]");
+            eprintln!("usage: mq-probe mkfile|fast-import|random|invariants|cycle|threads|forks|signals FILE [N...]");
             2
         }
     };

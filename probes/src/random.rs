@@ -42,16 +42,21 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
     let mut fds = Vec::new();
     for k in 0..FILES {
         let path = format!("{dir}/random-{k}.bin");
-        let data: Vec<u8> = (0..FILE_PAGES * pg).map(|p| file_byte(k, p)).collect();
-        std::fs::write(&path, data).unwrap();
+        let size = std::fs::metadata(&path).map(|m| m.len() as usize).ok();
+        if size != Some(FILE_PAGES * pg) {
+            let data: Vec<u8> = (0..FILE_PAGES * pg).map(|p| file_byte(k, p)).collect();
+            std::fs::write(&path, data).unwrap();
+        }
         fds.push(open(&path, libc::O_RDONLY));
     }
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut live: Vec<Handle> = Vec::new();
-    let mut log = |line: String| println!("{line}");
+    let log = |line: String| println!("{line}");
     for step in 0..ops {
         let r = rng.below(100);
-        let pick = |rng: &mut Rng, live: &Vec<Handle>| (!live.is_empty()).then(|| rng.below(live.len() as u64) as usize);
+        let pick = |rng: &mut Rng, live: &Vec<Handle>| {
+            (!live.is_empty()).then(|| rng.below(live.len() as u64) as usize)
+        };
         match r {
             // Eligible mappings, often of windows seen before (reuse).
             0..=29 => {
@@ -59,9 +64,17 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
                 let pages = 1 + rng.below(4) as usize;
                 let first = rng.below(8) as usize * 2;
                 let res = map_file(fds[k], first * pg, pages * pg);
-                log(format!("{step} map file{k} @{first}+{pages}: {}", show(res, false)));
+                log(format!(
+                    "{step} map file{k} @{first}+{pages}: {}",
+                    show(res, false)
+                ));
                 if let Ok(addr) = res {
-                    let h = Handle { addr, len: pages * pg, file: Some((k, first)), writable: false };
+                    let h = Handle {
+                        addr,
+                        len: pages * pg,
+                        file: Some((k, first)),
+                        writable: false,
+                    };
                     log(format!("{step}   sum {:x}", checksum(&h)));
                     live.push(h);
                 }
@@ -70,20 +83,53 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
             30..=37 => {
                 let pages = 1 + rng.below(3) as usize;
                 let (desc, res, file, writable) = match rng.below(3) {
-                    0 => ("anon rw", mmap(0, pages * pg, R | libc::PROT_WRITE, P | libc::MAP_ANONYMOUS, -1, 0, false), None, true),
-                    1 => ("file rw private", mmap(0, pages * pg, R | libc::PROT_WRITE, P, fds[0], 0, true), Some((0, 0)), true),
-                    _ => ("file shared", mmap(0, pages * pg, R, libc::MAP_SHARED, fds[1], 0, false), Some((1, 0)), false),
+                    0 => (
+                        "anon rw",
+                        mmap(
+                            0,
+                            pages * pg,
+                            R | libc::PROT_WRITE,
+                            P | libc::MAP_ANONYMOUS,
+                            -1,
+                            0,
+                            false,
+                        ),
+                        None,
+                        true,
+                    ),
+                    1 => (
+                        "file rw private",
+                        mmap(0, pages * pg, R | libc::PROT_WRITE, P, fds[0], 0, true),
+                        Some((0, 0)),
+                        true,
+                    ),
+                    _ => (
+                        "file shared",
+                        mmap(0, pages * pg, R, libc::MAP_SHARED, fds[1], 0, false),
+                        Some((1, 0)),
+                        false,
+                    ),
                 };
                 log(format!("{step} map {desc} {pages}: {}", show(res, false)));
                 if let Ok(addr) = res {
-                    live.push(Handle { addr, len: pages * pg, file, writable });
+                    live.push(Handle {
+                        addr,
+                        len: pages * pg,
+                        file,
+                        writable,
+                    });
                 }
             }
             // Whole unmap, then (same step) something on the freed range.
             38..=59 => {
-                let Some(i) = pick(&mut rng, &live) else { continue };
+                let Some(i) = pick(&mut rng, &live) else {
+                    continue;
+                };
                 let h = live.swap_remove(i);
-                log(format!("{step} munmap whole: {}", show(munmap(h.addr, h.len), true)));
+                log(format!(
+                    "{step} munmap whole: {}",
+                    show(munmap(h.addr, h.len), true)
+                ));
                 let (a, l) = (h.addr, h.len);
                 let what = rng.below(10);
                 let res = match what {
@@ -92,12 +138,32 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
                     2 => show(madvise(a, pg, libc::MADV_WILLNEED), true),
                     3 => show(msync(a, l), true),
                     4 => show(mincore(a, l), true),
-                    5 => show(mremap(a, pg, 2 * pg, libc::MREMAP_MAYMOVE, 0).map(drop), false),
+                    5 => show(
+                        mremap(a, pg, 2 * pg, libc::MREMAP_MAYMOVE, 0).map(drop),
+                        false,
+                    ),
                     6 | 7 => {
-                        let flag = if what == 6 { libc::MAP_FIXED } else { libc::MAP_FIXED_NOREPLACE };
-                        let res = mmap(a, l, R | libc::PROT_WRITE, P | libc::MAP_ANONYMOUS | flag, -1, 0, false);
+                        let flag = if what == 6 {
+                            libc::MAP_FIXED
+                        } else {
+                            libc::MAP_FIXED_NOREPLACE
+                        };
+                        let res = mmap(
+                            a,
+                            l,
+                            R | libc::PROT_WRITE,
+                            P | libc::MAP_ANONYMOUS | flag,
+                            -1,
+                            0,
+                            false,
+                        );
                         if let Ok(x) = res {
-                            let nh = Handle { addr: x, len: l, file: None, writable: true };
+                            let nh = Handle {
+                                addr: x,
+                                len: l,
+                                file: None,
+                                writable: true,
+                            };
                             poke(x, 1, step as u8);
                             live.push(nh);
                         }
@@ -110,7 +176,11 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
                             Some((k, first)) if !h.writable => {
                                 let res = map_file(fds[k], first * pg, l);
                                 if let Ok(x) = res {
-                                    let nh = Handle { addr: x, len: l, ..h };
+                                    let nh = Handle {
+                                        addr: x,
+                                        len: l,
+                                        ..h
+                                    };
                                     live.push(nh);
                                     format!("remapped sum {:x}", checksum(&nh))
                                 } else {
@@ -126,34 +196,59 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
             }
             // Partial unmap: first or last page.
             60..=65 => {
-                let Some(i) = pick(&mut rng, &live) else { continue };
+                let Some(i) = pick(&mut rng, &live) else {
+                    continue;
+                };
                 let h = live[i];
                 if h.len < 2 * pg {
                     continue;
                 }
                 let head = rng.below(2) == 0;
                 let at = if head { h.addr } else { h.addr + h.len - pg };
-                log(format!("{step} munmap {}: {}", if head { "head" } else { "tail" }, show(munmap(at, pg), true)));
+                log(format!(
+                    "{step} munmap {}: {}",
+                    if head { "head" } else { "tail" },
+                    show(munmap(at, pg), true)
+                ));
                 log(format!("{step}   hole: {}", show(mincore(at, pg), true)));
                 let rest = if head { h.addr + pg } else { h.addr };
                 let file = h.file.map(|(k, f)| (k, if head { f + 1 } else { f }));
-                live[i] = Handle { addr: rest, len: h.len - pg, file, ..h };
+                live[i] = Handle {
+                    addr: rest,
+                    len: h.len - pg,
+                    file,
+                    ..h
+                };
                 log(format!("{step}   rest sum {:x}", checksum(&live[i])));
             }
             // Invalid munmaps.
             66..=68 => {
-                let Some(i) = pick(&mut rng, &live) else { continue };
+                let Some(i) = pick(&mut rng, &live) else {
+                    continue;
+                };
                 let h = live[i];
-                log(format!("{step} munmap unaligned: {}", show(munmap(h.addr + 1, pg), true)));
-                log(format!("{step} munmap zero: {}", show(munmap(h.addr, 0), true)));
+                log(format!(
+                    "{step} munmap unaligned: {}",
+                    show(munmap(h.addr + 1, pg), true)
+                ));
+                log(format!(
+                    "{step} munmap zero: {}",
+                    show(munmap(h.addr, 0), true)
+                ));
             }
             // mprotect a live mapping; write if it became writable.
             69..=75 => {
-                let Some(i) = pick(&mut rng, &live) else { continue };
+                let Some(i) = pick(&mut rng, &live) else {
+                    continue;
+                };
                 let rw = rng.below(2) == 0;
                 let h = live[i];
                 let res = mprotect(h.addr, h.len, if rw { R | libc::PROT_WRITE } else { R });
-                log(format!("{step} mprotect {}: {}", if rw { "rw" } else { "r" }, show(res, true)));
+                log(format!(
+                    "{step} mprotect {}: {}",
+                    if rw { "rw" } else { "r" },
+                    show(res, true)
+                ));
                 if res.is_ok() {
                     live[i].writable = rw || h.writable;
                     if rw {
@@ -164,14 +259,26 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
             }
             // madvise a live mapping (can split it in the kernel).
             76..=80 => {
-                let Some(i) = pick(&mut rng, &live) else { continue };
+                let Some(i) = pick(&mut rng, &live) else {
+                    continue;
+                };
                 let h = live[i];
-                let advice = [libc::MADV_RANDOM, libc::MADV_SEQUENTIAL, libc::MADV_WILLNEED, libc::MADV_NORMAL][rng.below(4) as usize];
-                log(format!("{step} madvise {advice}: {}", show(madvise(h.addr, pg, advice), true)));
+                let advice = [
+                    libc::MADV_RANDOM,
+                    libc::MADV_SEQUENTIAL,
+                    libc::MADV_WILLNEED,
+                    libc::MADV_NORMAL,
+                ][rng.below(4) as usize];
+                log(format!(
+                    "{step} madvise {advice}: {}",
+                    show(madvise(h.addr, pg, advice), true)
+                ));
             }
             // mremap a live mapping: grow, shrink, or move it.
             81..=87 => {
-                let Some(i) = pick(&mut rng, &live) else { continue };
+                let Some(i) = pick(&mut rng, &live) else {
+                    continue;
+                };
                 let h = live[i];
                 let new_len = match rng.below(3) {
                     0 => h.len + pg,
@@ -179,19 +286,33 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
                     _ => h.len,
                 };
                 let res = mremap(h.addr, h.len, new_len, libc::MREMAP_MAYMOVE, 0);
-                log(format!("{step} mremap {} -> {}: {}", h.len / pg, new_len / pg, show(res.map(drop), false)));
+                log(format!(
+                    "{step} mremap {} -> {}: {}",
+                    h.len / pg,
+                    new_len / pg,
+                    show(res.map(drop), false)
+                ));
                 if let Ok(x) = res {
                     // Growth of a file mapping past the old end stays the
                     // file's; only the common part is checked.
                     let keep = new_len.min(h.len);
-                    live[i] = Handle { addr: x, len: new_len, ..h };
-                    let part = Handle { len: keep, ..live[i] };
+                    live[i] = Handle {
+                        addr: x,
+                        len: new_len,
+                        ..h
+                    };
+                    let part = Handle {
+                        len: keep,
+                        ..live[i]
+                    };
                     log(format!("{step}   sum {:x}", checksum(&part)));
                 }
             }
             // Read one.
             88..=94 => {
-                let Some(i) = pick(&mut rng, &live) else { continue };
+                let Some(i) = pick(&mut rng, &live) else {
+                    continue;
+                };
                 log(format!("{step} read sum {:x}", checksum(&live[i])));
             }
             // fork: the child maps, reads, unmaps and reports by exit code.
@@ -217,7 +338,10 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
                 let mut status = 0;
                 // SAFETY: waiting for our own child.
                 unsafe { libc::waitpid(pid, &mut status, 0) };
-                log(format!("{step} fork child exit {}", libc::WEXITSTATUS(status)));
+                log(format!(
+                    "{step} fork child exit {}",
+                    libc::WEXITSTATUS(status)
+                ));
             }
         }
     }
