@@ -2,8 +2,10 @@
 //! preloaded, its options passed as `MUNMAPQ_*` variables.
 
 mod doctor;
+mod embedded;
 mod report;
 mod run;
+mod shell;
 
 use munmapq_core::config::{self, System, VARIABLES};
 use std::ffi::OsString;
@@ -15,13 +17,18 @@ munmapq: defer and reuse the munmap()s of read-only file mappings in an unmodifi
 
 usage: munmapq [OPTIONS] [--] COMMAND [ARGS...]
        munmapq doctor COMMAND     would the library load into COMMAND? why not?
-       munmapq --print-lib
+       munmapq shell-init bash|zsh|fish [COMMAND...]
+                                  shell functions that run COMMANDs (default: git)
+                                  through munmapq: eval \"$(munmapq shell-init bash)\"
+       munmapq env                the variables to preload the library by hand
+       munmapq --print-lib        the library's path
 
 Runs COMMAND with libmunmapq preloaded (LD_PRELOAD on Linux, DYLD_INSERT_LIBRARIES
 on macOS, prepended to what is already there); child processes inherit it. The exit
 status and signals of COMMAND are passed through. After COMMAND exits, munmapq warns
 if no process of it loaded the library (static or setuid programs cannot);
-`munmapq doctor COMMAND` says why. (To run a program called doctor: munmapq -- doctor.)
+`munmapq doctor COMMAND` says why. (To run a program called doctor, env or
+shell-init: munmapq -- doctor.)
 
 options:
   --stats[=text|json]  print counters summed over COMMAND and its children, on stderr
@@ -160,6 +167,27 @@ fn check_values(vars: &[(&'static str, String)]) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let print = |r: Result<String, String>| match r {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(msg) => fail(&msg, 2),
+    };
+    match args.first().and_then(|a| a.to_str()) {
+        Some("shell-init") => {
+            let rest: Vec<String> = args[1..]
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            return match rest.split_first() {
+                Some((shell, cmds)) => print(shell::shell_init(shell, cmds)),
+                None => fail("shell-init needs a shell: bash, zsh or fish", 2),
+            };
+        }
+        Some("env") if args.len() == 1 => return print(shell::env()),
+        _ => {}
+    }
     if args.first().is_some_and(|a| a == "doctor") {
         return match args.get(1).and_then(|a| a.to_str()) {
             Some(cmd) => ExitCode::from(doctor::run(cmd)),

@@ -19,35 +19,32 @@ pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
 #[cfg(not(target_os = "macos"))]
 pub const PRELOAD_VAR: &str = "LD_PRELOAD";
 
-/// `--lib`, else `$MUNMAPQ_LIB`, else next to this executable, else in
-/// `../lib` beside it. The answer is absolute: the command may chdir.
+/// `--lib`, else `$MUNMAPQ_LIB`, else next to this executable or in
+/// `../lib` beside it (a build tree, a package), else the library built into
+/// this executable (what `cargo install` gives), written to a private cache
+/// directory. The answer is absolute: the command may chdir.
 pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
-    let from_env = std::env::var_os("MUNMAPQ_LIB").map(PathBuf::from);
-    let candidates: Vec<PathBuf> = match explicit.or(from_env) {
-        Some(p) => vec![p],
-        None => {
-            let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
-            let dir = exe.parent().unwrap_or(Path::new("/"));
-            vec![dir.join(LIB_NAME), dir.join("../lib").join(LIB_NAME)]
-        }
-    };
-    for c in &candidates {
-        match std::fs::File::open(c) {
-            Ok(_) => {
-                return c
-                    .canonicalize()
-                    .map_err(|e| format!("{}: {e}", c.display()))
-            }
-            Err(e) if candidates.len() == 1 => {
-                return Err(format!("library {}: {e}", c.display()));
-            }
-            Err(_) => {}
-        }
+    if let Some(p) = explicit.or_else(|| std::env::var_os("MUNMAPQ_LIB").map(PathBuf::from)) {
+        std::fs::File::open(&p).map_err(|e| format!("library {}: {e}", p.display()))?;
+        return p
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", p.display()));
     }
-    Err(format!(
-        "{LIB_NAME} not found next to munmapq ({}); build it (cargo build --release) or give --lib PATH",
-        candidates[0].display()
-    ))
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    let beside = [dir.join(LIB_NAME), dir.join("../lib").join(LIB_NAME)];
+    if let Some(p) = beside.iter().find(|p| p.is_file()) {
+        return p
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", p.display()));
+    }
+    match crate::embedded::library() {
+        Some(r) => r,
+        None => Err(format!(
+            "{LIB_NAME} not found next to munmapq ({}) and none is built in; build it (cargo build --release) or give --lib PATH",
+            beside[0].display()
+        )),
+    }
 }
 
 /// `lib` first, then what was already preloaded (without a second copy).

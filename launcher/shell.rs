@@ -1,0 +1,86 @@
+//! `munmapq shell-init bash|zsh|fish [COMMAND...]` and `munmapq env`: what
+//! to put in a shell so that commands (git by default) always run through
+//! munmapq, or the raw variables for those who prefer them.
+
+use crate::run::{find_library, PRELOAD_VAR};
+
+/// Single-quotes `s` for sh-like shells.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn fish_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\\', r"\\").replace('\'', r"\'"))
+}
+
+fn is_plain_name(c: &str) -> bool {
+    !c.is_empty()
+        && c.chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+}
+
+/// A function per command that runs it through this munmapq (absolute
+/// path, so it works whatever PATH says). Functions rather than aliases:
+/// they also work in scripts that source them.
+pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+    let exe = exe.to_string_lossy();
+    let commands: Vec<&str> = if commands.is_empty() {
+        vec!["git"]
+    } else {
+        commands.iter().map(String::as_str).collect()
+    };
+    if let Some(bad) = commands.iter().find(|c| !is_plain_name(c)) {
+        return Err(format!("shell-init: {bad:?} is not a command name"));
+    }
+    let mut out = String::from(
+        "# munmapq: run these commands through munmapq (eval \"$(munmapq shell-init SHELL)\")\n",
+    );
+    for c in commands {
+        match shell {
+            "bash" | "zsh" | "sh" => {
+                out.push_str(&format!("{c}() {{ {} -- {c} \"$@\"; }}\n", sh_quote(&exe)))
+            }
+            "fish" => out.push_str(&format!(
+                "function {c} --wraps {c}; {} -- {c} $argv; end\n",
+                fish_quote(&exe)
+            )),
+            other => {
+                return Err(format!(
+                    "shell-init: unknown shell {other:?} (accepts bash, zsh or fish)"
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `export LD_PRELOAD=...` (or DYLD_INSERT_LIBRARIES), keeping what is set.
+pub fn env() -> Result<String, String> {
+    let lib = find_library(None)?;
+    let lib = sh_quote(&lib.to_string_lossy());
+    let sep = if cfg!(target_os = "macos") { ":" } else { " " };
+    Ok(format!(
+        "export {PRELOAD_VAR}={lib}\"${{{PRELOAD_VAR}:+{sep}${PRELOAD_VAR}}}\"\n"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_and_names() {
+        assert_eq!(sh_quote("a'b"), r"'a'\''b'");
+        assert!(shell_init("bash", &["git".into()])
+            .unwrap()
+            .contains("git() {"));
+        assert!(shell_init("fish", &[])
+            .unwrap()
+            .contains("function git --wraps git;"));
+        assert!(shell_init("bash", &["rm -rf".into()]).is_err());
+        assert!(shell_init("tcsh", &[])
+            .unwrap_err()
+            .contains("bash, zsh or fish"));
+    }
+}

@@ -1,0 +1,113 @@
+//! `cargo install` gives a working tool with no further step: the installed
+//! launcher carries its library, runs git with it, and its shell
+//! integration makes `git` go through munmapq.
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::*;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn install() -> (PathBuf, PathBuf) {
+    let dir = scratch("install");
+    let root = dir.join("root");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A target directory of its own, kept between runs so a re-run is quick.
+    let status = Command::new(env!("CARGO"))
+        .args(["install", "--quiet", "--debug", "--locked", "--path"])
+        .arg(repo)
+        .arg("--root")
+        .arg(&root)
+        .env("CARGO_TARGET_DIR", repo.join("target/install-test"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "cargo install failed");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    (root.join("bin/munmapq"), home)
+}
+
+#[test]
+fn installed_launcher_works_alone() {
+    let (bin, home) = install();
+    // Nothing but the binary was installed.
+    let installed: Vec<_> = std::fs::read_dir(bin.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(installed, ["munmapq"]);
+    let run = |args: &[&str]| {
+        let mut c = Command::new(&bin);
+        c.args(args)
+            .env("HOME", &home)
+            .env_remove("MUNMAPQ_LIB")
+            .env_remove("XDG_CACHE_HOME");
+        output_within(&mut c, MINUTE)
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+
+    // The library it carries, written to a private cache under HOME.
+    let lib = text(&run(&["--print-lib"]).stdout).trim().to_string();
+    assert!(
+        lib.starts_with(home.join(".cache/munmapq").to_str().unwrap()),
+        "{lib}"
+    );
+
+    // git, with tiny windows on this repository: the stats prove the
+    // library was loaded and at work.
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let out = run(&[
+        "--stats=json",
+        "git",
+        "-C",
+        repo,
+        "-c",
+        "core.packedGitWindowSize=16k",
+        "-c",
+        "core.packedGitLimit=32k",
+        "log",
+        "--raw",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("\"loaded\":1"), "{err}");
+    assert!(!err.contains("\"mmap_calls\":0,"), "{err}");
+    println!("installed munmapq, git log --raw: {err}");
+
+    // shell-init, evaluated by bash: `git` now goes through munmapq.
+    let init = text(&run(&["shell-init", "bash"]).stdout);
+    let out = output_within(
+        Command::new("bash")
+            .args(["-c", &format!("{init}\nMUNMAPQ_STATS=1 git --version")])
+            .env("HOME", &home),
+        MINUTE,
+    );
+    assert!(out.status.success());
+    assert!(
+        text(&out.stderr).contains("munmapq pid="),
+        "git did not go through munmapq: {}",
+        text(&out.stderr)
+    );
+
+    // Exit statuses and signals pass through; errors are one line each.
+    assert_eq!(run(&["sh", "-c", "exit 3"]).status.code(), Some(3));
+    assert_eq!(
+        run(&["sh", "-c", "kill -INT $$"]).status.signal(),
+        Some(libc::SIGINT)
+    );
+    for (args, status) in [
+        (&["no-such-command-here"][..], 127),
+        (&["--max-bytes", "x", "true"][..], 2),
+        (&["--lib", "/nope.so", "true"][..], 1),
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(status), "{args:?}");
+        assert_eq!(
+            text(&out.stderr).lines().count(),
+            1,
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
