@@ -39,12 +39,20 @@ fn far_more_mappings_than_max_map_count_run_to_the_end() {
         &[
             ("MUNMAPQ_REUSE", "0"),
             ("MUNMAPQ_MAX_ENTRIES", "8192"),
+            ("MUNMAPQ_MAX_BYTES", "1T"),
             ("MUNMAPQ_EVICT", "all"),
         ][..],
     ] {
         let with = differential(|| probe_cmd(&["cycle", &file, &n, "4096"]), env);
         assert_eq!(with.get(Counter::Deferred), 3 * max as u64);
         assert!(with.get(Counter::PeakQueued) <= 8192);
+        if env.len() > 1 {
+            assert_eq!(
+                with.get(Counter::PeakQueued),
+                8192,
+                "the count cap was reached"
+            );
+        }
         println!(
             "{env:?}: {} mappings, {} flushes, {} munmap syscalls, peak {} queued",
             n,
