@@ -36,6 +36,8 @@ fn far_more_mappings_than_max_map_count_run_to_the_end() {
     // flushing: every mapping is deferred, and the run completes.
     for env in [
         &[("MUNMAPQ_REUSE", "0")][..],
+        // A byte cap of two windows: flushing on almost every munmap.
+        &[("MUNMAPQ_REUSE", "0"), ("MUNMAPQ_MAX_BYTES", "8K")][..],
         &[
             ("MUNMAPQ_REUSE", "0"),
             ("MUNMAPQ_MAX_ENTRIES", "8192"),
@@ -46,7 +48,7 @@ fn far_more_mappings_than_max_map_count_run_to_the_end() {
         let with = differential(|| probe_cmd(&["cycle", &file, &n, "4096"]), env);
         assert_eq!(with.get(Counter::Deferred), 3 * max as u64);
         assert!(with.get(Counter::PeakQueued) <= 8192);
-        if env.len() > 1 {
+        if env.len() > 2 {
             assert_eq!(
                 with.get(Counter::PeakQueued),
                 8192,
@@ -91,7 +93,9 @@ fn threads_see_correct_data() {
     let dir = scratch("threads");
     let file = data_file(&dir, 256);
     for env in [&[][..], &[("MUNMAPQ_MAX_ENTRIES", "8")][..]] {
-        let with = differential(|| probe_cmd(&["threads", &file, "4", "25000"]), env);
+        // A million verified operations with the default queue.
+        let ops = if env.is_empty() { "250000" } else { "25000" };
+        let with = differential(|| probe_cmd(&["threads", &file, "4", ops]), env);
         println!(
             "{env:?}: {} reused {} deferred {} flushes {} contention",
             with.stdout().trim(),
@@ -141,4 +145,54 @@ fn signal_handlers_that_map_and_unmap_never_deadlock() {
             "the handler never hit a held queue: not tested"
         );
     }
+}
+
+#[test]
+fn enomem_caused_by_the_queue_is_retried_after_a_flush() {
+    // Under RLIMIT_AS just large enough for the program (4 MiB windows, one
+    // at a time), a queue that keeps freed windows would make the next mmap
+    // fail; munmapq flushes and retries, so the program sees no error.
+    let dir = scratch("enomem");
+    let file = data_file(&dir, 4096);
+    let probe = probe();
+    let cmd = |limit_kib: usize| {
+        let mut c = Command::new("sh");
+        c.args([
+            "-c",
+            &format!("ulimit -v {limit_kib} && exec \"$0\" cycle \"$1\" 40 4"),
+        ])
+        .arg(&probe)
+        .arg(&file)
+        .env("MQ_WINDOW_PAGES", (4 << 20 >> 12).to_string());
+        c
+    };
+    let mut limit = 16 << 10;
+    while !run(&mut cmd(limit), false, &[], MINUTE)
+        .out
+        .status
+        .success()
+    {
+        limit += 1 << 10;
+        assert!(limit < 1 << 20, "the probe never fit");
+    }
+    // Room for the library itself, not for a second window.
+    let limit = limit + (3 << 10);
+    let env = [("MUNMAPQ_REUSE", "0"), ("MUNMAPQ_MAX_BYTES", "1G")];
+    let with = run(&mut cmd(limit), true, &env, MINUTE);
+    println!(
+        "RLIMIT_AS {limit} KiB: {} ({} ENOMEM retries)",
+        with.stdout().trim(),
+        with.get(Counter::EnomemRetries)
+    );
+    assert!(
+        with.out.status.success(),
+        "{} {}",
+        with.stdout(),
+        with.stderr()
+    );
+    assert!(with.stdout().contains("40 mappings"));
+    assert!(
+        with.get(Counter::EnomemRetries) > 0,
+        "the limit never bit: not tested"
+    );
 }
