@@ -32,6 +32,9 @@ pub trait Os {
     /// it would succeed: a regular file, open for reading (not `O_WRONLY`,
     /// not `O_PATH`). Checked on every call: fd numbers are reused.
     fn readable_file(&self, fd: i32) -> Option<(u64, u64)>;
+    /// The process's peak resident set so far, in bytes (sizes the default
+    /// byte cap; asked only when the queue is about to be flushed).
+    fn peak_rss(&self) -> Option<usize>;
 }
 
 /// What a call does to the mappings in a range of addresses.
@@ -67,6 +70,9 @@ pub struct Engine {
     page: AtomicUsize,
     max_entries: AtomicUsize,
     max_bytes: AtomicUsize,
+    /// 0: `max_bytes` is fixed; else it adapts up to this.
+    bytes_ceiling: AtomicUsize,
+    bytes_floor: AtomicUsize,
     reuse: AtomicBool,
     evict_all: AtomicBool,
     /// mlockall(MCL_FUTURE) is in force: nothing new is deferred.
@@ -93,6 +99,8 @@ impl Engine {
             page: AtomicUsize::new(4096),
             max_entries: AtomicUsize::new(0),
             max_bytes: AtomicUsize::new(0),
+            bytes_ceiling: AtomicUsize::new(0),
+            bytes_floor: AtomicUsize::new(0),
             reuse: AtomicBool::new(false),
             evict_all: AtomicBool::new(false),
             locked_future: AtomicBool::new(false),
@@ -105,6 +113,9 @@ impl Engine {
         self.page.store(page, Relaxed);
         self.max_entries.store(cfg.max_entries, Relaxed);
         self.max_bytes.store(cfg.max_bytes, Relaxed);
+        self.bytes_floor.store(cfg.max_bytes, Relaxed);
+        self.bytes_ceiling
+            .store(cfg.max_bytes_ceiling.unwrap_or(0), Relaxed);
         self.reuse.store(cfg.reuse, Relaxed);
         self.evict_all.store(cfg.evict == Evict::All, Relaxed);
         self.state
@@ -240,16 +251,18 @@ impl Engine {
                     if let Some(e) = t.find(s.start) {
                         if e.state == State::Live
                             && e.end() == s.end
-                            && e.len <= self.max_bytes.load(Relaxed)
+                            && e.len <= self.byte_limit()
                             && !self.locked_future.load(Relaxed)
                         {
                             self.make_room(os, &mut t, e.len);
-                            t.enqueue(e.slot);
-                            self.stats.bump(Counter::Deferred);
-                            self.stats.peak(Counter::PeakQueued, t.queued() as u64);
-                            self.stats
-                                .peak(Counter::PeakQueuedBytes, t.queued_bytes() as u64);
-                            return Ok(());
+                            if t.queued_bytes() + e.len <= self.max_bytes.load(Relaxed) {
+                                t.enqueue(e.slot);
+                                self.stats.bump(Counter::Deferred);
+                                self.stats.peak(Counter::PeakQueued, t.queued() as u64);
+                                self.stats
+                                    .peak(Counter::PeakQueuedBytes, t.queued_bytes() as u64);
+                                return Ok(());
+                            }
                         }
                     }
                     self.release(os, &mut t, s);
@@ -412,9 +425,15 @@ impl Engine {
     /// caps. On git with 16 KiB windows this cut flush munmaps from 800 to
     /// 24 and kept 99.6% of the reuse (BENCHMARKS.md).
     fn make_room<O: Os>(&self, os: &O, t: &mut Table, len: usize) {
-        let (max_n, max_b) = (self.max_entries.load(Relaxed), self.max_bytes.load(Relaxed));
+        let (max_n, mut max_b) = (self.max_entries.load(Relaxed), self.max_bytes.load(Relaxed));
         if t.queued() < max_n && t.queued_bytes() + len <= max_b {
             return;
+        }
+        if t.queued() < max_n {
+            max_b = self.resize_byte_cap(os);
+            if t.queued_bytes() + len <= max_b {
+                return;
+            }
         }
         if self.evict_all.load(Relaxed) {
             t.mark_all();
@@ -427,6 +446,35 @@ impl Engine {
             {}
         }
         self.flush_marked(os, t);
+    }
+
+    /// The largest mapping that may be queued: the byte cap, or where it
+    /// adapts, its ceiling (the cap is re-sized before the mapping is
+    /// queued).
+    fn byte_limit(&self) -> usize {
+        match self.bytes_ceiling.load(Relaxed) {
+            0 => self.max_bytes.load(Relaxed),
+            c => c,
+        }
+    }
+
+    /// Where the byte cap adapts: a quarter of the peak RSS, within
+    /// `[floor, ceiling]`. One `getrusage` per flush, not per call.
+    fn resize_byte_cap<O: Os>(&self, os: &O) -> usize {
+        let (floor, ceiling) = (
+            self.bytes_floor.load(Relaxed),
+            self.bytes_ceiling.load(Relaxed),
+        );
+        let current = self.max_bytes.load(Relaxed);
+        if ceiling == 0 {
+            return current;
+        }
+        let Some(rss) = os.peak_rss() else {
+            return current;
+        };
+        let cap = (rss / 4).max(floor).min(ceiling);
+        self.max_bytes.store(cap, Relaxed);
+        cap
     }
 
     fn flush_marked<O: Os>(&self, os: &O, t: &mut Table) {

@@ -22,6 +22,7 @@ struct FakeOs {
     munmaps: RefCell<Vec<(usize, usize)>>,
     /// Fails mmap with ENOMEM once this many pages are mapped.
     page_limit: Option<usize>,
+    peak_rss: Option<usize>,
 }
 
 impl FakeOs {
@@ -83,6 +84,10 @@ impl Os for FakeOs {
     fn readable_file(&self, fd: i32) -> Option<(u64, u64)> {
         // fd 9 is "open O_WRONLY".
         (fd != 9).then_some((1, fd as u64))
+    }
+
+    fn peak_rss(&self) -> Option<usize> {
+        self.peak_rss
     }
 }
 
@@ -356,4 +361,36 @@ fn byte_cap_holds_and_oversized_mappings_are_not_queued() {
         None,
         "larger than the byte cap: unmapped now"
     );
+}
+
+#[test]
+fn default_byte_cap_follows_peak_rss() {
+    static E: Engine = Engine::new();
+    // A program whose own peak RSS is 40 pages of 4 KiB x 4: the cap may
+    // grow to a quarter of it (40 pages) from a floor of 4 pages.
+    let os = FakeOs {
+        peak_rss: Some(160 * PAGE),
+        ..FakeOs::default()
+    };
+    let mut cfg = Config::defaults(System {
+        max_map_count: Some(65530),
+        address_space_limit: None,
+    });
+    cfg.max_bytes = 4 * PAGE;
+    cfg.max_bytes_ceiling = Some(100 * PAGE);
+    E.start(&cfg, PAGE);
+    for i in 0..30 {
+        let a = map(&E, &os, 3, 2 * i * PAGE as i64);
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+    }
+    // It grew past the 4-page floor to exactly rss/4, never further (the
+    // windows all touch, so the eviction at the cap took them as one run).
+    assert_eq!(E.stats.get(Counter::PeakQueuedBytes), 40 * PAGE as u64);
+    assert_eq!(E.queued(), Some((10, 20 * PAGE)));
+    // A mapping larger than the floor but within the grown cap is queued.
+    let big = E
+        .mmap(&os, 0, 8 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0)
+        .unwrap();
+    E.munmap(&os, big, 8 * PAGE).unwrap();
+    assert!(os.mapped(big).is_some());
 }

@@ -42,6 +42,18 @@ impl Os for RealOs {
         }
         Some((st.st_dev as u64, st.st_ino as u64))
     }
+
+    fn peak_rss(&self) -> Option<usize> {
+        // SAFETY: plain out-parameter.
+        let mut ru: libc::rusage = unsafe { core::mem::zeroed() };
+        // SAFETY: valid out-pointer.
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+            return None;
+        }
+        // Linux reports KiB, macOS bytes.
+        let unit = if cfg!(target_os = "macos") { 1 } else { 1024 };
+        Some((ru.ru_maxrss as usize).saturating_mul(unit))
+    }
 }
 
 // These two run on every eligible mmap, so on Linux they are the raw
