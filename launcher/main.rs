@@ -32,8 +32,10 @@ shell-init: munmapq -- doctor.)
 
 options:
   --stats[=text|json]  print counters summed over COMMAND and its children, on stderr
+  --stats-out PATH     write them to PATH instead (implies --stats; for scripts)
   --max-entries N      most mappings queued at once (MUNMAPQ_MAX_ENTRIES)
-  --max-bytes SIZE     most bytes queued at once, e.g. 64M (MUNMAPQ_MAX_BYTES)
+  --max-bytes SIZE     most bytes queued at once, e.g. 64M (MUNMAPQ_MAX_BYTES;
+                       default: a quarter of the program's peak RSS, 4 to 64 MiB)
   --no-reuse           never hand a queued mapping back to a matching mmap (MUNMAPQ_REUSE=0)
   --evict oldest|all   on overflow unmap the oldest runs down to 3/4, or everything (MUNMAPQ_EVICT)
   --disable            load the library but pass every call through (MUNMAPQ_DISABLE=1)
@@ -48,6 +50,8 @@ environment variables read by the library (set them yourself with raw LD_PRELOAD
 pub struct Options {
     pub lib: Option<PathBuf>,
     pub stats: Option<StatsFormat>,
+    /// Where the statistics go instead of stderr.
+    pub stats_out: Option<PathBuf>,
     /// `MUNMAPQ_*` variables to set for the command.
     pub vars: Vec<(&'static str, String)>,
     pub command: Vec<OsString>,
@@ -83,6 +87,7 @@ fn parse_args(args: Vec<OsString>) -> Result<Parsed, String> {
     let mut o = Options {
         lib: None,
         stats: None,
+        stats_out: None,
         vars: Vec::new(),
         command: Vec::new(),
     };
@@ -122,6 +127,10 @@ fn parse_args(args: Vec<OsString>) -> Result<Parsed, String> {
                 })
             }
             "--lib" => o.lib = Some(PathBuf::from(value("a path")?)),
+            "--stats-out" => {
+                o.stats_out = Some(PathBuf::from(value("a path")?));
+                o.stats.get_or_insert(StatsFormat::Text);
+            }
             "--max-entries" => o.vars.push((config::VAR_MAX_ENTRIES, value("a number")?)),
             "--max-bytes" => o.vars.push((config::VAR_MAX_BYTES, value("a size")?)),
             "--evict" => o.vars.push((config::VAR_EVICT, value("oldest or all")?)),

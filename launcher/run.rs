@@ -169,10 +169,19 @@ pub fn run(o: Options) -> ExitCode {
             "munmapq: warning: {LIB_NAME} was not loaded into {name}: it ran without munmapq (see: munmapq doctor {name})"
         );
     }
-    match o.stats {
-        Some(StatsFormat::Text) => eprint!("{}", report.text()),
-        Some(StatsFormat::Json) => eprint!("{}", report.json()),
-        None => {}
+    let text = match o.stats {
+        Some(StatsFormat::Text) => Some(report.text()),
+        Some(StatsFormat::Json) => Some(report.json()),
+        None => None,
+    };
+    match (text, &o.stats_out) {
+        (Some(t), Some(path)) => {
+            if let Err(e) = std::fs::write(path, t) {
+                eprintln!("munmapq: --stats-out {}: {e}", path.display());
+            }
+        }
+        (Some(t), None) => eprint!("{t}"),
+        _ => {}
     }
     pass_through(status)
 }
