@@ -91,11 +91,16 @@ impl Os for FakeOs {
     }
 }
 
-fn start(e: &Engine, max_entries: usize) {
-    let mut cfg = Config::defaults(System {
+/// The defaults on a stock Linux kernel without RLIMIT_AS.
+fn linux_defaults() -> Config {
+    Config::defaults(System {
         max_map_count: Some(65530),
         address_space_limit: None,
-    });
+    })
+}
+
+fn start(e: &Engine, max_entries: usize) {
+    let mut cfg = linux_defaults();
     cfg.max_entries = max_entries;
     e.start(&cfg, PAGE);
 }
@@ -290,10 +295,7 @@ fn contention_passes_through_and_is_reconciled() {
 fn seed_mode_flushes_everything_and_never_reuses() {
     static E: Engine = Engine::new();
     let os = FakeOs::default();
-    let mut cfg = Config::defaults(System {
-        max_map_count: Some(65530),
-        address_space_limit: None,
-    });
+    let mut cfg = linux_defaults();
     cfg.max_entries = 3;
     cfg.reuse = false;
     cfg.evict = Evict::All;
@@ -340,10 +342,7 @@ fn mlockall_future_stops_deferral() {
 fn byte_cap_holds_and_oversized_mappings_are_not_queued() {
     static E: Engine = Engine::new();
     let os = FakeOs::default();
-    let mut cfg = Config::defaults(System {
-        max_map_count: Some(65530),
-        address_space_limit: None,
-    });
+    let mut cfg = linux_defaults();
     cfg.max_bytes = 5 * PAGE;
     E.start(&cfg, PAGE);
     for i in 0..10 {
@@ -372,10 +371,7 @@ fn default_byte_cap_follows_peak_rss() {
         peak_rss: Some(160 * PAGE),
         ..FakeOs::default()
     };
-    let mut cfg = Config::defaults(System {
-        max_map_count: Some(65530),
-        address_space_limit: None,
-    });
+    let mut cfg = linux_defaults();
     cfg.max_bytes = 4 * PAGE;
     cfg.max_bytes_ceiling = Some(100 * PAGE);
     E.start(&cfg, PAGE);
