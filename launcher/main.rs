@@ -170,7 +170,18 @@ fn check_values(vars: &[(&'static str, String)]) -> Result<(), String> {
             .rev()
             .find(|(k, _)| *k == e.var)
             .map(|(_, v)| v.as_str());
-        format!("{}={:?}: accepts {}", e.var, value.unwrap_or(""), e.accepts)
+        let option = match e.var {
+            config::VAR_MAX_ENTRIES => "--max-entries",
+            config::VAR_MAX_BYTES => "--max-bytes",
+            config::VAR_EVICT => "--evict",
+            _ => "option",
+        };
+        format!(
+            "{option} {:?} ({}): accepts {}",
+            value.unwrap_or(""),
+            e.var,
+            e.accepts
+        )
     })
 }
 
