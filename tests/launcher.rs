@@ -15,7 +15,18 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-const STATIC: &str = "/sbin/ldconfig"; // static-pie on Debian
+/// A statically linked program every glibc system has: ldconfig (on Ubuntu
+/// /sbin/ldconfig is a script around ldconfig.real).
+fn static_binary() -> &'static str {
+    [
+        "/sbin/ldconfig.real",
+        "/usr/sbin/ldconfig.real",
+        "/sbin/ldconfig",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .expect("no ldconfig")
+}
 
 #[test]
 fn doctor_verdicts() {
@@ -23,7 +34,7 @@ fn doctor_verdicts() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("would load"));
 
-    let out = munmapq(&["doctor", STATIC]);
+    let out = munmapq(&["doctor", static_binary()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stdout).contains("statically linked"),
@@ -65,7 +76,7 @@ fn common_git_path() -> std::path::PathBuf {
 
 #[test]
 fn says_when_the_library_did_not_load() {
-    let out = munmapq(&[STATIC, "-p"]);
+    let out = munmapq(&[static_binary(), "-p"]);
     assert!(out.status.success());
     let err = text(&out.stderr);
     assert!(
