@@ -4,18 +4,12 @@
 
 mod common;
 use common::*;
-use std::process::Command;
 
 #[test]
 fn malformed_values_warn_once_and_pass_through() {
     let dir = scratch("config");
     let file = data_file(&dir, 64);
-    let plain = run(
-        Command::new(probe()).args(["invariants", &file]),
-        false,
-        &[],
-        MINUTE,
-    );
+    let plain = run(&mut probe_cmd(&["invariants", &file]), false, &[], MINUTE);
     for (var, value, accepts) in [
         ("MUNMAPQ_MAX_ENTRIES", "lots", "an integer from 1 to 8192"),
         ("MUNMAPQ_MAX_BYTES", "-5", "a size"),
@@ -25,7 +19,7 @@ fn malformed_values_warn_once_and_pass_through() {
         ("MUNMAPQ_STATS", "2", "0 or 1"),
     ] {
         let with = run(
-            Command::new(probe()).args(["invariants", &file]),
+            &mut probe_cmd(&["invariants", &file]),
             true,
             &[(var, value)],
             MINUTE,
@@ -48,12 +42,7 @@ fn malformed_values_warn_once_and_pass_through() {
 fn nothing_is_printed_without_a_problem() {
     let dir = scratch("config-quiet");
     let file = data_file(&dir, 64);
-    let with = run(
-        Command::new(probe()).args(["invariants", &file]),
-        true,
-        &[],
-        MINUTE,
-    );
+    let with = run(&mut probe_cmd(&["invariants", &file]), true, &[], MINUTE);
     assert!(with.out.stderr.is_empty(), "{}", with.stderr());
 }
 

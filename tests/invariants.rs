@@ -5,20 +5,12 @@
 mod common;
 use common::*;
 use munmapq_core::stats::Counter;
-use std::process::Command;
 
 #[test]
 fn every_case_answers_as_without_munmapq() {
     let dir = scratch("invariants");
     let file = data_file(&dir, 64);
-    let with = differential(
-        || {
-            let mut c = Command::new(probe());
-            c.args(["invariants", &file]);
-            c
-        },
-        &[],
-    );
+    let with = differential(|| probe_cmd(&["invariants", &file]), &[]);
     let out = with.stdout();
     // Not only the same, but right: the kernel's answers.
     for expected in [
@@ -60,11 +52,7 @@ fn invariants_hold_with_a_tiny_queue_too() {
     let dir = scratch("invariants-tiny");
     let file = data_file(&dir, 64);
     let with = differential(
-        || {
-            let mut c = Command::new(probe());
-            c.args(["invariants", &file]);
-            c
-        },
+        || probe_cmd(&["invariants", &file]),
         &[("MUNMAPQ_MAX_ENTRIES", "1"), ("MUNMAPQ_MAX_BYTES", "4096")],
     );
     assert!(with.get(Counter::Flushes) >= 1);

@@ -6,12 +6,6 @@ use common::*;
 use munmapq_core::stats::Counter;
 use std::process::Command;
 
-fn probe_cmd(args: &[&str]) -> Command {
-    let mut c = Command::new(probe());
-    c.args(args);
-    c
-}
-
 #[test]
 fn far_more_mappings_than_max_map_count_run_to_the_end() {
     let dir = scratch("cycle");

@@ -36,6 +36,13 @@ pub fn launcher() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_munmapq"))
 }
 
+/// `mq-probe ARGS...`, ready to run.
+pub fn probe_cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(probe());
+    c.args(args);
+    c
+}
+
 /// A fresh directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("munmapq-test-{}-{name}", std::process::id()));
@@ -77,11 +84,9 @@ impl Ran {
 /// Runs `cmd` (killing it after `limit`), preloaded with libmunmapq when
 /// `preload`, with `env` added.
 pub fn run(cmd: &mut Command, preload: bool, env: &[(&str, &str)], limit: Duration) -> Ran {
-    let stats = std::env::temp_dir().join(format!(
-        "munmapq-test-stats-{}-{:?}",
-        std::process::id(),
-        Instant::now()
-    ));
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stats = std::env::temp_dir().join(format!("munmapq-test-stats-{}-{n}", std::process::id()));
     if preload {
         cmd.env("LD_PRELOAD", lib());
         cmd.env("MUNMAPQ_STATS_FILE", &stats);
