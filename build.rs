@@ -18,7 +18,12 @@ fn main() {
         return;
     }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    for watched in ["interpose/src", "interpose/Cargo.toml", "src"] {
+    for watched in [
+        "interpose/src",
+        "interpose/Cargo.toml",
+        "core/src",
+        "core/Cargo.toml",
+    ] {
         println!(
             "cargo:rerun-if-changed={}",
             manifest.join(watched).display()

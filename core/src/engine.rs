@@ -191,8 +191,7 @@ impl Engine {
             // The kernel handed out these addresses, so anything we had
             // there was unmapped behind our back.
             if let Some(s) = self.span(start, len, Effect::Modify) {
-                if let Some(mut t) = self.table.try_lock() {
-                    self.drain(&mut t);
+                if let Some(mut t) = self.lock() {
                     self.forget(&mut t, s.start, s.end, u64::MAX, false);
                 }
             }
@@ -209,8 +208,7 @@ impl Engine {
         off: i64,
     ) -> Result<usize, Errno> {
         if self.reuse.load(Relaxed) {
-            if let Some(mut t) = self.table.try_lock() {
-                self.drain(&mut t);
+            if let Some(mut t) = self.lock() {
                 if let Some(start) = t.take_queued(&key) {
                     self.stats.bump(Counter::Reused);
                     return Ok(start);
@@ -221,11 +219,10 @@ impl Engine {
         let start = self.retry_enomem(os, || {
             os.mmap(0, len, libc::PROT_READ, libc::MAP_PRIVATE, fd, off)
         })?;
-        let Some(mut t) = self.table.try_lock() else {
+        let Some(mut t) = self.lock() else {
             self.stats.bump(Counter::PassContention);
             return Ok(start);
         };
-        self.drain(&mut t);
         self.forget(&mut t, start, start + key.len, u64::MAX, false);
         if t.is_full() && t.mark_oldest() {
             self.flush_marked(os, &mut t);
@@ -245,9 +242,8 @@ impl Engine {
             .span(addr, len, Effect::Modify)
             .filter(|s| s.start == addr);
         if let Some(s) = span {
-            match self.table.try_lock() {
+            match self.lock() {
                 Some(mut t) => {
-                    self.drain(&mut t);
                     if let Some(e) = t.find(s.start) {
                         if e.state == State::Live
                             && e.end() == s.end
@@ -312,9 +308,8 @@ impl Engine {
             if future {
                 self.locked_future.store(true, Relaxed);
             }
-            match self.table.try_lock() {
+            match self.lock() {
                 Some(mut t) => {
-                    self.drain(&mut t);
                     t.mark_all();
                     self.flush_marked(os, &mut t);
                     self.stats.add(Counter::Forgotten, t.len() as u64);
@@ -349,12 +344,19 @@ impl Engine {
         self.stats.reset();
     }
 
+    /// The one way in to the table: takes it without waiting (None if it is
+    /// busy) and applies what calls that found it busy recorded.
+    fn lock(&self) -> Option<spin::mutex::SpinMutexGuard<'_, Table>> {
+        let mut t = self.table.try_lock()?;
+        self.drain(&mut t);
+        Some(t)
+    }
+
     /// Releases what the program no longer has in `span`, as `span.effect`
     /// says; if the table is busy, records a modifying span for its holder.
     fn prepare<O: Os>(&self, os: &O, span: Span) {
-        match self.table.try_lock() {
+        match self.lock() {
             Some(mut t) => {
-                self.drain(&mut t);
                 self.release(os, &mut t, span);
             }
             None => {
@@ -499,9 +501,8 @@ impl Engine {
         if !matches!(r, Err(libc::ENOMEM)) {
             return r;
         }
-        let flushed = match self.table.try_lock() {
+        let flushed = match self.lock() {
             Some(mut t) if t.queued() > 0 => {
-                self.drain(&mut t);
                 t.mark_all();
                 self.flush_marked(os, &mut t);
                 true
