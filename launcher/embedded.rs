@@ -9,15 +9,11 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-#[cfg(all(munmapq_embedded, target_os = "macos"))]
-const BYTES: Option<&[u8]> = Some(include_bytes!(concat!(
-    env!("OUT_DIR"),
-    "/libmunmapq.dylib"
-)));
-#[cfg(all(munmapq_embedded, not(target_os = "macos")))]
-const BYTES: Option<&[u8]> = Some(include_bytes!(concat!(env!("OUT_DIR"), "/libmunmapq.so")));
-#[cfg(not(munmapq_embedded))]
-const BYTES: Option<&[u8]> = None;
+/// The library build.rs built (a launcher is never built without it).
+#[cfg(target_os = "macos")]
+const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libmunmapq.dylib"));
+#[cfg(not(target_os = "macos"))]
+const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libmunmapq.so"));
 
 fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
@@ -61,11 +57,10 @@ fn cache_root() -> PathBuf {
     }
 }
 
-/// The embedded library's path, writing it first if needed; None when this
-/// launcher was built without one.
+/// The embedded library's path, writing it first if needed. (Always
+/// `Some`: build.rs fails rather than build a launcher without a library.)
 pub fn library() -> Option<Result<PathBuf, String>> {
-    let bytes = BYTES?;
-    Some(write_once(bytes, &cache_root()))
+    Some(write_once(BYTES, &cache_root()))
 }
 
 pub fn write_once(bytes: &[u8], root: &Path) -> Result<PathBuf, String> {

@@ -23,8 +23,7 @@ fi
 
 out=()
 for target in aarch64-apple-darwin x86_64-apple-darwin; do
-  # MUNMAPQ_NESTED_BUILD: the core's build script need not embed a library here.
-  MUNMAPQ_NESTED_BUILD=1 PATH=/usr/bin:$PATH CARGO=/usr/bin/cargo RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
+  PATH=/usr/bin:$PATH CARGO=/usr/bin/cargo RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
     cargo-zigbuild build --release -Zbuild-std=std,panic_abort --target "$target" \
     -p munmapq-interpose --target-dir target/macos 2>&1 | grep -vE '^\s+(Compiling|Downloaded|Downloading)|xcrun|SDK|DEVELOPER_DIR|^\s*\|$|^\s*= (note|help)|^warning: `munmapq-interpose`|^$' || true
   lib="target/macos/$target/release/libmunmapq.dylib"

@@ -1,6 +1,10 @@
 //! `cargo install` gives a working tool with no further step: the installed
-//! launcher carries its library, runs git with it, and its shell
-//! integration makes `git` go through munmapq.
+//! launcher carries its library, runs git with it (from a directory outside
+//! the checkout), and its shell integration makes `git` go through munmapq.
+//!
+//! By default this installs from the checkout (`cargo install --path`);
+//! scripts/install-test.sh installs from a local registry of the packaged
+//! crates and from `--git`, and points `MUNMAPQ_INSTALLED_BIN` at each.
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -11,6 +15,11 @@ use std::process::Command;
 
 fn install() -> (PathBuf, PathBuf) {
     let dir = scratch("install");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    if let Some(bin) = std::env::var_os("MUNMAPQ_INSTALLED_BIN") {
+        return (PathBuf::from(bin), home);
+    }
     let root = dir.join("root");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     // A target directory of its own, kept between runs so a re-run is quick.
@@ -23,8 +32,6 @@ fn install() -> (PathBuf, PathBuf) {
         .status()
         .unwrap();
     assert!(status.success(), "cargo install failed");
-    let home = dir.join("home");
-    std::fs::create_dir_all(&home).unwrap();
     (root.join("bin/munmapq"), home)
 }
 
@@ -40,6 +47,7 @@ fn installed_launcher_works_alone() {
     let run = |args: &[&str]| {
         let mut c = Command::new(&bin);
         c.args(args)
+            .current_dir(&home)
             .env("HOME", &home)
             .env_remove("MUNMAPQ_LIB")
             .env_remove("XDG_CACHE_HOME");
@@ -73,6 +81,7 @@ fn installed_launcher_works_alone() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("\"loaded\":1"), "{err}");
     assert!(!err.contains("\"mmap_calls\":0,"), "{err}");
+    assert!(!err.contains("\"reused\":0,"), "no reuse: {err}");
     println!("installed munmapq, git log --raw: {err}");
 
     // shell-init, evaluated by bash: `git` now goes through munmapq.
@@ -80,6 +89,7 @@ fn installed_launcher_works_alone() {
     let out = output_within(
         Command::new("bash")
             .args(["-c", &format!("{init}\nMUNMAPQ_STATS=1 git --version")])
+            .current_dir(&home)
             .env("HOME", &home),
         MINUTE,
     );
