@@ -96,7 +96,8 @@ impl Engine {
             dirty: DirtyRanges::new(),
             stats: Stats::new(),
             state: AtomicU8::new(OFF),
-            page: AtomicUsize::new(4096),
+            // 0 until `start`: a new engine is all zero bytes (`.bss`).
+            page: AtomicUsize::new(0),
             max_entries: AtomicUsize::new(0),
             max_bytes: AtomicUsize::new(0),
             bytes_ceiling: AtomicUsize::new(0),
@@ -127,7 +128,10 @@ impl Engine {
     }
 
     fn page(&self) -> usize {
-        self.page.load(Relaxed)
+        match self.page.load(Relaxed) {
+            0 => 4096,
+            p => p,
+        }
     }
 
     /// The pages `[addr, addr + len)` covers, if it is a range at all.

@@ -11,7 +11,11 @@
 /// Most mappings the table can hold, live and queued together.
 pub const SLOTS: usize = 16384;
 const KEY_BUCKETS: usize = 4096;
-const NIL: u16 = u16::MAX;
+/// "No slot". Slot numbers start at 1 (`slots[0]` is never used) so that
+/// "none" is 0 and a new table is all zero bytes: a `static` of it then
+/// sits in `.bss` (no file bytes, no page touched until used) instead of
+/// making libmunmapq a megabyte larger in `.data`.
+const NIL: u16 = 0;
 
 /// What a queued mapping can be reused for: the same file, offset and
 /// (page-rounded) length.
@@ -95,7 +99,8 @@ impl Slot {
 }
 
 pub struct Table {
-    slots: [Slot; SLOTS],
+    /// Indexed by slot number, 1 to `SLOTS`.
+    slots: [Slot; SLOTS + 1],
     by_addr: [u16; SLOTS],
     used: usize,
     free: u16,
@@ -116,7 +121,7 @@ impl Default for Table {
 impl Table {
     pub const fn new() -> Self {
         Table {
-            slots: [Slot::EMPTY; SLOTS],
+            slots: [Slot::EMPTY; SLOTS + 1],
             by_addr: [0; SLOTS],
             used: 0,
             free: NIL,
@@ -217,7 +222,7 @@ impl Table {
             s
         } else if self.fresh < SLOTS {
             self.fresh += 1;
-            (self.fresh - 1) as u16
+            self.fresh as u16
         } else {
             return false;
         };

@@ -13,8 +13,17 @@ static STATS_TO_STDERR: AtomicBool = AtomicBool::new(false);
 static mut STATS_FILE: [u8; 4096] = [0; 4096];
 static STATS_FILE_LEN: AtomicUsize = AtomicUsize::new(0);
 
-#[ctor::ctor(unsafe)]
-fn init() {
+/// The constructor: the dynamic loader runs it when the library is loaded.
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = init;
+#[cfg(target_os = "macos")]
+#[used]
+#[link_section = "__DATA,__mod_init_func,mod_init_funcs"]
+static AT_LOAD: extern "C" fn() = init;
+
+extern "C" fn init() {
     real::resolve();
     // SAFETY: sysconf has no memory-safety preconditions.
     let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {

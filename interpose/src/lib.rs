@@ -2,6 +2,18 @@
 //! `DYLD_INSERT_LIBRARIES` (macOS). A thin layer: the decisions are in the
 //! `munmapq_core` crate; here are the real functions, the exported hooks
 //! and start-up.
+//!
+//! `no_std`: this library is loaded into every process a shell starts
+//! (`munmapq env`), so it carries no standard library, allocator or
+//! unwinder: it is small and costs the dynamic loader little. A panic (none
+//! is expected: the hooks never panic on purpose) aborts.
+//!
+//! Every build of the library itself is `panic = "abort"` (the workspace
+//! profiles; the launcher's build.rs passes it too). Only when cargo builds
+//! this package as a dependency of a test target does it force unwinding,
+//! which a `no_std` cdylib cannot link; that copy, never loaded by anything,
+//! takes std.
+#![cfg_attr(panic = "abort", no_std)]
 
 mod errno;
 mod hooks;
@@ -20,6 +32,14 @@ mod exports_macos;
 
 use munmapq_core::engine::Engine;
 
-/// The one engine of this process, `const`-initialised: usable (as a pure
-/// pass-through) before the constructor has run.
+#[cfg(panic = "abort")]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: abort has no preconditions and does not return.
+    unsafe { libc::abort() }
+}
+
+/// The one engine of this process, `const`-initialised to all zero bytes
+/// (so it sits in `.bss`): usable (as a pure pass-through) before the
+/// constructor has run.
 pub(crate) static ENGINE: Engine = Engine::new();
