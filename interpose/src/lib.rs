@@ -39,6 +39,38 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
     unsafe { libc::abort() }
 }
 
+// The precompiled `core` was built to unwind and its code refers to
+// `rust_eh_personality`; with `panic = "abort"` nothing ever unwinds, so it
+// is never called, but without a definition the library would not load
+// (undefined symbol). Defined here as a trap, and hidden: exported, it would
+// be found before libstd's by a program linked to libstd dynamically.
+#[cfg(all(panic = "abort", target_os = "linux", target_arch = "x86_64"))]
+core::arch::global_asm!(
+    ".globl rust_eh_personality",
+    ".hidden rust_eh_personality",
+    ".type rust_eh_personality, @function",
+    "rust_eh_personality: ud2",
+);
+#[cfg(all(panic = "abort", target_os = "linux", target_arch = "aarch64"))]
+core::arch::global_asm!(
+    ".globl rust_eh_personality",
+    ".hidden rust_eh_personality",
+    ".type rust_eh_personality, @function",
+    "rust_eh_personality: brk #1",
+);
+#[cfg(all(panic = "abort", target_os = "macos", target_arch = "x86_64"))]
+core::arch::global_asm!(
+    ".globl _rust_eh_personality",
+    ".private_extern _rust_eh_personality",
+    "_rust_eh_personality: ud2",
+);
+#[cfg(all(panic = "abort", target_os = "macos", target_arch = "aarch64"))]
+core::arch::global_asm!(
+    ".globl _rust_eh_personality",
+    ".private_extern _rust_eh_personality",
+    "_rust_eh_personality: brk #1",
+);
+
 /// The one engine of this process, `const`-initialised to all zero bytes
 /// (so it sits in `.bss`): usable (as a pure pass-through) before the
 /// constructor has run.
