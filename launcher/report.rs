@@ -1,7 +1,8 @@
 //! Reads the lines each process of the command appended to the statistics
-//! file and sums them: counters add up, peaks take the largest.
+//! file and combines them as the core's protocol says (sums add up, peaks
+//! take the largest: [`Totals`]).
 
-use munmapq_core::stats::{parse_line, Counter, COUNTERS};
+use munmapq_core::stats::{Counter, Totals, COUNTERS};
 use std::fmt::Write as _;
 
 #[derive(Default)]
@@ -13,28 +14,15 @@ pub struct Report {
     pub totals: [u64; COUNTERS],
 }
 
-fn is_peak(c: Counter) -> bool {
-    matches!(c, Counter::PeakQueued | Counter::PeakQueuedBytes)
-}
-
 impl Report {
     pub fn parse(text: &str) -> Report {
-        let mut r = Report::default();
-        for line in text.lines() {
-            if line.starts_with("munmapq-loaded ") {
-                r.loaded += 1;
-            } else if let Some(v) = parse_line(line) {
-                r.reported += 1;
-                for (i, &c) in Counter::ALL.iter().enumerate() {
-                    r.totals[i] = if is_peak(c) {
-                        r.totals[i].max(v[i])
-                    } else {
-                        r.totals[i] + v[i]
-                    };
-                }
-            }
+        let mut t = Totals::default();
+        t.add_text(text);
+        Report {
+            loaded: t.loaded,
+            reported: t.reported,
+            totals: t.values,
         }
-        r
     }
 
     pub fn get(&self, c: Counter) -> u64 {

@@ -77,6 +77,10 @@ pub struct Engine {
     evict_all: AtomicBool,
     /// mlockall(MCL_FUTURE) is in force: nothing new is deferred.
     locked_future: AtomicBool,
+    /// Every table entry lies in `[tracked_lo, tracked_hi)` (see
+    /// [`Engine::untracked`]).
+    tracked_lo: AtomicUsize,
+    tracked_hi: AtomicUsize,
 }
 
 impl Default for Engine {
@@ -105,6 +109,8 @@ impl Engine {
             reuse: AtomicBool::new(false),
             evict_all: AtomicBool::new(false),
             locked_future: AtomicBool::new(false),
+            tracked_lo: AtomicUsize::new(0),
+            tracked_hi: AtomicUsize::new(0),
         }
     }
 
@@ -195,8 +201,11 @@ impl Engine {
             // The kernel handed out these addresses, so anything we had
             // there was unmapped behind our back.
             if let Some(s) = self.span(start, len, Effect::Modify) {
-                if let Some(mut t) = self.lock() {
-                    self.forget(&mut t, s.start, s.end, u64::MAX, false);
+                if !self.untracked(s.start, s.end) {
+                    if let Some(mut t) = self.lock() {
+                        self.forget(&mut t, s.start, s.end, u64::MAX, false);
+                        self.publish_bounds(&t);
+                    }
                 }
             }
         }
@@ -231,6 +240,7 @@ impl Engine {
         if t.is_full() && t.mark_oldest() {
             self.flush_marked(os, &mut t);
         }
+        self.widen_bounds(&t, start, start + key.len);
         if !t.insert_live(start, key.len, key, self.dirty.epoch()) {
             self.stats.bump(Counter::PassTableFull);
         }
@@ -242,40 +252,102 @@ impl Engine {
             return os.munmap(addr, len);
         }
         self.stats.bump(Counter::MunmapCalls);
-        let span = self
+        // Each munmap is counted once: deferred, or passed through as not
+        // queueable, untracked, or for contention.
+        let passed = match self
             .span(addr, len, Effect::Modify)
-            .filter(|s| s.start == addr);
-        if let Some(s) = span {
-            match self.lock() {
-                Some(mut t) => {
-                    if let Some(e) = t.find(s.start) {
-                        if e.state == State::Live
-                            && e.end() == s.end
-                            && e.len <= self.byte_limit()
-                            && !self.locked_future.load(Relaxed)
-                        {
-                            self.make_room(os, &mut t, e.len);
-                            if t.queued_bytes() + e.len <= self.max_bytes.load(Relaxed) {
-                                t.enqueue(e.slot);
-                                self.stats.bump(Counter::Deferred);
-                                self.stats.peak(Counter::PeakQueued, t.queued() as u64);
-                                self.stats
-                                    .peak(Counter::PeakQueuedBytes, t.queued_bytes() as u64);
-                                return Ok(());
-                            }
-                        }
+            .filter(|s| s.start == addr)
+        {
+            Some(s) if !self.untracked(s.start, s.end) => match self.lock() {
+                Some(mut t) => match self.try_defer(os, &mut t, s) {
+                    Ok(()) => return Ok(()),
+                    Err(why) => {
+                        self.release(os, &mut t, s);
+                        self.publish_bounds(&t);
+                        why
                     }
-                    self.release(os, &mut t, s);
-                }
+                },
                 None => {
-                    self.stats.bump(Counter::PassContention);
                     self.dirty.record(s.start, s.end);
+                    Counter::PassContention
                 }
-            }
-        }
-        self.stats.bump(Counter::PassUntracked);
+            },
+            _ => Counter::PassUntracked,
+        };
+        self.stats.bump(passed);
         self.stats.bump(Counter::MunmapSyscalls);
         self.retry_enomem(os, || os.munmap(addr, len))
+    }
+
+    /// Queues the live mapping that is exactly `s`, if it may be; else
+    /// answers the counter that says why not.
+    fn try_defer<O: Os>(&self, os: &O, t: &mut Table, s: Span) -> Result<(), Counter> {
+        let e = match t.find(s.start) {
+            Some(e) if e.state == State::Live && e.end() == s.end => e,
+            _ => return Err(Counter::PassUntracked),
+        };
+        if e.len > self.byte_limit() || self.locked_future.load(Relaxed) {
+            return Err(Counter::PassNotQueued);
+        }
+        self.make_room(os, t, e.len);
+        if t.queued_bytes() + e.len > self.max_bytes.load(Relaxed) {
+            return Err(Counter::PassNotQueued);
+        }
+        t.enqueue(e.slot);
+        self.stats.bump(Counter::Deferred);
+        self.stats.peak(Counter::PeakQueued, t.queued() as u64);
+        self.stats
+            .peak(Counter::PeakQueuedBytes, t.queued_bytes() as u64);
+        Ok(())
+    }
+
+    /// True when no table entry can overlap `[start, end)`, decided without
+    /// the lock (for the calls that can never concern the queue: anonymous
+    /// memory, other libraries' mappings).
+    ///
+    /// `[tracked_lo, tracked_hi)` covers every entry, live or queued, at
+    /// every instant: it is widened *before* an entry is inserted and
+    /// narrowed only to the exact extent of the table, both under the lock
+    /// (entries are added and removed only there), one bound at a time,
+    /// each store keeping it valid for every entry that exists. Each half
+    /// of the test reads one bound once, so the answer was true at the
+    /// instant of that read: an entry that overlaps the range later was
+    /// inserted later, with a later epoch (crate::dirty), exactly as if this
+    /// call had taken the lock first and found nothing. That is why nothing
+    /// need be recorded for a call decided here. The range a program
+    /// unmaps or changes is one it was given before the call, so its entry
+    /// (if any) was inserted, and the bound widened, before that mmap
+    /// returned: Release/Acquire make the widening visible to any thread
+    /// the program told about the address. All zero (the initial state)
+    /// is the empty bound.
+    fn untracked(&self, start: usize, end: usize) -> bool {
+        end <= self.tracked_lo.load(Acquire) || start >= self.tracked_hi.load(Acquire)
+    }
+
+    /// Widens the tracked bound to cover `[start, end)`; before the entry
+    /// is inserted, under the lock.
+    fn widen_bounds(&self, t: &Table, start: usize, end: usize) {
+        if t.is_empty() {
+            // Empty: any bound is valid; lo first, then hi.
+            self.tracked_lo.store(start, Release);
+            self.tracked_hi.store(end, Release);
+            return;
+        }
+        if start < self.tracked_lo.load(Relaxed) {
+            self.tracked_lo.store(start, Release);
+        }
+        if end > self.tracked_hi.load(Relaxed) {
+            self.tracked_hi.store(end, Release);
+        }
+    }
+
+    /// Narrows the tracked bound to the table's exact extent, under the
+    /// lock, after entries were removed (elsewhere the bound may stay wider
+    /// than the table: only a cost, never wrong).
+    fn publish_bounds(&self, t: &Table) {
+        let (lo, hi) = t.extent().unwrap_or((0, 0));
+        self.tracked_lo.store(lo, Release);
+        self.tracked_hi.store(hi, Release);
     }
 
     /// Any other call acting on address ranges (mprotect, madvise, mlock,
@@ -359,9 +431,13 @@ impl Engine {
     /// Releases what the program no longer has in `span`, as `span.effect`
     /// says; if the table is busy, records a modifying span for its holder.
     fn prepare<O: Os>(&self, os: &O, span: Span) {
+        if self.untracked(span.start, span.end) {
+            return;
+        }
         match self.lock() {
             Some(mut t) => {
                 self.release(os, &mut t, span);
+                self.publish_bounds(&t);
             }
             None => {
                 self.stats.bump(Counter::PassContention);
@@ -521,6 +597,7 @@ impl Engine {
     }
 
     /// Queued mappings and bytes right now (None if the table is busy).
+    #[cfg(test)]
     pub fn queued(&self) -> Option<(usize, usize)> {
         self.table
             .try_lock()

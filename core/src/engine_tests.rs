@@ -390,3 +390,75 @@ fn default_byte_cap_follows_peak_rss() {
     E.munmap(&os, big, 8 * PAGE).unwrap();
     assert!(os.mapped(big).is_some());
 }
+
+#[test]
+fn each_munmap_is_counted_once() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    let mut cfg = linux_defaults();
+    cfg.max_bytes = 4 * PAGE;
+    E.start(&cfg, PAGE);
+    let a = map(&E, &os, 3, 0);
+    let b = map(&E, &os, 3, 2 * PAGE as i64);
+    let big = E
+        .mmap(&os, 0, 6 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0)
+        .unwrap();
+    E.munmap(&os, a, 2 * PAGE).unwrap(); // deferred
+    E.munmap(&os, big, 6 * PAGE).unwrap(); // too large to queue
+    let c = map(&E, &os, 5, 0);
+    E.munmap(&os, b, PAGE).unwrap(); // part of a mapping
+    {
+        let _held = E.table.lock();
+        E.munmap(&os, c, 2 * PAGE).unwrap(); // table busy
+    }
+    let get = |c| E.stats.get(c);
+    assert_eq!(get(Counter::MunmapCalls), 4);
+    assert_eq!(get(Counter::Deferred), 1);
+    assert_eq!(get(Counter::PassNotQueued), 1);
+    assert_eq!(get(Counter::PassUntracked), 1);
+    assert_eq!(get(Counter::PassContention), 1);
+}
+
+#[test]
+fn calls_far_from_every_entry_skip_the_lock() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    // Nothing tracked: even with the table held, an anonymous munmap is
+    // decided without it (no contention, nothing recorded).
+    let anon = |e: &Engine| {
+        e.mmap(
+            &os,
+            0,
+            16 * PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+        .unwrap()
+    };
+    let x = anon(&E);
+    {
+        let _held = E.table.lock();
+        E.munmap(&os, x, 16 * PAGE).unwrap();
+    }
+    assert_eq!(E.stats.get(Counter::PassContention), 0);
+    assert_eq!(E.stats.get(Counter::PassUntracked), 1);
+    // A tracked mapping: calls on it take the lock, calls beyond the
+    // tracked bound do not.
+    let a = map(&E, &os, 3, 0);
+    let y = anon(&E);
+    assert!(y > a, "the fake kernel maps upwards");
+    {
+        let _held = E.table.lock();
+        E.munmap(&os, y, 16 * PAGE).unwrap();
+        assert_eq!(E.stats.get(Counter::PassContention), 0);
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+        assert_eq!(E.stats.get(Counter::PassContention), 1);
+    }
+    // Once the table is empty again, the bound is empty too.
+    let b = map(&E, &os, 4, 0);
+    E.munmap(&os, b, PAGE).unwrap();
+    assert_eq!(E.tracked_hi.load(Relaxed), 0, "{b:#x}");
+}

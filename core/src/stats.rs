@@ -1,5 +1,8 @@
-//! Counters and their one-line `key=value` form (written at exit, summed by
-//! the launcher).
+//! Counters and the protocol between the library and whoever reads its
+//! lines (the launcher's report, the integration tests): the one-line
+//! `key=value` form written at exit, the line announcing a load, and how the
+//! lines of several processes combine ([`Totals::add`]: each counter says
+//! whether it sums or peaks).
 //!
 //! They sit on every hooked call's path, so an update is a relaxed load and
 //! store, not a locked read-modify-write (which cost the cycling benchmark
@@ -9,8 +12,17 @@
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+/// How one counter of several processes combines.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Merge {
+    /// Events: the total is the sum.
+    Sum,
+    /// A high-water mark: the total is the largest.
+    Peak,
+}
+
 macro_rules! counters {
-    ($($name:ident = $key:literal: $doc:literal,)*) => {
+    ($($name:ident = $key:literal $merge:ident: $doc:literal,)*) => {
         /// One counter each.
         #[derive(Clone, Copy, PartialEq, Eq, Debug)]
         #[repr(usize)]
@@ -25,32 +37,36 @@ macro_rules! counters {
             pub const fn doc(self) -> &'static str {
                 match self { $(Counter::$name => $doc,)* }
             }
+            pub const fn merge(self) -> Merge {
+                match self { $(Counter::$name => Merge::$merge,)* }
+            }
         }
     };
 }
 
 counters! {
-    MmapCalls = "mmap_calls": "mmap/mmap64 calls seen",
-    MunmapCalls = "munmap_calls": "munmap calls seen",
-    OtherCalls = "other_calls": "mprotect, mremap, madvise, mlock, msync, mincore calls seen",
-    Eligible = "eligible": "mmaps of the deferrable kind (NULL, PROT_READ, MAP_PRIVATE, readable regular file)",
-    Reused = "reused": "mmaps answered with a queued mapping: no syscall",
-    Deferred = "deferred": "munmaps queued instead of issued",
-    Flushes = "flushes": "times the queue was (partly) unmapped",
-    Flushed = "flushed": "queued mappings really unmapped",
-    MmapSyscalls = "mmap_syscalls": "real mmaps issued",
-    MunmapSyscalls = "munmap_syscalls": "real munmaps issued (the program's passed-through ones and merged flushes)",
-    PassIneligible = "pass_ineligible": "mmaps passed through untracked: not the deferrable kind",
-    PassUntracked = "pass_untracked": "munmaps passed through: not one whole tracked mapping",
-    PassContention = "pass_contention": "calls passed through because another thread or a signal handler held the queue",
-    PassTableFull = "pass_table_full": "eligible mmaps left untracked: table full",
-    EnomemRetries = "enomem_retries": "calls that failed with ENOMEM, were retried after a full flush",
-    Released = "released": "queued mappings unmapped early because a call touched their range",
-    Forgotten = "forgotten": "live entries dropped: their range changed while the queue was busy",
-    ForgottenQueued = "forgotten_queued": "queued mappings dropped, left mapped: the program changed their range while the queue was busy",
-    LostRecords = "lost_records": "times busy calls outran the record ring; live entries were dropped",
-    PeakQueued = "peak_queued": "most mappings queued at once",
-    PeakQueuedBytes = "peak_queued_bytes": "most bytes queued at once",
+    MmapCalls = "mmap_calls" Sum: "mmap/mmap64 calls seen",
+    MunmapCalls = "munmap_calls" Sum: "munmap calls seen",
+    OtherCalls = "other_calls" Sum: "mprotect, mremap, madvise, mlock, msync, mincore calls seen",
+    Eligible = "eligible" Sum: "mmaps of the deferrable kind (NULL, PROT_READ, MAP_PRIVATE, readable regular file)",
+    Reused = "reused" Sum: "mmaps answered with a queued mapping: no syscall",
+    Deferred = "deferred" Sum: "munmaps queued instead of issued",
+    Flushes = "flushes" Sum: "times the queue was (partly) unmapped",
+    Flushed = "flushed" Sum: "queued mappings really unmapped",
+    MmapSyscalls = "mmap_syscalls" Sum: "real mmaps issued",
+    MunmapSyscalls = "munmap_syscalls" Sum: "real munmaps issued (the program's passed-through ones and merged flushes)",
+    PassIneligible = "pass_ineligible" Sum: "mmaps passed through untracked: not the deferrable kind",
+    PassUntracked = "pass_untracked" Sum: "munmaps passed through: not one whole tracked mapping",
+    PassNotQueued = "pass_not_queued" Sum: "munmaps of one whole tracked mapping passed through: larger than the byte cap, or mlockall(MCL_FUTURE) in force",
+    PassContention = "pass_contention" Sum: "calls passed through because another thread or a signal handler held the queue",
+    PassTableFull = "pass_table_full" Sum: "eligible mmaps left untracked: table full",
+    EnomemRetries = "enomem_retries" Sum: "calls that failed with ENOMEM, were retried after a full flush",
+    Released = "released" Sum: "queued mappings unmapped early because a call touched their range",
+    Forgotten = "forgotten" Sum: "live entries dropped: their range changed while the queue was busy",
+    ForgottenQueued = "forgotten_queued" Sum: "queued mappings dropped, left mapped: the program changed their range while the queue was busy",
+    LostRecords = "lost_records" Sum: "times busy calls outran the record ring; live entries were dropped",
+    PeakQueued = "peak_queued" Peak: "most mappings queued at once",
+    PeakQueuedBytes = "peak_queued_bytes" Peak: "most bytes queued at once",
 }
 
 pub const COUNTERS: usize = Counter::ALL.len();
@@ -157,6 +173,59 @@ pub fn parse_line(line: &str) -> Option<[u64; COUNTERS]> {
     Some(out)
 }
 
+/// How the line announcing that a process loaded the library starts; the
+/// pid follows, then a newline.
+pub const LOADED: &str = "munmapq-loaded pid=";
+
+/// Writes the load announcement for `pid` into `buf`, answering its length.
+pub fn write_loaded_line(pid: u64, buf: &mut [u8]) -> usize {
+    let mut w = LineWriter { buf, len: 0 };
+    w.put(LOADED.as_bytes());
+    w.num(pid);
+    w.put(b"\n");
+    w.len
+}
+
+/// The counters of several processes combined, and how many lines of each
+/// kind went into them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Processes that announced a load.
+    pub loaded: usize,
+    /// Processes that reported counters at exit.
+    pub reported: usize,
+    pub values: [u64; COUNTERS],
+}
+
+impl Totals {
+    /// Adds one process's counters: sums add up, peaks keep the largest.
+    pub fn add(&mut self, values: &[u64; COUNTERS]) {
+        self.reported += 1;
+        for (i, &c) in Counter::ALL.iter().enumerate() {
+            self.values[i] = match c.merge() {
+                Merge::Sum => self.values[i].wrapping_add(values[i]),
+                Merge::Peak => self.values[i].max(values[i]),
+            };
+        }
+    }
+
+    /// Adds every line of a statistics file: load announcements and
+    /// counter lines; anything else is ignored.
+    pub fn add_text(&mut self, text: &str) {
+        for line in text.lines() {
+            if line.starts_with(LOADED) {
+                self.loaded += 1;
+            } else if let Some(v) = parse_line(line) {
+                self.add(&v);
+            }
+        }
+    }
+
+    pub fn get(&self, c: Counter) -> u64 {
+        self.values[c as usize]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +244,24 @@ mod tests {
         let v = parse_line(line).unwrap();
         assert_eq!(v[Counter::Deferred as usize], 12345);
         assert_eq!(v[Counter::PeakQueued as usize], 7);
+    }
+
+    #[test]
+    fn totals_sum_events_and_keep_peaks() {
+        let mut t = Totals::default();
+        let mut buf = [0u8; 64];
+        let n = write_loaded_line(7, &mut buf);
+        assert_eq!(&buf[..n], b"munmapq-loaded pid=7\n");
+        let loaded = core::str::from_utf8(&buf[..n]).unwrap();
+        t.add_text(loaded);
+        t.add_text("munmapq pid=1 deferred=3 peak_queued=5\nmunmapq pid=2 deferred=4 peak_queued=2 new_key=9\ngarbage\n");
+        assert_eq!((t.loaded, t.reported), (1, 2));
+        assert_eq!(t.get(Counter::Deferred), 7);
+        assert_eq!(t.get(Counter::PeakQueued), 5);
+        for &c in Counter::ALL {
+            let peak = c.key().starts_with("peak_");
+            assert_eq!(c.merge() == Merge::Peak, peak, "{}", c.key());
+        }
     }
 
     #[test]

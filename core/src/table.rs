@@ -191,6 +191,16 @@ impl Table {
         lo
     }
 
+    /// The lowest start and highest end of all entries (None if empty).
+    pub fn extent(&self) -> Option<(usize, usize)> {
+        if self.used == 0 {
+            return None;
+        }
+        let first = &self.slots[self.by_addr[0] as usize];
+        let last = &self.slots[self.by_addr[self.used - 1] as usize];
+        Some((first.start, last.start + last.len))
+    }
+
     /// The entry that starts exactly at `addr`.
     pub fn find(&self, addr: usize) -> Option<Entry> {
         let pos = self.lower_bound(addr);
@@ -328,6 +338,7 @@ impl Table {
         None
     }
 
+    #[cfg(test)]
     pub fn oldest_queued(&self) -> Option<Entry> {
         (self.oldest != NIL).then(|| self.entry(self.oldest))
     }

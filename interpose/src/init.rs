@@ -5,7 +5,7 @@
 use crate::{real, ENGINE};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use munmapq_core::config::{self, ConfigError, System, VAR_STATS_FILE};
-use munmapq_core::stats::LineWriter;
+use munmapq_core::stats::{self, LineWriter};
 
 static STATS_TO_STDERR: AtomicBool = AtomicBool::new(false);
 /// `MUNMAPQ_STATS_FILE`, copied at start-up (the program may change its
@@ -185,15 +185,8 @@ fn append_to_stats_file(line: &[u8]) {
 /// handler).
 fn announce_load() {
     let mut buf = [0u8; 64];
-    let mut w = LineWriter {
-        buf: &mut buf,
-        len: 0,
-    };
-    w.put(b"munmapq-loaded pid=");
     // SAFETY: getpid has no preconditions.
-    w.num(unsafe { libc::getpid() } as u64);
-    w.put(b"\n");
-    let n = w.len;
+    let n = stats::write_loaded_line(unsafe { libc::getpid() } as u64, &mut buf);
     append_to_stats_file(&buf[..n]);
 }
 

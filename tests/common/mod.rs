@@ -2,7 +2,7 @@
 //! running a command with and without libmunmapq.
 #![allow(dead_code)]
 
-use munmapq_core::stats::{parse_line, Counter, COUNTERS};
+use munmapq_core::stats::{Counter, Totals, COUNTERS};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -97,18 +97,12 @@ pub fn run(cmd: &mut Command, preload: bool, env: &[(&str, &str)], limit: Durati
     let out = output_within(cmd, limit);
     let text = std::fs::read_to_string(&stats).unwrap_or_default();
     let _ = std::fs::remove_file(&stats);
-    let mut counters = [0u64; COUNTERS];
-    let mut processes = 0;
-    for v in text.lines().filter_map(parse_line) {
-        processes += 1;
-        for i in 0..COUNTERS {
-            counters[i] += v[i];
-        }
-    }
+    let mut totals = Totals::default();
+    totals.add_text(&text);
     Ran {
         out,
-        counters,
-        processes,
+        counters: totals.values,
+        processes: totals.reported,
     }
 }
 
