@@ -35,6 +35,11 @@ pub trait Os {
     /// The process's peak resident set so far, in bytes (sizes the default
     /// byte cap; asked only when the queue is about to be flushed).
     fn peak_rss(&self) -> Option<usize>;
+    /// `vm.max_map_count`, where there is one (asked once, before the
+    /// first mapping is queued; see [`Engine::bound_entries_later`]).
+    fn max_map_count(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// What a call does to the mappings in a range of addresses.
@@ -77,6 +82,8 @@ pub struct Engine {
     evict_all: AtomicBool,
     /// mlockall(MCL_FUTURE) is in force: nothing new is deferred.
     locked_future: AtomicBool,
+    /// The count cap still has to follow `vm.max_map_count`.
+    map_count_pending: AtomicBool,
     /// Every table entry lies in `[tracked_lo, tracked_hi)` (see
     /// [`Engine::untracked`]).
     tracked_lo: AtomicUsize,
@@ -109,6 +116,7 @@ impl Engine {
             reuse: AtomicBool::new(false),
             evict_all: AtomicBool::new(false),
             locked_future: AtomicBool::new(false),
+            map_count_pending: AtomicBool::new(false),
             tracked_lo: AtomicUsize::new(0),
             tracked_hi: AtomicUsize::new(0),
         }
@@ -127,6 +135,31 @@ impl Engine {
         self.evict_all.store(cfg.evict == Evict::All, Relaxed);
         self.state
             .store(if cfg.enabled { ACTIVE } else { OFF }, Release);
+    }
+
+    /// The count cap was configured without `vm.max_map_count` (reading it
+    /// costs every process at load, and most never queue anything): lower
+    /// it as [`Config::defaults`] would, from [`Os::max_map_count`], just
+    /// before the first mapping is queued. Until then nothing is queued, so
+    /// nothing can count against the limit.
+    pub fn bound_entries_later(&self) {
+        self.map_count_pending.store(true, Relaxed);
+    }
+
+    /// Applies a pending `vm.max_map_count` bound (under the lock).
+    fn bound_entries<O: Os>(&self, os: &O) {
+        if !self.map_count_pending.load(Relaxed) {
+            return;
+        }
+        self.map_count_pending.store(false, Relaxed);
+        if let Some(n) = os.max_map_count() {
+            let bound = Config::defaults(crate::config::System {
+                max_map_count: Some(n),
+                address_space_limit: None,
+            })
+            .max_entries;
+            self.max_entries.fetch_min(bound, Relaxed);
+        }
     }
 
     pub fn active(&self) -> bool {
@@ -289,6 +322,7 @@ impl Engine {
         if e.len > self.byte_limit() || self.locked_future.load(Relaxed) {
             return Err(Counter::PassNotQueued);
         }
+        self.bound_entries(os);
         self.make_room(os, t, e.len);
         if t.queued_bytes() + e.len > self.max_bytes.load(Relaxed) {
             return Err(Counter::PassNotQueued);

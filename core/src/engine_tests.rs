@@ -23,6 +23,7 @@ struct FakeOs {
     /// Fails mmap with ENOMEM once this many pages are mapped.
     page_limit: Option<usize>,
     peak_rss: Option<usize>,
+    map_count: Option<usize>,
 }
 
 impl FakeOs {
@@ -67,6 +68,10 @@ impl Os for FakeOs {
             pages.insert(first + i, (fd, off / PAGE as i64 + i as i64));
         }
         Ok(first * PAGE)
+    }
+
+    fn max_map_count(&self) -> Option<usize> {
+        self.map_count
     }
 
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno> {
@@ -461,4 +466,22 @@ fn calls_far_from_every_entry_skip_the_lock() {
     let b = map(&E, &os, 4, 0);
     E.munmap(&os, b, PAGE).unwrap();
     assert_eq!(E.tracked_hi.load(Relaxed), 0, "{b:#x}");
+}
+
+#[test]
+fn max_map_count_bounds_the_queue_from_the_first_deferral() {
+    static E: Engine = Engine::new();
+    let os = FakeOs {
+        map_count: Some(3 * 16),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    E.bound_entries_later();
+    assert!(E.max_entries.load(Relaxed) > 3, "not read at start");
+    for i in 0..6 {
+        let a = map(&E, &os, 3, 2 * i * PAGE as i64);
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+        assert!(E.queued().unwrap().0 <= 3);
+    }
+    assert_eq!(E.max_entries.load(Relaxed), 3);
 }

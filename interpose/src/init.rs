@@ -32,14 +32,19 @@ extern "C" fn init() {
     };
     remember_stats_file();
     announce_load();
+    // vm.max_map_count is read only if something is ever queued (a file
+    // read at load would cost every process): see bound_entries_later.
     let sys = System {
-        max_map_count: max_map_count(),
+        max_map_count: None,
         address_space_limit: address_space_limit(),
     };
     match config::parse(sys, getenv) {
         Ok(cfg) => {
             STATS_TO_STDERR.store(cfg.stats, Ordering::Relaxed);
             ENGINE.start(&cfg, page);
+            if cfg!(target_os = "linux") && getenv(config::VAR_MAX_ENTRIES).is_none() {
+                ENGINE.bound_entries_later();
+            }
         }
         Err(e) => report_config_error(e),
     }
@@ -107,29 +112,6 @@ fn remember_stats_file() {
     }
 }
 
-fn read_small_file(path: &core::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
-    // SAFETY: `path` is NUL-terminated; `buf` is valid for its length.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return None;
-        }
-        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fd);
-        (n > 0).then_some(n as usize)
-    }
-}
-
-fn max_map_count() -> Option<usize> {
-    if cfg!(not(target_os = "linux")) {
-        return None;
-    }
-    let mut buf = [0u8; 32];
-    let n = read_small_file(c"/proc/sys/vm/max_map_count", &mut buf)?;
-    let digits = buf[..n].split(|c| !c.is_ascii_digit()).next()?;
-    config::parse_uint(digits).map(|v| v as usize)
-}
-
 fn address_space_limit() -> Option<usize> {
     // SAFETY: plain out-parameter.
     let mut rl: libc::rlimit = unsafe { core::mem::zeroed() };
@@ -184,6 +166,9 @@ fn append_to_stats_file(line: &[u8]) {
 /// that execs, calls `_exit` or dies by a signal never reaches the exit
 /// handler).
 fn announce_load() {
+    if STATS_FILE_LEN.load(Ordering::Acquire) == 0 {
+        return;
+    }
     let mut buf = [0u8; 64];
     // SAFETY: getpid has no preconditions.
     let n = stats::write_loaded_line(unsafe { libc::getpid() } as u64, &mut buf);

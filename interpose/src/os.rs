@@ -54,6 +54,29 @@ impl Os for RealOs {
         let unit = if cfg!(target_os = "macos") { 1 } else { 1024 };
         Some((ru.ru_maxrss as usize).saturating_mul(unit))
     }
+
+    #[cfg(target_os = "linux")]
+    fn max_map_count(&self) -> Option<usize> {
+        let mut buf = [0u8; 32];
+        let n = read_small_file(c"/proc/sys/vm/max_map_count", &mut buf)?;
+        let digits = buf[..n].split(|c| !c.is_ascii_digit()).next()?;
+        munmapq_core::config::parse_uint(digits).map(|v| v as usize)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn read_small_file(path: &core::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
+    // SAFETY: `path` is NUL-terminated; `buf` is valid for its length; the
+    // descriptor is ours and closed here.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        (n > 0).then_some(n as usize)
+    }
 }
 
 // These two run on every eligible mmap, so on Linux they are the raw

@@ -4,7 +4,11 @@
 //! bounds, peak RSS and mmap/munmap syscall counts, and checks that every
 //! configuration's output is byte-identical.
 //!
-//!     mq-bench [--repo PATH] [--limit N] [--rounds N] [--commits N] [--files N] [--micro-only]
+//!     mq-bench [--repo PATH] [--limit N] [--rounds N] [--commits N] [--files N] [--micro-only|--load-only]
+//!
+//! `--micro-only` stops after the micro-benchmarks (file windows, load
+//! cost next to libeatmydata, anonymous memory cycling); `--load-only` runs
+//! just the last two.
 //!
 //! `--limit N` passes `-n N` to `git log`.
 
@@ -460,8 +464,122 @@ fn bench_passthrough(repo: &Path, log: &[&str], rounds: usize) {
     ]);
 }
 
+/// Where Debian's eatmydata package puts libeatmydata (the reference for
+/// what a small preloaded library costs).
+fn eatmydata() -> Option<PathBuf> {
+    [
+        "/usr/lib/x86_64-linux-gnu/libeatmydata.so",
+        "/usr/lib/aarch64-linux-gnu/libeatmydata.so",
+        "/usr/lib/libeatmydata.so",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+}
+
+/// What loading a library costs a short-lived process: `git --version`,
+/// without a preload, with libeatmydata, with libmunmapq, alternating.
+fn bench_load(rounds: usize) {
+    let Some(eat) = eatmydata() else {
+        println!("\n## load cost: skipped, libeatmydata not found (apt-get install eatmydata)");
+        return;
+    };
+    let runs = 100 * rounds;
+    println!("\n## load cost: git --version, {runs} runs each, alternating\n");
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let git = |preload: Option<&Path>| {
+        let mut c = Command::new("git");
+        c.arg("--version");
+        if let Some(p) = preload {
+            c.env("LD_PRELOAD", p);
+        }
+        c
+    };
+    let ours = lib();
+    let m = alternate(
+        runs,
+        &[&|| git(None), &|| git(Some(&eat)), &|| git(Some(&ours))],
+    );
+    println!("| configuration | library bytes | median wall ms | median CPU ms |\n| --- | --- | --- | --- |");
+    for (i, (name, bytes)) in [
+        ("no preload", 0),
+        ("libeatmydata", size(&eat)),
+        ("libmunmapq", size(&ours)),
+    ]
+    .iter()
+    .enumerate()
+    {
+        println!(
+            "| {name} | {bytes} | {:.3} | {:.3} |",
+            m[i].0 * 1e3,
+            m[i].1 * 1e3
+        );
+    }
+    let eat_ratio = m[1].0 / m[0].0;
+    print_ratios(&[
+        ("wall: libeatmydata / no preload", eat_ratio, f64::NAN),
+        ("wall: libmunmapq / no preload", m[2].0 / m[0].0, eat_ratio),
+        ("wall: libmunmapq / libeatmydata", m[2].0 / m[1].0, 1.0),
+    ]);
+}
+
+/// The child of [`bench_anon`]: `n` times, map 64 KiB of anonymous memory,
+/// write to it, unmap it.
+fn anon_cycle(n: usize) {
+    const LEN: usize = 64 * 1024;
+    for i in 0..n {
+        // SAFETY: a fresh private anonymous mapping, written within its
+        // length and unmapped once.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert!(p != libc::MAP_FAILED);
+            *(p as *mut u8).add(i % LEN) = 1;
+            libc::munmap(p, LEN);
+        }
+    }
+}
+
+/// Calls that can never concern the queue: one thread cycling anonymous
+/// 64 KiB mappings, with and without libmunmapq.
+fn bench_anon(rounds: usize) {
+    let n = 200_000;
+    println!("\n## anonymous memory: mmap + write + munmap of 64 KiB, {n} times, one thread\n");
+    let me = std::env::current_exe().unwrap();
+    let cmd = |p: Preload| {
+        let mut c = Command::new(&me);
+        c.args(["--anon-cycle", &n.to_string()]);
+        preload_env(&mut c, p);
+        c
+    };
+    let m = alternate(
+        2 * rounds,
+        &[&|| cmd(Preload::No), &|| cmd(Preload::Munmapq)],
+    );
+    println!(
+        "median wall {:.4} s without, {:.4} s with; CPU {:.4} s without, {:.4} s with",
+        m[0].0, m[1].0, m[0].1, m[1].1
+    );
+    print_ratios(&[
+        ("wall: munmapq / without", m[1].0 / m[0].0, 1.02),
+        ("CPU: munmapq / without", m[1].1 / m[0].1, 1.02),
+    ]);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, n] = &args[..] {
+        if flag == "--anon-cycle" {
+            anon_cycle(n.parse().unwrap());
+            return;
+        }
+    }
     let opt = |name: &str| {
         args.iter()
             .position(|a| a == name)
@@ -494,8 +612,15 @@ fn main() {
         uname.unwrap_or_default(),
         git.unwrap_or_default()
     );
-    bench_micro(rounds, &scratch);
-    if args.iter().any(|a| a == "--micro-only") {
+    if !args.iter().any(|a| a == "--load-only") {
+        bench_micro(rounds, &scratch);
+    }
+    bench_load(rounds);
+    bench_anon(rounds);
+    if args
+        .iter()
+        .any(|a| a == "--micro-only" || a == "--load-only")
+    {
         return;
     }
     let repo = match opt("--repo") {
