@@ -8,9 +8,10 @@
 //! `links = "munmapq"`; its build script announces its own directory, which
 //! cargo hands to this script as `DEP_MUNMAPQ_ROOT`. That is `interpose/` in
 //! a git checkout and the unpacked published crate in a registry build, so
-//! both take the same path. A published crate's directory is left alone
-//! (it may be read-only, and a build there would write a Cargo.lock into
-//! it): it is copied into OUT_DIR and built there as a workspace of its own.
+//! both take the same path: a small package written into OUT_DIR (its own
+//! workspace), a cdylib from that directory's `cdylib.rs` depending on the
+//! directory as a path dependency, is built there. Nothing is written into
+//! the source directory (a registry's may be read-only).
 //!
 //! The nested cargo runs `--offline`: every crate it needs is a dependency
 //! of this package too, so the outer cargo has already fetched it (see
@@ -33,52 +34,34 @@ fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| fail(&format!("{name} is not set")))
 }
 
-/// A published crate (unpacked from a `.crate` file), as opposed to a
-/// package inside a checkout.
-fn is_packaged(dir: &Path) -> bool {
-    dir.join("Cargo.toml.orig").is_file() || dir.join(".cargo_vcs_info.json").is_file()
+/// A TOML basic string.
+fn toml_str(p: &Path) -> String {
+    let s = p
+        .to_str()
+        .unwrap_or_else(|| fail(&format!("{} is not UTF-8", p.display())));
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type()?.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst)?;
-            // Sources in a registry are read-only; the copy is ours.
-            let mut perm = std::fs::metadata(&dst)?.permissions();
-            #[allow(clippy::permissions_set_readonly_false)]
-            perm.set_readonly(false);
-            std::fs::set_permissions(&dst, perm)?;
-        }
-    }
-    Ok(())
-}
-
-/// The manifest to build: in place in a checkout, else a private copy in
-/// OUT_DIR made its own workspace (so no workspace above OUT_DIR claims it).
-fn manifest(src: &Path, out: &Path) -> PathBuf {
-    if !is_packaged(src) {
-        return src.join("Cargo.toml");
-    }
-    let copy = out.join("munmapq-interpose");
-    let _ = std::fs::remove_dir_all(&copy);
-    copy_tree(src, &copy).unwrap_or_else(|e| {
-        fail(&format!(
-            "copying {} to {}: {e}",
-            src.display(),
-            copy.display()
-        ))
-    });
-    let toml = copy.join("Cargo.toml");
-    let text = std::fs::read_to_string(&toml)
-        .unwrap_or_else(|e| fail(&format!("{}: {e}", toml.display())));
-    std::fs::write(&toml, format!("{text}\n[workspace]\n"))
-        .unwrap_or_else(|e| fail(&format!("{}: {e}", toml.display())));
-    toml
+/// Writes the package that links `src/../cdylib.rs` into libmunmapq.
+fn wrapper(src: &Path, out: &Path) -> PathBuf {
+    let dir = out.join("libmunmapq");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
+    let manifest = dir.join("Cargo.toml");
+    let text = format!(
+        "# Written by the munmapq launcher's build script.\n\
+         [package]\nname = \"libmunmapq\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
+         [lib]\nname = \"munmapq\"\ncrate-type = [\"cdylib\"]\npath = {}\n\n\
+         [dependencies]\nmunmapq-interpose = {{ path = {} }}\n\
+         libc = {{ version = \"0.2\", default-features = false }}\n\n\
+         # The library never unwinds into the program that loaded it.\n\
+         [profile.dev]\npanic = \"abort\"\n[profile.release]\npanic = \"abort\"\n\n\
+         [workspace]\n",
+        toml_str(&src.join("cdylib.rs")),
+        toml_str(src),
+    );
+    std::fs::write(&manifest, text)
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", manifest.display())));
+    manifest
 }
 
 fn main() {
@@ -89,8 +72,9 @@ fn main() {
     let release = env("PROFILE") == "release";
     // A directory is watched whole (every file in it, recursively).
     println!("cargo:rerun-if-changed={}", src.display());
+    // In a checkout, the core is a path dependency next to it.
     let core = src.join("../core");
-    if !is_packaged(&src) && core.is_dir() {
+    if core.join("Cargo.toml").is_file() {
         println!("cargo:rerun-if-changed={}", core.display());
     }
     let name = if target.contains("apple") {
@@ -98,7 +82,7 @@ fn main() {
     } else {
         "libmunmapq.so"
     };
-    let manifest = manifest(&src, &out);
+    let manifest = wrapper(&src, &out);
     let build_dir = out.join("lib-build");
     let mut built = build_dir.clone();
     if target != host {
@@ -113,10 +97,6 @@ fn main() {
             .arg(&manifest)
             .arg("--target-dir")
             .arg(&build_dir)
-            // The library must never unwind into the program that loaded it;
-            // a packaged crate's own profile would not say so.
-            .args(["--config", "profile.dev.panic=\"abort\""])
-            .args(["--config", "profile.release.panic=\"abort\""])
             .current_dir(manifest.parent().unwrap())
             .env_remove("CARGO_TARGET_DIR")
             .env_remove("CARGO_BUILD_TARGET_DIR")
@@ -135,10 +115,10 @@ fn main() {
         let status = cargo.status();
         (format!("{cargo:?}"), status)
     };
-    // Offline first: the outer cargo fetched every crate the library needs.
-    // A checkout's Cargo.lock can pin other versions than the outer cargo
-    // resolved (`cargo install --git` ignores it), so unless cargo was told
-    // to stay offline, a second try may fetch them.
+    // Offline first: the outer cargo fetched every crate the library needs
+    // (the wrapper's resolution, restricted to what is downloaded, finds
+    // them). Should that ever fail, and unless cargo was told to stay
+    // offline, a second try may fetch.
     let mut attempt = nested(true);
     let may_fetch = std::env::var("CARGO_NET_OFFLINE").map_or(true, |v| v != "true");
     if may_fetch && !matches!(attempt.1, Ok(s) if s.success()) {

@@ -2,8 +2,8 @@
 # Proof that munmapq installs the two ways a newcomer would, with nothing
 # but cargo: from the published crates and from the git repository.
 #
-# 1. `cargo package` every crate of the workspace (the probes are not
-#    published), put the .crate files into a local registry on disk
+# 1. `cargo package` every published crate of the workspace (the probes and
+#    the workspace's own cdylib package are not), put the .crate files into a local registry on disk
 #    (scripts/local-registry.py; the dependencies' .crate files come from
 #    cargo's download cache) that replaces crates.io in a fresh CARGO_HOME,
 #    and `cargo install munmapq` from it into a fresh --root. Our crates
@@ -24,7 +24,7 @@ mkdir -p "$work"
 
 echo "install-test: cargo package"
 "$cargo" fetch --locked --quiet
-"$cargo" package --workspace --exclude munmapq-probes --no-verify --allow-dirty --quiet \
+"$cargo" package --workspace --exclude munmapq-probes --exclude munmapq-cdylib --no-verify --allow-dirty --quiet \
   --target-dir "$work/package" 2>&1 | grep -v "^warning: ignoring test" || true
 python3 scripts/local-registry.py "$work/registry" "$work/package/package" munmapq >/dev/null
 ls "$work/registry"/*.crate | sed 's|.*/|install-test: in the local registry: |'

@@ -25,7 +25,7 @@ out=()
 for target in aarch64-apple-darwin x86_64-apple-darwin; do
   PATH=/usr/bin:$PATH CARGO=/usr/bin/cargo RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
     cargo-zigbuild build --release -Zbuild-std=std,panic_abort --target "$target" \
-    -p munmapq-interpose --target-dir target/macos 2>&1 | grep -vE '^\s+(Compiling|Downloaded|Downloading)|xcrun|SDK|DEVELOPER_DIR|^\s*\|$|^\s*= (note|help)|^warning: `munmapq-interpose`|^$' || true
+    -p munmapq-cdylib --target-dir target/macos 2>&1 | grep -vE '^\s+(Compiling|Downloaded|Downloading)|xcrun|SDK|DEVELOPER_DIR|^\s*\|$|^\s*= (note|help)|^warning: `munmapq-(interpose|cdylib)`|^$' || true
   lib="target/macos/$target/release/libmunmapq.dylib"
   [ -f "$lib" ] || { echo "macos-build: $lib was not built"; exit 1; }
   out+=("$lib")

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 if [ "$(uname -s)" = Darwin ]; then
   # The probes and the integration tests use Linux-only calls (mremap,
   # O_PATH, /proc, strace); on macOS: the core, the launcher and the dylib.
-  cargo build -p munmapq -p munmapq-interpose
+  cargo build -p munmapq -p munmapq-cdylib
   cargo test -p munmapq-core -p munmapq "$@"
   exit
 fi
