@@ -2,6 +2,9 @@
 # Proof that munmapq installs the two ways a newcomer would, with nothing
 # but cargo: from the published crates and from the git repository.
 #
+# (Target directories start empty: cargo takes registry and git sources of
+# the same version for unchanged, so a kept one would test stale code.)
+#
 # 1. `cargo package` every published crate of the workspace (the probes and
 #    the workspace's own cdylib package are not), put the .crate files into a local registry on disk
 #    (scripts/local-registry.py; the dependencies' .crate files come from
@@ -19,7 +22,7 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 cargo=${CARGO:-cargo}
 work=${MUNMAPQ_INSTALL_TEST_DIR:-$repo/target/install-test}
-rm -rf "$work/registry" "$work/cargo-home" "$work/target-registry" "$work/root-registry" "$work/root-git" "$work/package"
+rm -rf "$work/registry" "$work/cargo-home" "$work/target-registry" "$work/target-git" "$work/root-registry" "$work/root-git" "$work/package"
 mkdir -p "$work"
 
 echo "install-test: cargo package"
