@@ -53,8 +53,11 @@ fn wrapper(src: &Path, out: &Path) -> PathBuf {
          [lib]\nname = \"munmapq\"\ncrate-type = [\"cdylib\"]\npath = {}\n\n\
          [dependencies]\nmunmapq-interpose = {{ path = {} }}\n\
          libc = {{ version = \"0.2\", default-features = false }}\n\n\
-         # The library never unwinds into the program that loaded it.\n\
-         [profile.dev]\npanic = \"abort\"\n[profile.release]\npanic = \"abort\"\n\n\
+         # The library never unwinds into the program that loaded it; in\n\
+         # release it is one optimised unit (the core's helpers inline into\n\
+         # the hooks).\n\
+         [profile.dev]\npanic = \"abort\"\n\
+         [profile.release]\npanic = \"abort\"\nlto = true\ncodegen-units = 1\n\n\
          [workspace]\n",
         toml_str(&src.join("cdylib.rs")),
         toml_str(src),

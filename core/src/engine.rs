@@ -96,6 +96,7 @@ impl Default for Engine {
     }
 }
 
+#[inline]
 fn round_up(len: usize, page: usize) -> Option<usize> {
     len.checked_add(page - 1).map(|l| l & !(page - 1))
 }
@@ -162,10 +163,12 @@ impl Engine {
         }
     }
 
+    #[inline]
     pub fn active(&self) -> bool {
         self.state.load(Acquire) == ACTIVE
     }
 
+    #[inline]
     fn page(&self) -> usize {
         match self.page.load(Relaxed) {
             0 => 4096,
@@ -174,6 +177,7 @@ impl Engine {
     }
 
     /// The pages `[addr, addr + len)` covers, if it is a range at all.
+    #[inline]
     pub fn span(&self, addr: usize, len: usize, effect: Effect) -> Option<Span> {
         let page = self.page();
         let start = addr & !(page - 1);
@@ -354,6 +358,7 @@ impl Engine {
     /// returned: Release/Acquire make the widening visible to any thread
     /// the program told about the address. All zero (the initial state)
     /// is the empty bound.
+    #[inline]
     fn untracked(&self, start: usize, end: usize) -> bool {
         end <= self.tracked_lo.load(Acquire) || start >= self.tracked_hi.load(Acquire)
     }

@@ -88,15 +88,18 @@ impl Stats {
         }
     }
 
+    #[inline]
     pub fn add(&self, c: Counter, n: u64) {
         let v = &self.values[c as usize];
         v.store(v.load(Relaxed).wrapping_add(n), Relaxed);
     }
 
+    #[inline]
     pub fn bump(&self, c: Counter) {
         self.add(c, 1);
     }
 
+    #[inline]
     pub fn peak(&self, c: Counter, v: u64) {
         let p = &self.values[c as usize];
         if v > p.load(Relaxed) {
@@ -104,6 +107,7 @@ impl Stats {
         }
     }
 
+    #[inline]
     pub fn get(&self, c: Counter) -> u64 {
         self.values[c as usize].load(Relaxed)
     }
