@@ -381,7 +381,7 @@ fn print_ratios(rows: &[(&str, f64, f64)]) {
         if bound.is_nan() {
             println!("| {name} | {v:.3} | - | |");
         } else {
-            println!("| {name} | {v:.4} | <= {bound} | {} |", verdict(v, bound));
+            println!("| {name} | {v:.4} | <= {bound:.3} | {} |", verdict(v, bound));
         }
     }
 }
@@ -549,7 +549,7 @@ fn anon_cycle(n: usize) {
 /// Calls that can never concern the queue: one thread cycling anonymous
 /// 64 KiB mappings, with and without libmunmapq.
 fn bench_anon(rounds: usize) {
-    let n = 200_000;
+    let n = 100_000;
     println!("\n## anonymous memory: mmap + write + munmap of 64 KiB, {n} times, one thread\n");
     let me = std::env::current_exe().unwrap();
     let cmd = |p: Preload| {
