@@ -13,6 +13,11 @@ pub enum Evict {
     /// touching it, until the queue is back at 3/4 of
     /// its caps (least recently unmapped first).
     Oldest,
+    /// Unmap the oldest queued mappings by age, down to 3/4 of the caps;
+    /// a touching queued neighbour shares their munmap only if it is old
+    /// itself (among the oldest half of the queued bytes). Keeps the young
+    /// windows that the run rule throws out with their old neighbours.
+    Aged,
     /// Unmap everything queued, as the seed patch did.
     All,
 }
@@ -112,7 +117,7 @@ const ACCEPTS_BOOL: &str = "0 or 1";
 const ACCEPTS_ENTRIES: &str = "an integer from 1 to 8192";
 const ACCEPTS_BYTES: &str =
     "a size from 1 byte to 1T, in bytes or with a K, M or G suffix (powers of 1024)";
-const ACCEPTS_EVICT: &str = "oldest or all";
+const ACCEPTS_EVICT: &str = "aged, oldest or all";
 
 /// Parses the configuration; `get` answers a variable's raw value.
 pub fn parse<'a>(
@@ -141,6 +146,7 @@ pub fn parse<'a>(
     if let Some(v) = get(VAR_EVICT) {
         cfg.evict = match v {
             b"oldest" => Evict::Oldest,
+            b"aged" => Evict::Aged,
             b"all" => Evict::All,
             _ => return Err(err(VAR_EVICT, ACCEPTS_EVICT)),
         };

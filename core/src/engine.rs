@@ -59,6 +59,18 @@ pub struct Span {
     pub effect: Effect,
 }
 
+fn evict_code(e: Evict) -> u8 {
+    match e {
+        Evict::Oldest => 0,
+        Evict::Aged => 1,
+        Evict::All => 2,
+    }
+}
+
+/// With [`Evict::Aged`], a touching neighbour joins an evicted run's munmap
+/// if it is among this share (in eighths) of the oldest queued bytes.
+const MERGE_EIGHTHS: usize = 4;
+
 const OFF: u8 = 0;
 const ACTIVE: u8 = 1;
 
@@ -74,7 +86,8 @@ pub struct Engine {
     bytes_ceiling: AtomicUsize,
     bytes_floor: AtomicUsize,
     reuse: AtomicBool,
-    evict_all: AtomicBool,
+    /// [`Evict`] as a number (see `evict_code`).
+    evict: AtomicU8,
     /// mlockall(MCL_FUTURE) is in force: nothing new is deferred.
     locked_future: AtomicBool,
 }
@@ -102,7 +115,7 @@ impl Engine {
             bytes_ceiling: AtomicUsize::new(0),
             bytes_floor: AtomicUsize::new(0),
             reuse: AtomicBool::new(false),
-            evict_all: AtomicBool::new(false),
+            evict: AtomicU8::new(0),
             locked_future: AtomicBool::new(false),
         }
     }
@@ -117,7 +130,7 @@ impl Engine {
         self.bytes_ceiling
             .store(cfg.max_bytes_ceiling.unwrap_or(0), Relaxed);
         self.reuse.store(cfg.reuse, Relaxed);
-        self.evict_all.store(cfg.evict == Evict::All, Relaxed);
+        self.evict.store(evict_code(cfg.evict), Relaxed);
         self.state
             .store(if cfg.enabled { ACTIVE } else { OFF }, Release);
     }
@@ -437,10 +450,16 @@ impl Engine {
                 return;
             }
         }
-        if self.evict_all.load(Relaxed) {
+        let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
+        let mode = self.evict.load(Relaxed);
+        if mode == evict_code(Evict::All) {
             t.mark_all();
+        } else if mode == evict_code(Evict::Aged) {
+            let (qn, qb) = (t.queued(), t.queued_bytes());
+            let bytes = (qb.saturating_sub(low_b)).max((qb + len).saturating_sub(max_b));
+            let count = (qn + 1).saturating_sub(low_n.max(1));
+            t.mark_by_age(bytes, count, qb / 8 * MERGE_EIGHTHS);
         } else {
-            let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
             while (t.queued() >= low_n.max(1)
                 || t.queued_bytes() > low_b
                 || t.queued_bytes() + len > max_b)
@@ -514,6 +533,11 @@ impl Engine {
         }
         self.stats.bump(Counter::EnomemRetries);
         call()
+    }
+
+    /// The byte cap in force now (it adapts where the default is used).
+    pub fn byte_cap(&self) -> usize {
+        self.max_bytes.load(Relaxed)
     }
 
     /// Queued mappings and bytes right now (None if the table is busy).

@@ -75,6 +75,8 @@ struct Slot {
     key: FileKey,
     state: State,
     epoch: u64,
+    /// When it was queued (a counter of enqueues): its age, for eviction.
+    seq: u64,
     older: u16,
     newer: u16,
     /// Next slot in the same key bucket, or in the free list.
@@ -88,6 +90,7 @@ impl Slot {
         key: FileKey::NONE,
         state: State::Free,
         epoch: 0,
+        seq: 0,
         older: NIL,
         newer: NIL,
         next: NIL,
@@ -105,6 +108,7 @@ pub struct Table {
     newest: u16,
     queued: usize,
     queued_bytes: usize,
+    enqueues: u64,
 }
 
 impl Default for Table {
@@ -126,6 +130,7 @@ impl Table {
             newest: NIL,
             queued: 0,
             queued_bytes: 0,
+            enqueues: 0,
         }
     }
 
@@ -294,6 +299,7 @@ impl Table {
         let s = &mut self.slots[slot as usize];
         debug_assert_eq!(s.state, State::Live);
         s.state = State::Queued;
+        s.seq = self.enqueues;
         s.older = newest;
         s.newer = NIL;
         s.next = self.buckets[b];
@@ -304,6 +310,7 @@ impl Table {
             n => self.slots[n as usize].newer = slot,
         }
         self.newest = slot;
+        self.enqueues += 1;
         self.queued += 1;
         self.queued_bytes += len;
     }
@@ -369,6 +376,71 @@ impl Table {
             self.slots[s as usize].state = State::Evicting;
         }
         hi + 1 - lo
+    }
+
+    /// The age (enqueue number) of the youngest of the oldest queued entries
+    /// that together hold at least `bytes` bytes and `count` entries; `None`
+    /// when nothing is queued.
+    fn age_cutoff(&self, bytes: usize, count: usize) -> Option<u64> {
+        let (mut slot, mut freed, mut n, mut last) = (self.oldest, 0, 0, None);
+        while slot != NIL && (freed < bytes || n < count || last.is_none()) {
+            let s = &self.slots[slot as usize];
+            freed += s.len;
+            n += 1;
+            last = Some(s.seq);
+            slot = s.newer;
+        }
+        last
+    }
+
+    /// Marks, by age, the oldest queued entries that hold at least `bytes`
+    /// bytes and `count` entries (at least one), and with them every queued
+    /// entry touching a marked one that is itself among the oldest
+    /// `merge_bytes` queued bytes: young windows stay, old neighbours share
+    /// the munmap of the run they touch. Answers how many were marked.
+    pub fn mark_by_age(&mut self, bytes: usize, count: usize, merge_bytes: usize) -> usize {
+        let Some(must) = self.age_cutoff(bytes, count) else {
+            return 0;
+        };
+        let may = self.age_cutoff(merge_bytes, 0).unwrap_or(must).max(must);
+        let mut marked = 0;
+        for i in 0..self.used {
+            let slot = self.by_addr[i];
+            let s = self.slots[slot as usize];
+            if s.state == State::Queued && s.seq <= must {
+                self.detach(slot);
+                self.slots[slot as usize].state = State::Evicting;
+                marked += 1;
+            }
+        }
+        // Old-enough neighbours join a marked run: left to right, then right
+        // to left, so chains of them on either side of a run join it.
+        for forward in [true, false] {
+            for k in 1..self.used {
+                let (at, prev) = if forward {
+                    (k, k - 1)
+                } else {
+                    (self.used - 1 - k, self.used - k)
+                };
+                let (sa, sp) = (self.by_addr[at], self.by_addr[prev]);
+                let (a, p) = (self.slots[sa as usize], self.slots[sp as usize]);
+                let touching = if forward {
+                    p.start + p.len == a.start
+                } else {
+                    a.start + a.len == p.start
+                };
+                if a.state == State::Queued
+                    && a.seq <= may
+                    && p.state == State::Evicting
+                    && touching
+                {
+                    self.detach(sa);
+                    self.slots[sa as usize].state = State::Evicting;
+                    marked += 1;
+                }
+            }
+        }
+        marked
     }
 
     /// Marks every queued entry for [`Table::evict_marked`].

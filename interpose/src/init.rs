@@ -22,6 +22,9 @@ fn init() {
         _ => return,
     };
     remember_stats_file();
+    if let Some(path) = getenv(crate::trace::VAR_TRACE) {
+        crate::trace::open(path);
+    }
     announce_load();
     let sys = System {
         max_map_count: max_map_count(),
@@ -45,6 +48,7 @@ fn init() {
 }
 
 extern "C" fn after_fork_in_child() {
+    crate::trace::refresh_pid();
     ENGINE.after_fork_in_child();
 }
 
