@@ -13,10 +13,10 @@ pub enum Evict {
     /// touching it, until the queue is back at 3/4 of
     /// its caps (least recently unmapped first).
     Oldest,
-    /// Unmap the oldest queued mappings by age, down to 3/4 of the caps;
-    /// a touching queued neighbour shares their munmap only if it is old
-    /// itself (among the oldest half of the queued bytes). Keeps the young
-    /// windows that the run rule throws out with their old neighbours.
+    /// Unmap whole runs of touching queued mappings, the run whose
+    /// youngest member is oldest first, down to 15/16 of the caps: keeps
+    /// the young windows that `Oldest` throws out with their old
+    /// neighbours, at one munmap per run.
     Aged,
     /// Unmap everything queued, as the seed patch did.
     All,
@@ -77,7 +77,7 @@ impl Config {
             max_bytes: DEFAULT_MAX_BYTES.min(as_cap),
             max_bytes_ceiling: Some(DEFAULT_MAX_BYTES_CEILING.min(as_cap)),
             reuse: true,
-            evict: Evict::Oldest,
+            evict: Evict::Aged,
             stats: false,
         }
     }

@@ -378,69 +378,68 @@ impl Table {
         hi + 1 - lo
     }
 
-    /// The age (enqueue number) of the youngest of the oldest queued entries
-    /// that together hold at least `bytes` bytes and `count` entries; `None`
-    /// when nothing is queued.
-    fn age_cutoff(&self, bytes: usize, count: usize) -> Option<u64> {
-        let (mut slot, mut freed, mut n, mut last) = (self.oldest, 0, 0, None);
-        while slot != NIL && (freed < bytes || n < count || last.is_none()) {
-            let s = &self.slots[slot as usize];
-            freed += s.len;
-            n += 1;
-            last = Some(s.seq);
-            slot = s.newer;
-        }
-        last
-    }
-
-    /// Marks, by age, the oldest queued entries that hold at least `bytes`
-    /// bytes and `count` entries (at least one), and with them every queued
-    /// entry touching a marked one that is itself among the oldest
-    /// `merge_bytes` queued bytes: young windows stay, old neighbours share
-    /// the munmap of the run they touch. Answers how many were marked.
-    pub fn mark_by_age(&mut self, bytes: usize, count: usize, merge_bytes: usize) -> usize {
-        let Some(must) = self.age_cutoff(bytes, count) else {
-            return 0;
-        };
-        let may = self.age_cutoff(merge_bytes, 0).unwrap_or(must).max(must);
-        let mut marked = 0;
-        for i in 0..self.used {
-            let slot = self.by_addr[i];
-            let s = self.slots[slot as usize];
-            if s.state == State::Queued && s.seq <= must {
-                self.detach(slot);
-                self.slots[slot as usize].state = State::Evicting;
-                marked += 1;
+    /// Walks the runs of touching queued entries whose youngest member was
+    /// queued at or before `cutoff`; `mark` marks them. Answers their bytes
+    /// and entries.
+    fn old_runs(&mut self, cutoff: u64, mark: bool) -> (usize, usize) {
+        let (mut bytes, mut count) = (0, 0);
+        let mut i = 0;
+        while i < self.used {
+            let first = self.slots[self.by_addr[i] as usize];
+            if first.state != State::Queued {
+                i += 1;
+                continue;
             }
-        }
-        // Old-enough neighbours join a marked run: left to right, then right
-        // to left, so chains of them on either side of a run join it.
-        for forward in [true, false] {
-            for k in 1..self.used {
-                let (at, prev) = if forward {
-                    (k, k - 1)
-                } else {
-                    (self.used - 1 - k, self.used - k)
-                };
-                let (sa, sp) = (self.by_addr[at], self.by_addr[prev]);
-                let (a, p) = (self.slots[sa as usize], self.slots[sp as usize]);
-                let touching = if forward {
-                    p.start + p.len == a.start
-                } else {
-                    a.start + a.len == p.start
-                };
-                if a.state == State::Queued
-                    && a.seq <= may
-                    && p.state == State::Evicting
-                    && touching
-                {
-                    self.detach(sa);
-                    self.slots[sa as usize].state = State::Evicting;
-                    marked += 1;
+            let (mut j, mut end, mut young, mut b) =
+                (i + 1, first.start + first.len, first.seq, first.len);
+            while j < self.used {
+                let s = self.slots[self.by_addr[j] as usize];
+                if s.state != State::Queued || s.start != end {
+                    break;
+                }
+                end += s.len;
+                young = young.max(s.seq);
+                b += s.len;
+                j += 1;
+            }
+            if young <= cutoff {
+                bytes += b;
+                count += j - i;
+                if mark {
+                    for k in i..j {
+                        let slot = self.by_addr[k];
+                        self.detach(slot);
+                        self.slots[slot as usize].state = State::Evicting;
+                    }
                 }
             }
+            i = j;
         }
-        marked
+        (bytes, count)
+    }
+
+    /// Marks whole runs of touching queued entries, those whose youngest
+    /// member is oldest first, until they hold at least `bytes` bytes and
+    /// `count` entries: one munmap per run, and a run holding a young window
+    /// stays. Answers how many were marked.
+    pub fn mark_old_runs(&mut self, bytes: usize, count: usize) -> usize {
+        if self.oldest == NIL {
+            return 0;
+        }
+        let (mut lo, mut hi) = (
+            self.slots[self.oldest as usize].seq,
+            self.slots[self.newest as usize].seq,
+        );
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (b, n) = self.old_runs(mid, false);
+            if b >= bytes && n >= count.max(1) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        self.old_runs(lo, true).1
     }
 
     /// Marks every queued entry for [`Table::evict_marked`].
@@ -579,6 +578,30 @@ mod tests {
         assert_eq!(calls, [(0x1000, 0x3000)]);
         assert_eq!(t.queued(), 2);
         assert_eq!(t.oldest_queued().unwrap().start, 0x6000);
+    }
+
+    #[test]
+    fn old_runs_go_whole_and_a_run_with_a_young_window_stays() {
+        let mut t = table!();
+        // Pages 1..=7 mapped; 1-3 queued (run A), 4 live, 5-7 queued (run B).
+        for i in 1..=7usize {
+            assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
+        }
+        // Queue order (oldest first): 5, 1, 2, 6, 3, 7. A's youngest is 3
+        // (5th queued), B's is 7 (6th): A goes first, though B holds the
+        // oldest window.
+        for i in [5usize, 1, 2, 6, 3, 7] {
+            let e = t.find(0x1000 * i).unwrap();
+            t.enqueue(e.slot);
+        }
+        assert_eq!(t.mark_old_runs(0x1000, 1), 3);
+        let mut calls = Vec::new();
+        t.evict_marked(|s, l| calls.push((s, l)));
+        assert_eq!(calls, [(0x1000, 0x3000)]);
+        assert_eq!(t.queued(), 3);
+        // Asking for more than run B holds takes it too.
+        assert_eq!(t.mark_old_runs(0x4000, 1), 3);
+        assert_eq!(t.queued(), 0);
     }
 
     #[test]
