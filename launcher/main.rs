@@ -134,7 +134,9 @@ fn parse_args(args: Vec<OsString>) -> Result<Parsed, String> {
             }
             "--max-entries" => o.vars.push((config::VAR_MAX_ENTRIES, value("a number")?)),
             "--max-bytes" => o.vars.push((config::VAR_MAX_BYTES, value("a size")?)),
-            "--evict" => o.vars.push((config::VAR_EVICT, value("aged, oldest or all")?)),
+            "--evict" => o
+                .vars
+                .push((config::VAR_EVICT, value("aged, oldest or all")?)),
             "--no-reuse" => o.vars.push((config::VAR_REUSE, "0".into())),
             "--disable" => o.vars.push((config::VAR_DISABLE, "1".into())),
             _ => return Err(format!("unknown option {a} (see munmapq --help)")),
