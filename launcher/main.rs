@@ -37,8 +37,8 @@ options:
   --max-bytes SIZE     most bytes queued at once, e.g. 64M (MUNMAPQ_MAX_BYTES;
                        default: a quarter of the program's peak RSS, 4 to 64 MiB)
   --no-reuse           never hand a queued mapping back to a matching mmap (MUNMAPQ_REUSE=0)
-  --evict aged|oldest|all  on overflow unmap the runs whose youngest window is oldest, down to 15/16
-                       (aged, default); the oldest with its touching runs down to 3/4; or everything
+  --evict aged|oldest|all  on overflow unmap the oldest with their old touching neighbours, down
+                       to 15/16 (aged, default); the oldest with its whole run, down to 3/4; or all
   --disable            load the library but pass every call through (MUNMAPQ_DISABLE=1)
   --lib PATH           use this libmunmapq (default: $MUNMAPQ_LIB, else next to munmapq)
   --print-lib          print the library's path and exit

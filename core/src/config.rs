@@ -13,10 +13,10 @@ pub enum Evict {
     /// touching it, until the queue is back at 3/4 of
     /// its caps (least recently unmapped first).
     Oldest,
-    /// Unmap whole runs of touching queued mappings, the run whose
-    /// youngest member is oldest first, down to 15/16 of the caps: keeps
-    /// the young windows that `Oldest` throws out with their old
-    /// neighbours, at one munmap per run.
+    /// Unmap the oldest queued mappings down to 15/16 of the caps, each
+    /// with its touching queued neighbours that are old themselves (within
+    /// a budget of one eviction munmap per 64 deferred): keeps the young
+    /// windows that `Oldest` throws out with their old neighbours.
     Aged,
     /// Unmap everything queued, as the seed patch did.
     All,

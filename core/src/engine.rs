@@ -67,6 +67,10 @@ fn evict_code(e: Evict) -> u8 {
     }
 }
 
+/// With [`Evict::Aged`], eviction munmaps are budgeted at one per this many
+/// deferred munmaps (1.6%: the bound is 2%), at least one per flush.
+const DEFERRED_PER_EVICTION_MUNMAP: u64 = 64;
+
 const OFF: u8 = 0;
 const ACTIVE: u8 = 1;
 
@@ -430,12 +434,14 @@ impl Engine {
     }
 
     /// Evicts so that one more mapping of `len` bytes fits under both caps:
-    /// - `aged` (the default): whole runs of touching queued mappings (one
-    ///   munmap each), those whose youngest member is oldest first, until
-    ///   the queue is at 15/16 of its caps. A run holding a young window
-    ///   stays. On `git log -p` with 16 KiB windows (reuse distance p50
-    ///   6 MiB) this cut real mmaps from 1.16x to 1.13x exact LRU's with
-    ///   eviction munmaps at 0.8% of deferred ones (BENCHMARKS.md).
+    /// - `aged` (the default): the least recently unmapped, until the queue
+    ///   is at 15/16 of its caps, each unmapped together with its touching
+    ///   queued neighbours that are old enough: among the oldest 7/8 of the
+    ///   queued bytes, and older still where that is needed to stay within
+    ///   a budget of one eviction munmap per 64 deferred munmaps. Windows
+    ///   younger than that stay. Replayed on git with 16 KiB windows
+    ///   (BENCHMARKS.md), real mmaps 1.00x-1.40x exact LRU's (`oldest`:
+    ///   1.00x-1.49x) with eviction munmaps at most 1.6% of deferred ones.
     /// - `oldest`: the least recently unmapped, each together with every
     ///   queued mapping touching it, until the queue is at 3/4 of its caps
     ///   (on git log --raw: flush munmaps from 800 to 24).
@@ -456,13 +462,14 @@ impl Engine {
             t.mark_all();
         } else if mode == evict_code(Evict::Aged) {
             // Only down to 15/16 of the caps: each flush frees little, so
-            // young windows stay; whole runs keep it to few munmaps.
+            // young windows stay.
             let (low_n, low_b) = (max_n - max_n / 16, max_b - max_b / 16);
             let (qn, qb) = (t.queued(), t.queued_bytes());
             let bytes = qb
                 .saturating_sub(low_b)
                 .max((qb + len).saturating_sub(max_b));
-            t.mark_old_runs(bytes, (qn + 1).saturating_sub(low_n.max(1)));
+            let count = (qn + 1).saturating_sub(low_n.max(1));
+            t.mark_by_age(bytes, count, qb / 8 * 7, DEFERRED_PER_EVICTION_MUNMAP);
         } else {
             let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
             while (t.queued() >= low_n.max(1)

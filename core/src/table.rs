@@ -109,6 +109,8 @@ pub struct Table {
     queued: usize,
     queued_bytes: usize,
     enqueues: u64,
+    /// Munmaps [`Table::mark_by_age`] has asked for so far.
+    aged_munmaps: u64,
 }
 
 impl Default for Table {
@@ -131,6 +133,7 @@ impl Table {
             queued: 0,
             queued_bytes: 0,
             enqueues: 0,
+            aged_munmaps: 0,
         }
     }
 
@@ -378,33 +381,48 @@ impl Table {
         hi + 1 - lo
     }
 
-    /// Walks the runs of touching queued entries whose youngest member was
-    /// queued at or before `cutoff`; `mark` marks them. Answers their bytes
-    /// and entries.
-    fn old_runs(&mut self, cutoff: u64, mark: bool) -> (usize, usize) {
-        let (mut bytes, mut count) = (0, 0);
-        let mut i = 0;
+    /// The age (enqueue number) of the youngest of the oldest queued entries
+    /// that together hold at least `bytes` bytes and `count` entries (at
+    /// least one); `None` when nothing is queued.
+    fn age_cutoff(&self, bytes: usize, count: usize) -> Option<u64> {
+        let (mut slot, mut freed, mut n, mut last) = (self.oldest, 0, 0, None);
+        while slot != NIL && (freed < bytes || n < count || last.is_none()) {
+            let s = &self.slots[slot as usize];
+            freed += s.len;
+            n += 1;
+            last = Some(s.seq);
+            slot = s.newer;
+        }
+        last
+    }
+
+    /// In each run of touching queued entries, the pieces of consecutive
+    /// entries queued at or before `may` that hold an entry queued at or
+    /// before `must`: what evicting the `must`-old entries with their
+    /// `may`-old neighbours unmaps. Answers how many pieces (munmaps); with
+    /// `mark`, marks them.
+    fn old_pieces(&mut self, must: u64, may: u64, mark: bool) -> usize {
+        let (mut pieces, mut i) = (0, 0);
         while i < self.used {
             let first = self.slots[self.by_addr[i] as usize];
-            if first.state != State::Queued {
+            if first.state != State::Queued || first.seq > may {
                 i += 1;
                 continue;
             }
-            let (mut j, mut end, mut young, mut b) =
-                (i + 1, first.start + first.len, first.seq, first.len);
+            // A piece: queued, touching, all at or before `may`.
+            let (mut j, mut end, mut has_must) =
+                (i + 1, first.start + first.len, first.seq <= must);
             while j < self.used {
                 let s = self.slots[self.by_addr[j] as usize];
-                if s.state != State::Queued || s.start != end {
+                if s.state != State::Queued || s.start != end || s.seq > may {
                     break;
                 }
                 end += s.len;
-                young = young.max(s.seq);
-                b += s.len;
+                has_must |= s.seq <= must;
                 j += 1;
             }
-            if young <= cutoff {
-                bytes += b;
-                count += j - i;
+            if has_must {
+                pieces += 1;
                 if mark {
                     for k in i..j {
                         let slot = self.by_addr[k];
@@ -415,31 +433,43 @@ impl Table {
             }
             i = j;
         }
-        (bytes, count)
+        pieces
     }
 
-    /// Marks whole runs of touching queued entries, those whose youngest
-    /// member is oldest first, until they hold at least `bytes` bytes and
-    /// `count` entries: one munmap per run, and a run holding a young window
-    /// stays. Answers how many were marked.
-    pub fn mark_old_runs(&mut self, bytes: usize, count: usize) -> usize {
-        if self.oldest == NIL {
+    /// Marks by age: the oldest queued entries holding at least `bytes`
+    /// bytes and `count` entries (at least one), and with them the touching
+    /// queued neighbours that are old enough: among the oldest
+    /// `merge_bytes`, or older still where that is needed to keep the
+    /// munmaps this call asks for within the budget (one per `per_munmap`
+    /// entries ever queued, less those asked for before; at least one).
+    /// Entries younger than that stay. Answers how many munmaps the marked
+    /// entries take.
+    pub fn mark_by_age(
+        &mut self,
+        bytes: usize,
+        count: usize,
+        merge_bytes: usize,
+        per_munmap: u64,
+    ) -> usize {
+        let Some(must) = self.age_cutoff(bytes, count) else {
             return 0;
-        }
-        let (mut lo, mut hi) = (
-            self.slots[self.oldest as usize].seq,
-            self.slots[self.newest as usize].seq,
-        );
+        };
+        let old = self.age_cutoff(merge_bytes, 0).unwrap_or(must).max(must);
+        let max_runs = (self.enqueues / per_munmap)
+            .saturating_sub(self.aged_munmaps)
+            .max(1) as usize;
+        let (mut lo, mut hi) = (old, self.slots[self.newest as usize].seq);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let (b, n) = self.old_runs(mid, false);
-            if b >= bytes && n >= count.max(1) {
+            if self.old_pieces(must, mid, false) <= max_runs {
                 hi = mid;
             } else {
                 lo = mid + 1;
             }
         }
-        self.old_runs(lo, true).1
+        let n = self.old_pieces(must, lo, true);
+        self.aged_munmaps += n as u64;
+        n
     }
 
     /// Marks every queued entry for [`Table::evict_marked`].
@@ -581,27 +611,44 @@ mod tests {
     }
 
     #[test]
-    fn old_runs_go_whole_and_a_run_with_a_young_window_stays() {
+    fn by_age_keeps_young_neighbours_within_the_budget() {
         let mut t = table!();
-        // Pages 1..=7 mapped; 1-3 queued (run A), 4 live, 5-7 queued (run B).
-        for i in 1..=7usize {
+        // Pages 1..=6 all queued and touching, in this order (oldest first).
+        for i in 1..=6usize {
             assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
         }
-        // Queue order (oldest first): 5, 1, 2, 6, 3, 7. A's youngest is 3
-        // (5th queued), B's is 7 (6th): A goes first, though B holds the
-        // oldest window.
-        for i in [5usize, 1, 2, 6, 3, 7] {
+        for i in [1usize, 3, 5, 2, 4, 6] {
             let e = t.find(0x1000 * i).unwrap();
             t.enqueue(e.slot);
         }
-        assert_eq!(t.mark_old_runs(0x1000, 1), 3);
+        // The oldest three (1, 3, 5) must go; with no budget (one munmap),
+        // the neighbours between them (2, 4) join, the youngest (6) stays.
+        assert_eq!(t.mark_by_age(0x3000, 1, 0, u64::MAX), 1);
         let mut calls = Vec::new();
         t.evict_marked(|s, l| calls.push((s, l)));
-        assert_eq!(calls, [(0x1000, 0x3000)]);
+        assert_eq!(calls, [(0x1000, 0x5000)]);
+        assert_eq!(t.oldest_queued().unwrap().start, 0x6000);
+    }
+
+    #[test]
+    fn by_age_with_budget_leaves_younger_neighbours() {
+        let mut t = table!();
+        for i in 1..=6usize {
+            assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
+        }
+        for i in [1usize, 3, 5, 2, 4, 6] {
+            let e = t.find(0x1000 * i).unwrap();
+            t.enqueue(e.slot);
+        }
+        // A budget of one munmap per queued entry: 1, 3 and 5 go alone.
+        assert_eq!(t.mark_by_age(0x3000, 1, 0, 1), 3);
+        let mut calls = Vec::new();
+        t.evict_marked(|s, l| calls.push((s, l)));
+        assert_eq!(
+            calls,
+            [(0x1000, 0x1000), (0x3000, 0x1000), (0x5000, 0x1000)]
+        );
         assert_eq!(t.queued(), 3);
-        // Asking for more than run B holds takes it too.
-        assert_eq!(t.mark_old_runs(0x4000, 1), 3);
-        assert_eq!(t.queued(), 0);
     }
 
     #[test]
