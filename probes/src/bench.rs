@@ -5,9 +5,12 @@
 //! configuration's output is byte-identical.
 //!
 //!     mq-bench [--repo PATH] [--limit N] [--rounds N] [--commits N] [--files N] [--micro-only]
+//!     mq-bench --eviction [--rounds N]   (probes/src/eviction.rs)
 //!
 //! `--limit N` passes `-n N` to `git log`.
 
+/// `--eviction`: eviction policies on short and long reuse distances.
+mod eviction;
 #[allow(dead_code)]
 #[path = "repo.rs"]
 mod repo;
@@ -494,6 +497,10 @@ fn main() {
         uname.unwrap_or_default(),
         git.unwrap_or_default()
     );
+    if args.iter().any(|a| a == "--eviction") {
+        eviction::run(&scratch, rounds.min(3));
+        return;
+    }
     bench_micro(rounds, &scratch);
     if args.iter().any(|a| a == "--micro-only") {
         return;

@@ -13,6 +13,14 @@
 //! reads them; `--cap SIZE` fixes the byte cap. `--stats POLICY` prints that
 //! policy's counters line as the library writes it at exit (per process).
 //! `--distances` prints reuse-distance percentiles.
+//!
+//! Each process (pid) is replayed on its own, from an empty queue. A forked
+//! child really starts with its parent's queue (and the fork handler clears
+//! the table only if it was locked), so a child that maps a window its parent
+//! had queued can replay differently; exec'd programs and the usual
+//! single-process traces replay exactly (tests/trace.rs). Calls a program
+//! makes while another thread holds the table pass through in the real run;
+//! the replay, single-threaded, has no contention.
 
 #[path = "replay/fake.rs"]
 mod fake;
