@@ -98,9 +98,11 @@ pub const VAR_EVICT: &str = "MUNMAPQ_EVICT";
 pub const VAR_STATS: &str = "MUNMAPQ_STATS";
 /// Read by the export layer, not here: where to append the statistics line.
 pub const VAR_STATS_FILE: &str = "MUNMAPQ_STATS_FILE";
+/// Read by the export layer: where to append the call trace (mq-replay).
+pub const VAR_TRACE: &str = "MUNMAPQ_TRACE";
 
 /// Every variable munmapq reads, with what it accepts (for `--help`).
-pub const VARIABLES: [(&str, &str); 7] = [
+pub const VARIABLES: [(&str, &str); 8] = [
     (VAR_DISABLE, ACCEPTS_BOOL),
     (VAR_MAX_ENTRIES, ACCEPTS_ENTRIES),
     (VAR_MAX_BYTES, ACCEPTS_BYTES),
@@ -110,6 +112,10 @@ pub const VARIABLES: [(&str, &str); 7] = [
     (
         VAR_STATS_FILE,
         "a file path; each process appends one line of counters",
+    ),
+    (
+        VAR_TRACE,
+        "a file path; each process appends an 80-byte record per hooked call (mq-replay reads it)",
     ),
 ];
 

@@ -25,8 +25,7 @@
 
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering::Relaxed};
 
-/// Trace file name variable.
-pub const VAR_TRACE: &str = "MUNMAPQ_TRACE";
+pub use munmapq_core::config::VAR_TRACE;
 pub const RECORD_BYTES: usize = 80;
 
 /// Record kinds.
