@@ -37,7 +37,8 @@ options:
   --max-bytes SIZE     most bytes queued at once, e.g. 64M (MUNMAPQ_MAX_BYTES;
                        default: a quarter of the program's peak RSS, 4 to 64 MiB)
   --no-reuse           never hand a queued mapping back to a matching mmap (MUNMAPQ_REUSE=0)
-  --evict oldest|all   on overflow unmap the oldest runs down to 3/4, or everything (MUNMAPQ_EVICT)
+  --evict aged|oldest|all  on overflow unmap the oldest with their old touching neighbours, down
+                       to 15/16 (aged, default); the oldest with its whole run, down to 3/4; or all
   --disable            load the library but pass every call through (MUNMAPQ_DISABLE=1)
   --lib PATH           use this libmunmapq (default: $MUNMAPQ_LIB, else next to munmapq)
   --print-lib          print the library's path and exit
@@ -133,7 +134,9 @@ fn parse_args(args: Vec<OsString>) -> Result<Parsed, String> {
             }
             "--max-entries" => o.vars.push((config::VAR_MAX_ENTRIES, value("a number")?)),
             "--max-bytes" => o.vars.push((config::VAR_MAX_BYTES, value("a size")?)),
-            "--evict" => o.vars.push((config::VAR_EVICT, value("oldest or all")?)),
+            "--evict" => o
+                .vars
+                .push((config::VAR_EVICT, value("aged, oldest or all")?)),
             "--no-reuse" => o.vars.push((config::VAR_REUSE, "0".into())),
             "--disable" => o.vars.push((config::VAR_DISABLE, "1".into())),
             _ => return Err(format!("unknown option {a} (see munmapq --help)")),

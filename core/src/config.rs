@@ -13,6 +13,11 @@ pub enum Evict {
     /// touching it, until the queue is back at 3/4 of
     /// its caps (least recently unmapped first).
     Oldest,
+    /// Unmap the oldest queued mappings down to 15/16 of the caps, each
+    /// with its touching queued neighbours that are old themselves (within
+    /// a budget of one eviction munmap per 64 deferred): keeps the young
+    /// windows that `Oldest` throws out with their old neighbours.
+    Aged,
     /// Unmap everything queued, as the seed patch did.
     All,
 }
@@ -72,7 +77,7 @@ impl Config {
             max_bytes: DEFAULT_MAX_BYTES.min(as_cap),
             max_bytes_ceiling: Some(DEFAULT_MAX_BYTES_CEILING.min(as_cap)),
             reuse: true,
-            evict: Evict::Oldest,
+            evict: Evict::Aged,
             stats: false,
         }
     }
@@ -93,9 +98,11 @@ pub const VAR_EVICT: &str = "MUNMAPQ_EVICT";
 pub const VAR_STATS: &str = "MUNMAPQ_STATS";
 /// Read by the export layer, not here: where to append the statistics line.
 pub const VAR_STATS_FILE: &str = "MUNMAPQ_STATS_FILE";
+/// Read by the export layer: where to append the call trace (mq-replay).
+pub const VAR_TRACE: &str = "MUNMAPQ_TRACE";
 
 /// Every variable munmapq reads, with what it accepts (for `--help`).
-pub const VARIABLES: [(&str, &str); 7] = [
+pub const VARIABLES: [(&str, &str); 8] = [
     (VAR_DISABLE, ACCEPTS_BOOL),
     (VAR_MAX_ENTRIES, ACCEPTS_ENTRIES),
     (VAR_MAX_BYTES, ACCEPTS_BYTES),
@@ -106,13 +113,17 @@ pub const VARIABLES: [(&str, &str); 7] = [
         VAR_STATS_FILE,
         "a file path; each process appends one line of counters",
     ),
+    (
+        VAR_TRACE,
+        "a file path; each process appends an 80-byte record per hooked call (mq-replay reads it)",
+    ),
 ];
 
 const ACCEPTS_BOOL: &str = "0 or 1";
 const ACCEPTS_ENTRIES: &str = "an integer from 1 to 8192";
 const ACCEPTS_BYTES: &str =
     "a size from 1 byte to 1T, in bytes or with a K, M or G suffix (powers of 1024)";
-const ACCEPTS_EVICT: &str = "oldest or all";
+const ACCEPTS_EVICT: &str = "aged, oldest or all";
 
 /// Parses the configuration; `get` answers a variable's raw value.
 pub fn parse<'a>(
@@ -141,6 +152,7 @@ pub fn parse<'a>(
     if let Some(v) = get(VAR_EVICT) {
         cfg.evict = match v {
             b"oldest" => Evict::Oldest,
+            b"aged" => Evict::Aged,
             b"all" => Evict::All,
             _ => return Err(err(VAR_EVICT, ACCEPTS_EVICT)),
         };

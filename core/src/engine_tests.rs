@@ -379,6 +379,8 @@ fn default_byte_cap_follows_peak_rss() {
     let mut cfg = linux_defaults();
     cfg.max_bytes = 4 * PAGE;
     cfg.max_bytes_ceiling = Some(100 * PAGE);
+    // The run rule, whose flush this test counts on (see below).
+    cfg.evict = crate::config::Evict::Oldest;
     E.start(&cfg, PAGE);
     for i in 0..30 {
         let a = map(&E, &os, 3, 2 * i * PAGE as i64);
@@ -484,4 +486,38 @@ fn max_map_count_bounds_the_queue_from_the_first_deferral() {
         assert!(E.queued().unwrap().0 <= 3);
     }
     assert_eq!(E.max_entries.load(Relaxed), 3);
+}
+
+#[test]
+fn aged_eviction_keeps_young_windows_touching_an_evicted_run() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16); // the default policy, `aged`, with a 16-entry queue
+                   // 16 windows side by side, unmapped oldest first: all queued.
+    let w: Vec<usize> = (0..16)
+        .map(|i| map(&E, &os, 3, 2 * i * PAGE as i64))
+        .collect();
+    for (i, &a) in w.iter().enumerate() {
+        assert_eq!(
+            a,
+            w[0] + 2 * i * PAGE,
+            "the fake kernel places them in a row"
+        );
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+    }
+    assert_eq!(os.munmap_count(), 0);
+    // One more: the queue is full. The two oldest must go; their old
+    // neighbours (the oldest 7/8, 14 windows) share their munmap; the two
+    // youngest, though touching that run, stay (`oldest` would unmap all 16).
+    let extra = map(&E, &os, 3, 64 * PAGE as i64);
+    E.munmap(&os, extra, 2 * PAGE).unwrap();
+    assert_eq!(*os.munmaps.borrow(), [(w[0], 28 * PAGE)]);
+    assert_eq!(E.queued(), Some((3, 6 * PAGE)));
+    let mmaps = *os.mmaps.borrow();
+    assert_eq!(
+        map(&E, &os, 3, 30 * PAGE as i64),
+        w[15],
+        "still queued: reused"
+    );
+    assert_eq!(*os.mmaps.borrow(), mmaps);
 }

@@ -8,6 +8,9 @@
 //! - `buckets`: a hash of queued slots by [`FileKey`], for O(1) reuse;
 //! - a doubly linked FIFO of queued slots, oldest first, for eviction.
 
+#[path = "evict.rs"]
+mod evict;
+
 /// Most mappings the table can hold, live and queued together.
 pub const SLOTS: usize = 16384;
 const KEY_BUCKETS: usize = 4096;
@@ -79,6 +82,8 @@ struct Slot {
     key: FileKey,
     state: State,
     epoch: u64,
+    /// When it was queued (a counter of enqueues): its age, for eviction.
+    seq: u64,
     older: u16,
     newer: u16,
     /// Next slot in the same key bucket, or in the free list.
@@ -92,6 +97,7 @@ impl Slot {
         key: FileKey::NONE,
         state: State::Free,
         epoch: 0,
+        seq: 0,
         older: NIL,
         newer: NIL,
         next: NIL,
@@ -110,6 +116,9 @@ pub struct Table {
     newest: u16,
     queued: usize,
     queued_bytes: usize,
+    enqueues: u64,
+    /// Munmaps [`Table::mark_by_age`] has asked for so far.
+    aged_munmaps: u64,
 }
 
 impl Default for Table {
@@ -131,6 +140,8 @@ impl Table {
             newest: NIL,
             queued: 0,
             queued_bytes: 0,
+            enqueues: 0,
+            aged_munmaps: 0,
         }
     }
 
@@ -309,6 +320,7 @@ impl Table {
         let s = &mut self.slots[slot as usize];
         debug_assert_eq!(s.state, State::Live);
         s.state = State::Queued;
+        s.seq = self.enqueues;
         s.older = newest;
         s.newer = NIL;
         s.next = self.buckets[b];
@@ -319,6 +331,7 @@ impl Table {
             n => self.slots[n as usize].newer = slot,
         }
         self.newest = slot;
+        self.enqueues += 1;
         self.queued += 1;
         self.queued_bytes += len;
     }
@@ -352,39 +365,6 @@ impl Table {
         self.detach(slot);
         self.slots[slot as usize].state = State::Evicting;
         true
-    }
-
-    /// Marks the oldest queued entry and every queued entry touching it, on
-    /// either side, transitively: one run of address space that a single
-    /// munmap frees. Answers how many were marked.
-    pub fn mark_oldest_run(&mut self) -> usize {
-        let slot = self.oldest;
-        if slot == NIL {
-            return 0;
-        }
-        let pos = self.lower_bound(self.slots[slot as usize].start);
-        // Is the entry at `next` queued and does it start where `at` ends?
-        let joins = |t: &Table, at: usize, next: usize| {
-            let (a, b) = (
-                &t.slots[t.by_addr[at] as usize],
-                &t.slots[t.by_addr[next] as usize],
-            );
-            let (left, right) = if at < next { (a, b) } else { (b, a) };
-            b.state == State::Queued && left.start + left.len == right.start
-        };
-        let (mut lo, mut hi) = (pos, pos);
-        while lo > 0 && joins(self, lo, lo - 1) {
-            lo -= 1;
-        }
-        while hi + 1 < self.used && joins(self, hi, hi + 1) {
-            hi += 1;
-        }
-        for i in lo..=hi {
-            let s = self.by_addr[i];
-            self.detach(s);
-            self.slots[s as usize].state = State::Evicting;
-        }
-        hi + 1 - lo
     }
 
     /// Marks every queued entry for [`Table::evict_marked`].
@@ -523,6 +503,47 @@ mod tests {
         assert_eq!(calls, [(0x1000, 0x3000)]);
         assert_eq!(t.queued(), 2);
         assert_eq!(t.oldest_queued().unwrap().start, 0x6000);
+    }
+
+    #[test]
+    fn by_age_keeps_young_neighbours_within_the_budget() {
+        let mut t = table!();
+        // Pages 1..=6 all queued and touching, in this order (oldest first).
+        for i in 1..=6usize {
+            assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
+        }
+        for i in [1usize, 3, 5, 2, 4, 6] {
+            let e = t.find(0x1000 * i).unwrap();
+            t.enqueue(e.slot);
+        }
+        // The oldest three (1, 3, 5) must go; with no budget (one munmap),
+        // the neighbours between them (2, 4) join, the youngest (6) stays.
+        assert_eq!(t.mark_by_age(0x3000, 1, 0, u64::MAX), 1);
+        let mut calls = Vec::new();
+        t.evict_marked(|s, l| calls.push((s, l)));
+        assert_eq!(calls, [(0x1000, 0x5000)]);
+        assert_eq!(t.oldest_queued().unwrap().start, 0x6000);
+    }
+
+    #[test]
+    fn by_age_with_budget_leaves_younger_neighbours() {
+        let mut t = table!();
+        for i in 1..=6usize {
+            assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
+        }
+        for i in [1usize, 3, 5, 2, 4, 6] {
+            let e = t.find(0x1000 * i).unwrap();
+            t.enqueue(e.slot);
+        }
+        // A budget of one munmap per queued entry: 1, 3 and 5 go alone.
+        assert_eq!(t.mark_by_age(0x3000, 1, 0, 1), 3);
+        let mut calls = Vec::new();
+        t.evict_marked(|s, l| calls.push((s, l)));
+        assert_eq!(
+            calls,
+            [(0x1000, 0x1000), (0x3000, 0x1000), (0x5000, 0x1000)]
+        );
+        assert_eq!(t.queued(), 3);
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! leave it alone on success), on failure sets the kernel's errno.
 
 use crate::os::{int_result, RealOs};
+use crate::trace::{self, Record};
 use crate::{errno, real, ENGINE};
 use libc::{c_int, c_void, off_t, size_t};
+use munmapq_core::engine::Os;
 use munmapq_core::engine::{Effect, Errno, Span};
 
 /// Invokes `$m!` with the hooks every platform has: name, C arguments and
@@ -59,6 +61,14 @@ fn c_result(r: Result<c_int, Errno>, saved: c_int) -> c_int {
     }
 }
 
+/// A result as a trace word: the value, or `-errno`.
+fn result_word(r: Result<usize, Errno>) -> i64 {
+    match r {
+        Ok(v) => v as i64,
+        Err(e) => -(e as i64),
+    }
+}
+
 fn span(addr: *const c_void, len: size_t, effect: Effect) -> Option<Span> {
     ENGINE.span(addr as usize, len, effect)
 }
@@ -73,6 +83,13 @@ fn on_range(
     let saved = errno::get();
     let mut call = call;
     let r = ENGINE.range_call(&RealOs, &[span(addr, len, effect)], || int_result(call()));
+    if trace::enabled() {
+        let kind = match effect {
+            Effect::Modify => trace::KIND_MODIFY,
+            Effect::Inspect => trace::KIND_INSPECT,
+        };
+        trace::range(kind, addr as usize, len, result_word(r.map(|v| v as usize)));
+    }
     c_result(r, saved)
 }
 
@@ -87,7 +104,26 @@ pub unsafe extern "C" fn mmap(
     off: off_t,
 ) -> *mut c_void {
     let saved = errno::get();
+    let identity = (trace::enabled() && fd >= 0)
+        .then(|| RealOs.readable_file(fd))
+        .flatten();
     let r = ENGINE.mmap(&RealOs, addr as usize, len, prot, flags, fd, off);
+    if trace::enabled() {
+        let (dev, ino) = identity.unwrap_or((0, 0));
+        trace::write(&Record {
+            kind: trace::KIND_MMAP,
+            addr: addr as usize,
+            len,
+            prot,
+            flags,
+            fd,
+            dev,
+            ino,
+            off,
+            result: result_word(r),
+            peak_rss: 0,
+        });
+    }
     ptr_result(r, saved)
 }
 
@@ -95,10 +131,23 @@ pub unsafe extern "C" fn mmap(
 /// As for C `munmap`.
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     let saved = errno::get();
-    c_result(
-        ENGINE.munmap(&RealOs, addr as usize, len).map(|()| 0),
-        saved,
-    )
+    let peak_rss = if trace::enabled() {
+        trace::peak_rss()
+    } else {
+        0
+    };
+    let r = ENGINE.munmap(&RealOs, addr as usize, len).map(|()| 0);
+    if trace::enabled() {
+        trace::write(&Record {
+            kind: trace::KIND_MUNMAP,
+            addr: addr as usize,
+            len,
+            result: result_word(r.map(|_| 0)),
+            peak_rss,
+            ..Record::default()
+        });
+    }
+    c_result(r, saved)
 }
 
 /// # Safety
@@ -169,6 +218,14 @@ pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
     let r = ENGINE.lock_all(&RealOs, future, || {
         int_result(unsafe { real::mlockall(flags) })
     });
+    if trace::enabled() {
+        trace::write(&Record {
+            kind: trace::KIND_LOCK_ALL,
+            flags,
+            result: result_word(r.map(|v| v as usize)),
+            ..Record::default()
+        });
+    }
     c_result(r, saved)
 }
 
@@ -235,6 +292,7 @@ pub unsafe extern "C" fn mremap(
         .then(|| span(new_addr, new_size, Effect::Modify))
         .flatten();
     let spans = [span(old, old_size, Effect::Modify), grow, target];
+    trace::range(trace::KIND_MODIFY, base, old_size, 0);
     let r = ENGINE.range_call(&RealOs, &spans, || {
         // SAFETY: the caller's own arguments.
         let p = unsafe { real::mremap(old, old_size, new_size, flags, new_addr) };

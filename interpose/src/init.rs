@@ -31,6 +31,9 @@ extern "C" fn init() {
         _ => return,
     };
     remember_stats_file();
+    if let Some(path) = getenv(crate::trace::VAR_TRACE) {
+        crate::trace::open(path);
+    }
     announce_load();
     // vm.max_map_count is read only if something is ever queued (a file
     // read at load would cost every process): see bound_entries_later.
@@ -59,6 +62,7 @@ extern "C" fn init() {
 }
 
 extern "C" fn after_fork_in_child() {
+    crate::trace::refresh_pid();
     ENGINE.after_fork_in_child();
 }
 

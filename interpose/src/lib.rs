@@ -13,6 +13,8 @@ mod init;
 mod os;
 #[cfg(target_os = "linux")]
 mod real;
+mod trace;
+
 #[cfg(target_os = "macos")]
 #[path = "real_macos.rs"]
 mod real;

@@ -9,9 +9,12 @@
 //! `--micro-only` stops after the micro-benchmarks (file windows, load
 //! cost next to libeatmydata, anonymous memory cycling); `--load-only` runs
 //! just the last two.
+//!     mq-bench --eviction [--rounds N]   (probes/src/eviction.rs)
 //!
 //! `--limit N` passes `-n N` to `git log`.
 
+/// `--eviction`: eviction policies on short and long reuse distances.
+mod eviction;
 #[allow(dead_code)]
 #[path = "repo.rs"]
 mod repo;
@@ -612,6 +615,10 @@ fn main() {
         uname.unwrap_or_default(),
         git.unwrap_or_default()
     );
+    if args.iter().any(|a| a == "--eviction") {
+        eviction::run(&scratch, rounds.min(3));
+        return;
+    }
     if !args.iter().any(|a| a == "--load-only") {
         bench_micro(rounds, &scratch);
     }

@@ -1,0 +1,132 @@
+//! Which queued mappings a flush unmaps: the choices of
+//! `MUNMAPQ_EVICT=oldest` (a run at a time) and `aged` (by age, with old
+//! neighbours, within a munmap budget). Both only mark entries; the table's
+//! `evict_marked` unmaps each run of marked entries with one munmap.
+
+use super::{State, Table, NIL};
+
+impl Table {
+    /// Marks the oldest queued entry and every queued entry touching it, on
+    /// either side, transitively: one run of address space that a single
+    /// munmap frees. Answers how many were marked.
+    pub fn mark_oldest_run(&mut self) -> usize {
+        let slot = self.oldest;
+        if slot == NIL {
+            return 0;
+        }
+        let pos = self.lower_bound(self.slots[slot as usize].start);
+        // Is the entry at `next` queued and does it start where `at` ends?
+        let joins = |t: &Table, at: usize, next: usize| {
+            let (a, b) = (
+                &t.slots[t.by_addr[at] as usize],
+                &t.slots[t.by_addr[next] as usize],
+            );
+            let (left, right) = if at < next { (a, b) } else { (b, a) };
+            b.state == State::Queued && left.start + left.len == right.start
+        };
+        let (mut lo, mut hi) = (pos, pos);
+        while lo > 0 && joins(self, lo, lo - 1) {
+            lo -= 1;
+        }
+        while hi + 1 < self.used && joins(self, hi, hi + 1) {
+            hi += 1;
+        }
+        for i in lo..=hi {
+            let s = self.by_addr[i];
+            self.detach(s);
+            self.slots[s as usize].state = State::Evicting;
+        }
+        hi + 1 - lo
+    }
+
+    /// The age (enqueue number) of the youngest of the oldest queued entries
+    /// that together hold at least `bytes` bytes and `count` entries (at
+    /// least one); `None` when nothing is queued.
+    fn age_cutoff(&self, bytes: usize, count: usize) -> Option<u64> {
+        let (mut slot, mut freed, mut n, mut last) = (self.oldest, 0, 0, None);
+        while slot != NIL && (freed < bytes || n < count || last.is_none()) {
+            let s = &self.slots[slot as usize];
+            freed += s.len;
+            n += 1;
+            last = Some(s.seq);
+            slot = s.newer;
+        }
+        last
+    }
+
+    /// In each run of touching queued entries, the pieces of consecutive
+    /// entries queued at or before `may` that hold an entry queued at or
+    /// before `must`: what evicting the `must`-old entries with their
+    /// `may`-old neighbours unmaps. Answers how many pieces (munmaps); with
+    /// `mark`, marks them.
+    fn old_pieces(&mut self, must: u64, may: u64, mark: bool) -> usize {
+        let (mut pieces, mut i) = (0, 0);
+        while i < self.used {
+            let first = self.slots[self.by_addr[i] as usize];
+            if first.state != State::Queued || first.seq > may {
+                i += 1;
+                continue;
+            }
+            // A piece: queued, touching, all at or before `may`.
+            let (mut j, mut end, mut has_must) =
+                (i + 1, first.start + first.len, first.seq <= must);
+            while j < self.used {
+                let s = self.slots[self.by_addr[j] as usize];
+                if s.state != State::Queued || s.start != end || s.seq > may {
+                    break;
+                }
+                end += s.len;
+                has_must |= s.seq <= must;
+                j += 1;
+            }
+            if has_must {
+                pieces += 1;
+                if mark {
+                    for k in i..j {
+                        let slot = self.by_addr[k];
+                        self.detach(slot);
+                        self.slots[slot as usize].state = State::Evicting;
+                    }
+                }
+            }
+            i = j;
+        }
+        pieces
+    }
+
+    /// Marks by age: the oldest queued entries holding at least `bytes`
+    /// bytes and `count` entries (at least one), and with them the touching
+    /// queued neighbours that are old enough: among the oldest
+    /// `merge_bytes`, or older still where that is needed to keep the
+    /// munmaps this call asks for within the budget (one per `per_munmap`
+    /// entries ever queued, less those asked for before; at least one).
+    /// Entries younger than that stay. Answers how many munmaps the marked
+    /// entries take.
+    pub fn mark_by_age(
+        &mut self,
+        bytes: usize,
+        count: usize,
+        merge_bytes: usize,
+        per_munmap: u64,
+    ) -> usize {
+        let Some(must) = self.age_cutoff(bytes, count) else {
+            return 0;
+        };
+        let old = self.age_cutoff(merge_bytes, 0).unwrap_or(must).max(must);
+        let max_runs = (self.enqueues / per_munmap)
+            .saturating_sub(self.aged_munmaps)
+            .max(1) as usize;
+        let (mut lo, mut hi) = (old, self.slots[self.newest as usize].seq);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.old_pieces(must, mid, false) <= max_runs {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let n = self.old_pieces(must, lo, true);
+        self.aged_munmaps += n as u64;
+        n
+    }
+}

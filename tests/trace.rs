@@ -1,0 +1,158 @@
+//! `MUNMAPQ_TRACE` and `mq-replay`: a real run's trace, replayed through the
+//! core engine on a fake address space, gives the real run's counters; a
+//! trace written by many processes and threads holds whole records only.
+#![cfg(target_os = "linux")] // LD_PRELOAD: Linux only here
+
+mod common;
+use common::*;
+use munmapq_core::stats::{parse_line, Counter, COUNTERS};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const RECORD: usize = 80;
+
+fn git(repo: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", repo)
+        .env("GIT_PAGER", "cat")
+        .arg("-C")
+        .arg(repo);
+    c
+}
+
+fn make_repo(dir: &Path, commits: usize, files: usize) {
+    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+    ok(Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .arg(dir));
+    let stream = probe_cmd(&["fast-import", &commits.to_string(), &files.to_string()])
+        .output()
+        .unwrap()
+        .stdout;
+    let mut fi = git(dir)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(fi.stdin.as_mut().unwrap(), &stream).unwrap();
+    drop(fi.stdin.take());
+    assert!(fi.wait().unwrap().success());
+    ok(git(dir).args(["repack", "-adq"]));
+}
+
+/// `mq-replay TRACE --stats POLICY`: the counters of the replay, summed
+/// over processes.
+fn replay_counters(trace: &Path, policy: &str, env: &[(&str, &str)]) -> [u64; COUNTERS] {
+    let mut c = Command::new(target_dir().join("mq-replay"));
+    c.arg(trace).args(["--stats", policy]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = output_within(&mut c, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut sum = [0u64; COUNTERS];
+    for v in String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(parse_line)
+    {
+        for i in 0..COUNTERS {
+            sum[i] += v[i];
+        }
+    }
+    sum
+}
+
+#[test]
+fn replaying_a_git_trace_gives_the_real_runs_counters() {
+    let dir = scratch("trace-git");
+    let repo = dir.join("repo");
+    make_repo(&repo, 600, 200);
+    // A small byte cap, so that eviction decides what is reused.
+    for (policy, evict) in [("aged", "aged"), ("today", "oldest")] {
+        let trace = dir.join(format!("{policy}.trace"));
+        let trace_s = trace.to_string_lossy().into_owned();
+        let env = [
+            ("MUNMAPQ_MAX_BYTES", "256K"),
+            ("MUNMAPQ_EVICT", evict),
+            ("MUNMAPQ_TRACE", trace_s.as_str()),
+        ];
+        let mut cmd = git(&repo);
+        cmd.args([
+            "-c",
+            "core.packedGitWindowSize=16k",
+            "-c",
+            "core.packedGitLimit=32k",
+            "log",
+            "--raw",
+        ]);
+        let real = run(&mut cmd, true, &env, Duration::from_secs(120));
+        assert!(real.out.status.success(), "{}", real.stderr());
+        assert_eq!(real.processes, 1);
+        let size = std::fs::metadata(&trace).unwrap().len() as usize;
+        assert_eq!(size % RECORD, 0, "whole records only");
+        assert!(
+            real.get(Counter::Flushes) > 2 && real.get(Counter::Reused) > 100,
+            "{policy}: the run must evict and reuse to test anything: {:?}",
+            real.counters
+        );
+        let replayed = replay_counters(&trace, policy, &env[..2]);
+        for c in Counter::ALL {
+            assert_eq!(
+                replayed[*c as usize],
+                real.get(*c),
+                "{policy}: {} replayed vs real",
+                c.key()
+            );
+        }
+        eprintln!(
+            "{policy}: real and replay agree: {} records, mmap_syscalls={} munmap_syscalls={} reused={} flushes={}",
+            size / RECORD,
+            real.get(Counter::MmapSyscalls),
+            real.get(Counter::MunmapSyscalls),
+            real.get(Counter::Reused),
+            real.get(Counter::Flushes)
+        );
+    }
+}
+
+#[test]
+fn forked_children_and_threads_append_whole_records_under_their_own_pid() {
+    let dir = scratch("trace-forks");
+    let file = data_file(&dir, 64);
+    let trace = dir.join("forks.trace");
+    let trace_s = trace.to_string_lossy().into_owned();
+    let mut cmd = probe_cmd(&["forks", &file, "20"]);
+    let ran = run(
+        &mut cmd,
+        true,
+        &[("MUNMAPQ_TRACE", trace_s.as_str())],
+        Duration::from_secs(120),
+    );
+    assert!(ran.out.status.success(), "{}", ran.stderr());
+    let data = std::fs::read(&trace).unwrap();
+    assert_eq!(data.len() % RECORD, 0, "whole records only");
+    // Per pid: (mmap records, munmap records).
+    let mut per_pid: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
+    for r in data.chunks_exact(RECORD) {
+        let kind = u32::from_le_bytes(r[0..4].try_into().unwrap());
+        let pid = u32::from_le_bytes(r[4..8].try_into().unwrap());
+        assert!((1..=5).contains(&kind), "record kind {kind}");
+        let e = per_pid.entry(pid).or_default();
+        match kind {
+            1 => e.0 += 1,
+            2 => e.1 += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(per_pid.len(), 21, "the parent and 20 children: {per_pid:?}");
+    // Each child maps and unmaps 200 windows, all of them traced.
+    let children = per_pid.values().filter(|&&c| c == (200, 200)).count();
+    assert_eq!(children, 20, "{per_pid:?}");
+}
