@@ -51,6 +51,7 @@ counters! {
     LostRecords = "lost_records": "times busy calls outran the record ring; live entries were dropped",
     PeakQueued = "peak_queued": "most mappings queued at once",
     PeakQueuedBytes = "peak_queued_bytes": "most bytes queued at once",
+    Stale = "stale": "queued mappings unmapped, not reused: their file changed since they were mapped",
 }
 
 pub const COUNTERS: usize = Counter::ALL.len();

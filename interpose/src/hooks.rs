@@ -175,9 +175,10 @@ pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
 /// # Safety
 /// As for C `munlockall`.
 pub unsafe extern "C" fn munlockall() -> c_int {
-    ENGINE.unlock_all();
+    let saved = errno::get();
     // SAFETY: no arguments.
-    unsafe { real::munlockall() }
+    let r = ENGINE.unlock_all(|| int_result(unsafe { real::munlockall() }));
+    c_result(r, saved)
 }
 
 /// # Safety

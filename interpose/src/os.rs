@@ -2,6 +2,7 @@
 
 use crate::{errno, real};
 use munmapq_core::engine::{Errno, Os};
+use munmapq_core::file::{readable_open_flags, FileFacts, FileStamp, PATH_ONLY};
 
 pub struct RealOs;
 
@@ -30,17 +31,28 @@ impl Os for RealOs {
         int_result(unsafe { real::munmap(addr as *mut _, len) }).map(drop)
     }
 
-    fn readable_file(&self, fd: i32) -> Option<(u64, u64)> {
+    // The stat fields' widths differ between targets.
+    #[allow(clippy::unnecessary_cast)]
+    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
         // SAFETY: `stat` is plain data; fstat writes it or fails.
         let mut st: libc::stat = unsafe { core::mem::zeroed() };
         if fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return None;
         }
-        let fl = get_fl(fd);
-        if fl < 0 || fl & libc::O_ACCMODE == libc::O_WRONLY || is_path_only(fl) {
+        if !readable_open_flags(get_fl(fd), PATH_ONLY) {
             return None;
         }
-        Some((st.st_dev as u64, st.st_ino as u64))
+        Some(FileFacts {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            stamp: FileStamp {
+                size: st.st_size as i64,
+                mtime_sec: st.st_mtime as i64,
+                mtime_nsec: st.st_mtime_nsec as i64,
+                ctime_sec: st.st_ctime as i64,
+                ctime_nsec: st.st_ctime_nsec as i64,
+            },
+        })
     }
 
     fn peak_rss(&self) -> Option<usize> {
@@ -82,16 +94,6 @@ fn fstat(fd: i32, st: &mut libc::stat) -> libc::c_long {
 fn get_fl(fd: i32) -> i32 {
     // SAFETY: F_GETFL takes no argument; a bad fd only makes it fail.
     unsafe { libc::fcntl(fd, libc::F_GETFL) }
-}
-
-#[cfg(target_os = "linux")]
-fn is_path_only(fl: i32) -> bool {
-    fl & libc::O_PATH != 0
-}
-
-#[cfg(not(target_os = "linux"))]
-fn is_path_only(_fl: i32) -> bool {
-    false
 }
 
 /// `-1` + errno -> `Err(errno)`.
