@@ -39,7 +39,7 @@ impl Os for RealOs {
         if fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return None;
         }
-        if !readable_open_flags(get_fl(fd), PATH_ONLY) {
+        if !readable_open_flags(get_fl(fd), PATH_ONLY) || on_overlayfs(fd) {
             return None;
         }
         Some(FileFacts {
@@ -94,6 +94,35 @@ fn fstat(fd: i32, st: &mut libc::stat) -> libc::c_long {
 fn get_fl(fd: i32) -> i32 {
     // SAFETY: F_GETFL takes no argument; a bad fd only makes it fail.
     unsafe { libc::fcntl(fd, libc::F_GETFL) }
+}
+
+/// Is `fd` a file of an overlayfs mount? Its mappings are not tracked:
+/// a descriptor opened before a copy-up keeps mapping the lower file,
+/// one opened after it maps the upper file, and `fstat` reports the same
+/// device, inode, size and times through both (Linux
+/// `Documentation/filesystems/overlayfs.rst`, "Non-standard behavior";
+/// `fs/overlayfs/file.c` `ovl_mmap` maps the real file of the open file).
+/// So no stamp can tell a reusable queued mapping from one of the old
+/// lower file (tests/file_identity.rs reproduces it).
+#[cfg(target_os = "linux")]
+fn on_overlayfs(fd: i32) -> bool {
+    const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+    // SAFETY: `statfs` is plain data; fstatfs writes it or fails.
+    let mut sf: libc::statfs = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
+    if unsafe { libc::fstatfs(fd, &mut sf) } != 0 {
+        return true; // unknown: do not track
+    }
+    // The type of `f_type` differs between targets.
+    #[allow(clippy::unnecessary_cast)]
+    let magic = sf.f_type as i64;
+    magic == OVERLAYFS_SUPER_MAGIC
+}
+
+/// XNU has no copy-up filesystem: `bsd/miscfs/union/` holds only a header.
+#[cfg(not(target_os = "linux"))]
+fn on_overlayfs(_fd: i32) -> bool {
+    false
 }
 
 /// `-1` + errno -> `Err(errno)`.
