@@ -4,6 +4,8 @@
 //! and start-up.
 
 mod errno;
+#[cfg(target_os = "linux")]
+mod file_linux;
 mod hooks;
 mod init;
 mod os;

@@ -2,7 +2,7 @@
 
 use crate::{errno, real};
 use munmapq_core::engine::{Errno, Os};
-use munmapq_core::file::{readable_open_flags, FileFacts, FileStamp, PATH_ONLY};
+use munmapq_core::file::{readable_open_flags, FileFacts, PATH_ONLY};
 
 pub struct RealOs;
 
@@ -31,28 +31,9 @@ impl Os for RealOs {
         int_result(unsafe { real::munmap(addr as *mut _, len) }).map(drop)
     }
 
-    // The stat fields' widths differ between targets.
-    #[allow(clippy::unnecessary_cast)]
     fn readable_file(&self, fd: i32) -> Option<FileFacts> {
-        // SAFETY: `stat` is plain data; fstat writes it or fails.
-        let mut st: libc::stat = unsafe { core::mem::zeroed() };
-        if fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return None;
-        }
-        if !readable_open_flags(get_fl(fd), PATH_ONLY) || on_overlayfs(fd) {
-            return None;
-        }
-        Some(FileFacts {
-            dev: st.st_dev as u64,
-            ino: st.st_ino as u64,
-            stamp: FileStamp {
-                size: st.st_size as i64,
-                mtime_sec: st.st_mtime as i64,
-                mtime_nsec: st.st_mtime_nsec as i64,
-                ctime_sec: st.st_ctime as i64,
-                ctime_nsec: st.st_ctime_nsec as i64,
-            },
-        })
+        let facts = regular_file_facts(fd)?;
+        readable_open_flags(get_fl(fd), PATH_ONLY).then_some(facts)
     }
 
     fn peak_rss(&self) -> Option<usize> {
@@ -68,61 +49,50 @@ impl Os for RealOs {
     }
 }
 
-// These two run on every eligible mmap, so on Linux they are the raw
-// system calls: glibc's fstat is fstatat(fd, "", AT_EMPTY_PATH), which
-// costs a path walk, and its fcntl decodes varargs. Neither is hooked, and
-// both only read.
-#[cfg(target_os = "linux")]
-fn fstat(fd: i32, st: &mut libc::stat) -> libc::c_long {
-    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
-    unsafe { libc::syscall(libc::SYS_fstat, fd, st as *mut libc::stat) }
-}
-
+// These run on every eligible mmap, so on Linux they are raw system calls
+// (file_linux.rs for the file's facts): glibc's fstat is fstatat(fd, "",
+// AT_EMPTY_PATH), which costs a path walk, and its fcntl decodes varargs.
+// None is hooked, and all only read.
 #[cfg(target_os = "linux")]
 fn get_fl(fd: i32) -> i32 {
     // SAFETY: F_GETFL takes no argument; a bad fd only makes it fail.
     unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) as i32 }
 }
 
+#[cfg(target_os = "linux")]
+use crate::file_linux::regular_file_facts;
+
+/// Device, inode and stamp of `fd` if it is a regular file.
+// The stat fields' widths differ between targets.
 #[cfg(not(target_os = "linux"))]
-fn fstat(fd: i32, st: &mut libc::stat) -> libc::c_long {
+#[allow(clippy::unnecessary_cast)]
+fn regular_file_facts(fd: i32) -> Option<FileFacts> {
+    // SAFETY: `stat` is plain data; fstat writes it or fails.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
-    unsafe { libc::fstat(fd, st) as libc::c_long }
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    use munmapq_core::file::FileStamp;
+    // XNU has no copy-up filesystem (`bsd/miscfs/union/` holds only a
+    // header), so what fstat says is what a mapping shows.
+    Some(FileFacts {
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+        stamp: FileStamp {
+            size: st.st_size as i64,
+            mtime_sec: st.st_mtime as i64,
+            mtime_nsec: st.st_mtime_nsec as i64,
+            ctime_sec: st.st_ctime as i64,
+            ctime_nsec: st.st_ctime_nsec as i64,
+        },
+    })
 }
 
 #[cfg(not(target_os = "linux"))]
 fn get_fl(fd: i32) -> i32 {
     // SAFETY: F_GETFL takes no argument; a bad fd only makes it fail.
     unsafe { libc::fcntl(fd, libc::F_GETFL) }
-}
-
-/// Is `fd` a file of an overlayfs mount? Its mappings are not tracked:
-/// a descriptor opened before a copy-up keeps mapping the lower file,
-/// one opened after it maps the upper file, and `fstat` reports the same
-/// device, inode, size and times through both (Linux
-/// `Documentation/filesystems/overlayfs.rst`, "Non-standard behavior";
-/// `fs/overlayfs/file.c` `ovl_mmap` maps the real file of the open file).
-/// So no stamp can tell a reusable queued mapping from one of the old
-/// lower file (tests/file_identity.rs reproduces it).
-#[cfg(target_os = "linux")]
-fn on_overlayfs(fd: i32) -> bool {
-    const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
-    // SAFETY: `statfs` is plain data; fstatfs writes it or fails.
-    let mut sf: libc::statfs = unsafe { core::mem::zeroed() };
-    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
-    if unsafe { libc::fstatfs(fd, &mut sf) } != 0 {
-        return true; // unknown: do not track
-    }
-    // The type of `f_type` differs between targets.
-    #[allow(clippy::unnecessary_cast)]
-    let magic = sf.f_type as i64;
-    magic == OVERLAYFS_SUPER_MAGIC
-}
-
-/// XNU has no copy-up filesystem: `bsd/miscfs/union/` holds only a header.
-#[cfg(not(target_os = "linux"))]
-fn on_overlayfs(_fd: i32) -> bool {
-    false
 }
 
 /// `-1` + errno -> `Err(errno)`.
