@@ -512,6 +512,25 @@ mod tests {
     }
 
     #[test]
+    fn same_window_with_another_stamp_is_stale_not_a_hit() {
+        let mut t = table!();
+        assert!(t.insert_live(0x1000, 0x1000, key(0), 0));
+        let slot = t.find(0x1000).unwrap().slot;
+        t.enqueue(slot);
+        let mut changed = key(0);
+        changed.stamp.ctime_nsec = 1;
+        match t.take_queued(&changed) {
+            Lookup::Stale(e) => {
+                assert_eq!((e.start, e.state), (0x1000, State::Queued));
+                t.remove(e.slot);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(t.take_queued(&changed), Lookup::Miss);
+        assert_eq!((t.queued(), t.len()), (0, 0));
+    }
+
+    #[test]
     fn eviction_merges_touching_runs() {
         let mut t = table!();
         // Four touching pages, a live one, then two touching pages.

@@ -247,3 +247,6 @@ pub unsafe extern "C" fn mremap(
     });
     ptr_result(r, saved)
 }
+
+#[cfg(target_os = "macos")]
+include!("hooks_macos.rs");
