@@ -12,7 +12,9 @@
 //! has no `mmap64`, `mremap`, `mlock2` or `MAP_FIXED_NOREPLACE`.
 
 use libc::{c_int, c_void, off_t, size_t};
-use libc::{kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_size_t};
+use libc::{
+    kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
+};
 
 #[repr(C)]
 pub struct Interpose {
@@ -41,9 +43,11 @@ macro_rules! interpose_table {
 }
 
 /// Invokes `$m!` with the given hooks followed by those only macOS has: the
-/// Mach calls that unmap as munmap does (xnu `libsyscall/mach/mach_vm.c`:
-/// `vm_deallocate` calls `mach_vm_deallocate` inside libSystem, so both are
-/// interposed). scripts/inspect_macho.py reads this list too.
+/// Mach calls that unmap as munmap does, or change protections as mprotect
+/// does (xnu `libsyscall/mach/mach_vm.c`: `vm_deallocate` and `vm_protect`
+/// call their `mach_vm_` versions inside libSystem, so all four are
+/// interposed; `boolean_t` is an `int`). scripts/inspect_macho.py reads
+/// this list too.
 #[macro_export]
 macro_rules! macos_only_hooks {
     ($m:ident, $($common:tt)*) => {
@@ -51,6 +55,8 @@ macro_rules! macos_only_hooks {
             $($common)*
             vm_deallocate(task: vm_map_t, address: vm_address_t, size: vm_size_t) -> kern_return_t;
             mach_vm_deallocate(task: vm_map_t, address: mach_vm_address_t, size: mach_vm_size_t) -> kern_return_t;
+            vm_protect(task: vm_map_t, address: vm_address_t, size: vm_size_t, set_maximum: c_int, new_protection: vm_prot_t) -> kern_return_t;
+            mach_vm_protect(task: vm_map_t, address: mach_vm_address_t, size: mach_vm_size_t, set_maximum: c_int, new_protection: vm_prot_t) -> kern_return_t;
         }
     };
 }

@@ -3,7 +3,9 @@
 //! C signatures as the hooks, so `exports_macos.rs` can pair them.
 
 use libc::{c_int, c_void, off_t, size_t};
-use libc::{kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_size_t};
+use libc::{
+    kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
+};
 
 /// This task's own port.
 pub fn task_self() -> libc::mach_port_t {
@@ -12,7 +14,7 @@ pub fn task_self() -> libc::mach_port_t {
     unsafe { core::ptr::addr_of!(libsystem::mach_task_self_).read() }
 }
 
-/// libSystem's functions: the libc crate's declarations, and the Mach call
+/// libSystem's functions: the libc crate's declarations, and the Mach calls
 /// it lacks.
 pub mod libsystem {
     pub use libc::*;
@@ -27,6 +29,24 @@ pub mod libsystem {
             target: vm_map_t,
             address: mach_vm_address_t,
             size: mach_vm_size_t,
+        ) -> kern_return_t;
+
+        /// xnu `libsyscall/mach/mach_vm.c`.
+        pub fn vm_protect(
+            target: vm_map_t,
+            address: vm_address_t,
+            size: vm_size_t,
+            set_maximum: c_int,
+            new_protection: vm_prot_t,
+        ) -> kern_return_t;
+
+        /// xnu `osfmk/mach/mach_vm.defs`; libSystem's `libsyscall/mach/mach_vm.c`.
+        pub fn mach_vm_protect(
+            target: vm_map_t,
+            address: mach_vm_address_t,
+            size: mach_vm_size_t,
+            set_maximum: c_int,
+            new_protection: vm_prot_t,
         ) -> kern_return_t;
     }
 }
