@@ -8,8 +8,9 @@
 
 use crate::config::{Config, Evict};
 use crate::dirty::{Dirty, DirtyRanges};
+use crate::file::FileFacts;
 use crate::stats::{Counter, Stats};
-use crate::table::{FileKey, State, Table};
+use crate::table::{FileKey, Lookup, State, Table};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
 use spin::mutex::SpinMutex;
 
@@ -28,10 +29,14 @@ pub trait Os {
         off: i64,
     ) -> Result<usize, Errno>;
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno>;
-    /// Device and inode of `fd` when a `PROT_READ`, `MAP_PRIVATE` mapping of
-    /// it would succeed: a regular file, open for reading (not `O_WRONLY`,
-    /// not `O_PATH`). Checked on every call: fd numbers are reused.
-    fn readable_file(&self, fd: i32) -> Option<(u64, u64)>;
+    /// Device, inode and `fstat` stamp of `fd` when a `PROT_READ`,
+    /// `MAP_PRIVATE` mapping of it would succeed: a regular file, open for
+    /// reading (not `O_WRONLY`, not path-only: see
+    /// [`crate::file::readable_open_flags`]). Checked on every call: fd
+    /// numbers are reused, files are rewritten. Asked before the mmap, so a
+    /// change racing with it leaves an older stamp than the contents (no
+    /// later reuse), never the reverse.
+    fn readable_file(&self, fd: i32) -> Option<FileFacts>;
     /// The process's peak resident set so far, in bytes (sizes the default
     /// byte cap; asked only when the queue is about to be flushed).
     fn peak_rss(&self) -> Option<usize>;
@@ -233,13 +238,14 @@ impl Engine {
             && off >= 0
             && (off as u64).is_multiple_of(page as u64)
         {
-            if let (Some(rlen), Some((dev, ino))) = (round_up(len, page), os.readable_file(fd)) {
+            if let (Some(rlen), Some(file)) = (round_up(len, page), os.readable_file(fd)) {
                 self.stats.bump(Counter::Eligible);
                 let key = FileKey {
-                    dev,
-                    ino,
+                    dev: file.dev,
+                    ino: file.ino,
                     off: off as u64,
                     len: rlen,
+                    stamp: file.stamp,
                 };
                 return self.map_eligible(os, key, len, fd, off);
             }
@@ -272,9 +278,22 @@ impl Engine {
     ) -> Result<usize, Errno> {
         if self.reuse.load(Relaxed) {
             if let Some(mut t) = self.lock() {
-                if let Some(start) = t.take_queued(&key) {
-                    self.stats.bump(Counter::Reused);
-                    return Ok(start);
+                loop {
+                    match t.take_queued(&key) {
+                        Lookup::Hit(start) => {
+                            self.stats.bump(Counter::Reused);
+                            return Ok(start);
+                        }
+                        // The file changed since that mapping was made: it
+                        // may show the old contents (see `FileStamp`).
+                        Lookup::Stale(e) => {
+                            let _ = os.munmap(e.start, e.len);
+                            t.remove(e.slot);
+                            self.stats.bump(Counter::Stale);
+                            self.stats.bump(Counter::MunmapSyscalls);
+                        }
+                        Lookup::Miss => break,
+                    }
                 }
             }
         }
@@ -424,7 +443,13 @@ impl Engine {
 
     /// mlockall: queued mappings would be locked (and count against
     /// RLIMIT_MEMLOCK) and live ones become locked, so flush and forget
-    /// everything; with `future`, defer nothing until munlockall.
+    /// everything first; with `future`, defer nothing until munlockall.
+    /// What is in force afterwards follows the real call's result: XNU's
+    /// mlockall always fails with ENOSYS (xnu `bsd/kern/kern_mman.c`), and
+    /// a failed call locks nothing, so the earlier state comes back (a
+    /// failed call costs the queue, nothing else). A successful one without
+    /// `MCL_FUTURE` ends an earlier `MCL_FUTURE` (Linux `mm/mlock.c`
+    /// `apply_mlockall_flags` clears the default lock flags first).
     pub fn lock_all<O: Os, T>(
         &self,
         os: &O,
@@ -433,9 +458,10 @@ impl Engine {
     ) -> Result<T, Errno> {
         if self.active() {
             self.stats.bump(Counter::OtherCalls);
-            if future {
-                self.locked_future.store(true, Relaxed);
-            }
+            // Set during the call, so that no munmap racing with it is
+            // queued (and then locked).
+            let before = self.locked_future.load(Relaxed);
+            self.locked_future.store(before || future, Relaxed);
             match self.lock() {
                 Some(mut t) => {
                     t.mark_all();
@@ -445,14 +471,23 @@ impl Engine {
                 }
                 None => self.dirty.record(0, usize::MAX),
             }
-            return self.retry_enomem(os, call);
+            let r = self.retry_enomem(os, call);
+            self.locked_future
+                .store(if r.is_ok() { future } else { before }, Relaxed);
+            return r;
         }
         call()
     }
 
-    /// munlockall: deferring may resume.
-    pub fn unlock_all(&self) {
-        self.locked_future.store(false, Relaxed);
+    /// munlockall: deferring may resume once the real call has succeeded
+    /// (on XNU it always fails with ENOSYS, and then nothing was locked by
+    /// mlockall either).
+    pub fn unlock_all<T>(&self, call: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errno> {
+        let r = call();
+        if r.is_ok() {
+            self.locked_future.store(false, Relaxed);
+        }
+        r
     }
 
     /// In a child after `fork`: only the forking thread survives, so a lock

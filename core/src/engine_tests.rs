@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::config::{Config, System};
+use crate::file::{FileFacts, FileStamp};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::vec::Vec;
@@ -24,6 +25,8 @@ struct FakeOs {
     page_limit: Option<usize>,
     peak_rss: Option<usize>,
     map_count: Option<usize>,
+    /// How many times each fd's file was rewritten (its fstat stamp).
+    rewrites: RefCell<BTreeMap<i32, i64>>,
 }
 
 impl FakeOs {
@@ -32,6 +35,10 @@ impl FakeOs {
     }
     fn munmap_count(&self) -> usize {
         self.munmaps.borrow().len()
+    }
+    /// Another process writes the file behind `fd`: its ctime moves.
+    fn rewrite(&self, fd: i32) {
+        *self.rewrites.borrow_mut().entry(fd).or_default() += 1;
     }
 }
 
@@ -86,9 +93,18 @@ impl Os for FakeOs {
         Ok(())
     }
 
-    fn readable_file(&self, fd: i32) -> Option<(u64, u64)> {
+    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
         // fd 9 is "open O_WRONLY".
-        (fd != 9).then_some((1, fd as u64))
+        let ctime_nsec = self.rewrites.borrow().get(&fd).copied().unwrap_or(0);
+        (fd != 9).then_some(FileFacts {
+            dev: 1,
+            ino: fd as u64,
+            stamp: FileStamp {
+                size: 2 * PAGE as i64,
+                ctime_nsec,
+                ..FileStamp::default()
+            },
+        })
     }
 
     fn peak_rss(&self) -> Option<usize> {
@@ -337,10 +353,74 @@ fn mlockall_future_stops_deferral() {
     assert_eq!(os.mapped(a), None, "queue flushed");
     E.munmap(&os, b, 2 * PAGE).unwrap();
     assert_eq!(os.mapped(b), None, "not deferred while locked");
-    E.unlock_all();
+    E.unlock_all(|| Ok::<_, Errno>(())).unwrap();
     let c = map(&E, &os, 5, 0);
     E.munmap(&os, c, 2 * PAGE).unwrap();
     assert!(os.mapped(c).is_some(), "deferred again");
+}
+
+/// XNU: mlockall and munlockall always fail with ENOSYS
+/// (xnu `bsd/kern/kern_mman.c`). A failed mlockall locks nothing, so
+/// deferral goes on; the caller sees the kernel's error.
+#[test]
+fn failing_mlockall_leaves_deferral_on() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    E.munmap(&os, a, 2 * PAGE).unwrap();
+    let enosys = || Err::<(), Errno>(libc::ENOSYS);
+    assert_eq!(E.lock_all(&os, true, enosys), Err(libc::ENOSYS));
+    assert_eq!(os.mapped(a), None, "queue flushed before the call");
+    assert_eq!(E.unlock_all(enosys), Err(libc::ENOSYS));
+    let b = map(&E, &os, 4, 0);
+    E.munmap(&os, b, 2 * PAGE).unwrap();
+    assert!(os.mapped(b).is_some(), "still deferred after ENOSYS");
+    assert_eq!(map(&E, &os, 4, 0), b, "and reused");
+    E.munmap(&os, b, 2 * PAGE).unwrap();
+    // In force: a failing mlockall keeps it, a failing munlockall too.
+    E.lock_all(&os, true, || Ok::<_, Errno>(())).unwrap();
+    assert_eq!(E.lock_all(&os, true, enosys), Err(libc::ENOSYS));
+    assert_eq!(E.unlock_all(enosys), Err(libc::ENOSYS));
+    let c = map(&E, &os, 5, 0);
+    E.munmap(&os, c, 2 * PAGE).unwrap();
+    assert_eq!(os.mapped(c), None, "MCL_FUTURE still in force");
+    // A successful mlockall(MCL_CURRENT) ends MCL_FUTURE (Linux).
+    E.lock_all(&os, false, || Ok::<_, Errno>(())).unwrap();
+    let d = map(&E, &os, 6, 0);
+    E.munmap(&os, d, 2 * PAGE).unwrap();
+    assert!(os.mapped(d).is_some(), "deferred again");
+}
+
+/// A file rewritten under a queued mapping: the mapping may show the old
+/// contents (XNU copy-on-write snapshot, overlayfs copy-up), so it is not
+/// handed back but unmapped, and the new mapping is reused normally.
+#[test]
+fn changed_file_is_not_reused_and_its_stale_mapping_unmapped() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    let other = map(&E, &os, 3, 2 * PAGE as i64);
+    E.munmap(&os, a, 2 * PAGE).unwrap();
+    E.munmap(&os, other, 2 * PAGE).unwrap();
+    os.rewrite(3);
+    let mmaps = *os.mmaps.borrow();
+    let b = map(&E, &os, 3, 0);
+    assert_eq!(*os.mmaps.borrow(), mmaps + 1, "a fresh mmap, not a reuse");
+    assert!(
+        os.munmaps.borrow().contains(&(a, 2 * PAGE)),
+        "stale unmapped"
+    );
+    assert_eq!(E.stats.get(Counter::Stale), 1);
+    assert_eq!(E.stats.get(Counter::Reused), 0);
+    assert_eq!(E.queued(), Some((1, 2 * PAGE)), "only the other window");
+    // The other window, never asked for again, leaves with the queue.
+    E.munmap(&os, b, 2 * PAGE).unwrap();
+    assert_eq!(map(&E, &os, 3, 0), b, "the new mapping is reused");
+    E.lock_all(&os, false, || Ok::<_, Errno>(())).unwrap();
+    assert_eq!(os.mapped(other), None, "stale window flushed, not leaked");
+    assert!(os.mapped(b).is_some(), "the live one stays");
 }
 
 #[test]

@@ -10,5 +10,6 @@ pub mod dirty;
 // (which cannot live in the engine's `const` statics).
 #[cfg(not(loom))]
 pub mod engine;
+pub mod file;
 pub mod stats;
 pub mod table;

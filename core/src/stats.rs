@@ -67,6 +67,7 @@ counters! {
     LostRecords = "lost_records" Sum: "times busy calls outran the record ring; live entries were dropped",
     PeakQueued = "peak_queued" Peak: "most mappings queued at once",
     PeakQueuedBytes = "peak_queued_bytes" Peak: "most bytes queued at once",
+    Stale = "stale" Sum: "queued mappings unmapped, not reused: their file changed since they were mapped",
 }
 
 pub const COUNTERS: usize = Counter::ALL.len();

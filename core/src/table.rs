@@ -20,14 +20,32 @@ const KEY_BUCKETS: usize = 4096;
 /// making libmunmapq a megabyte larger in `.data`.
 const NIL: u16 = 0;
 
+use crate::file::FileStamp;
+
 /// What a queued mapping can be reused for: the same file, offset and
-/// (page-rounded) length.
+/// (page-rounded) length, while the file still reports the `stamp` it had
+/// when the mapping was made. The window (`dev`, `ino`, `off`, `len`)
+/// chooses the hash bucket; a queued mapping of the same window with
+/// another stamp is stale (see [`Lookup::Stale`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct FileKey {
     pub dev: u64,
     pub ino: u64,
     pub off: u64,
     pub len: usize,
+    pub stamp: FileStamp,
+}
+
+/// What [`Table::take_queued`] found.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Lookup {
+    /// A queued mapping of the key, now live again, at this address.
+    Hit(usize),
+    /// A queued mapping of the same window made when the file reported
+    /// another stamp: the file changed since, so it must not be handed
+    /// back. Still in the table; the caller unmaps and removes it.
+    Stale(Entry),
+    Miss,
 }
 
 impl FileKey {
@@ -36,10 +54,23 @@ impl FileKey {
         ino: 0,
         off: 0,
         len: 0,
+        stamp: FileStamp {
+            size: 0,
+            mtime_sec: 0,
+            mtime_nsec: 0,
+            ctime_sec: 0,
+            ctime_nsec: 0,
+        },
     };
 
+    fn same_window(&self, other: &FileKey) -> bool {
+        (self.dev, self.ino, self.off, self.len) == (other.dev, other.ino, other.off, other.len)
+    }
+
     fn bucket(&self) -> usize {
-        // FNV-1a style mix of the four words; buckets are a power of two.
+        // FNV-1a style mix of the window's four words (not the stamp, so a
+        // stale mapping of the window is found and dropped); buckets are a
+        // power of two.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for w in [self.dev, self.ino, self.off, self.len as u64] {
             h ^= w;
@@ -336,19 +367,23 @@ impl Table {
         self.queued_bytes += len;
     }
 
-    /// Queued -> live for a mapping of `key`, answering its address.
-    pub fn take_queued(&mut self, key: &FileKey) -> Option<usize> {
+    /// Queued -> live for a mapping of `key`, answering its address; or a
+    /// stale queued mapping of the same window, left for the caller.
+    pub fn take_queued(&mut self, key: &FileKey) -> Lookup {
         let mut link = self.buckets[key.bucket()];
         while link != NIL {
             let s = &self.slots[link as usize];
             if s.key == *key {
                 let start = s.start;
                 self.detach(link);
-                return Some(start);
+                return Lookup::Hit(start);
+            }
+            if s.key.same_window(key) {
+                return Lookup::Stale(self.entry(link));
             }
             link = s.next;
         }
-        None
+        Lookup::Miss
     }
 
     #[cfg(test)]
@@ -418,6 +453,14 @@ mod tests {
             ino: 2,
             off,
             len: 4096,
+            stamp: FileStamp::default(),
+        }
+    }
+
+    fn hit(t: &mut Table, k: &FileKey) -> Option<usize> {
+        match t.take_queued(k) {
+            Lookup::Hit(a) => Some(a),
+            _ => None,
         }
     }
 
@@ -456,12 +499,31 @@ mod tests {
             t.enqueue(e.slot);
         }
         assert_eq!((t.queued(), t.queued_bytes()), (3, 0x3000));
-        assert_eq!(t.take_queued(&key(0)), Some(0x10000));
-        assert_eq!(t.take_queued(&key(0)), None);
-        assert_eq!(t.take_queued(&key(1)), None, "live, not queued");
+        assert_eq!(hit(&mut t, &key(0)), Some(0x10000));
+        assert_eq!(hit(&mut t, &key(0)), None);
+        assert_eq!(hit(&mut t, &key(1)), None, "live, not queued");
         assert_eq!(t.oldest_queued().unwrap().start, 0x12000);
         assert_eq!(t.find(0x10000).unwrap().state, State::Live);
         assert_eq!(t.queued(), 2);
+    }
+
+    #[test]
+    fn same_window_with_another_stamp_is_stale_not_a_hit() {
+        let mut t = table!();
+        assert!(t.insert_live(0x1000, 0x1000, key(0), 0));
+        let slot = t.find(0x1000).unwrap().slot;
+        t.enqueue(slot);
+        let mut changed = key(0);
+        changed.stamp.ctime_nsec = 1;
+        match t.take_queued(&changed) {
+            Lookup::Stale(e) => {
+                assert_eq!((e.start, e.state), (0x1000, State::Queued));
+                t.remove(e.slot);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(t.take_queued(&changed), Lookup::Miss);
+        assert_eq!((t.queued(), t.len()), (0, 0));
     }
 
     #[test]
@@ -571,11 +633,11 @@ mod tests {
         let mid = t.find(0x2000).unwrap();
         t.remove(mid.slot);
         assert_eq!(t.queued(), 2);
-        let a = t.take_queued(&key(7)).unwrap();
-        let b = t.take_queued(&key(7)).unwrap();
+        let a = hit(&mut t, &key(7)).unwrap();
+        let b = hit(&mut t, &key(7)).unwrap();
         assert_ne!(a, 0x2000);
         assert_ne!(b, 0x2000);
-        assert!(t.take_queued(&key(7)).is_none());
+        assert!(hit(&mut t, &key(7)).is_none());
         assert!(t.oldest_queued().is_none());
     }
 }

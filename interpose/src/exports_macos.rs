@@ -8,10 +8,13 @@
 //! Nothing is exported under a bare C name (the hooks are Rust-mangled).
 //!
 //! The table is generated from [`crate::common_hooks!`], the same list the
-//! Linux exports come from; macOS has no `mmap64`, `mremap`, `mlock2` or
-//! `MAP_FIXED_NOREPLACE`.
+//! Linux exports come from, followed by [`crate::macos_only_hooks!`]; macOS
+//! has no `mmap64`, `mremap`, `mlock2` or `MAP_FIXED_NOREPLACE`.
 
 use libc::{c_int, c_void, off_t, size_t};
+use libc::{
+    kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
+};
 
 #[repr(C)]
 pub struct Interpose {
@@ -32,11 +35,36 @@ macro_rules! interpose_table {
                 Interpose {
                     replacement: crate::hooks::$name as unsafe extern "C" fn($($ty),*) -> $ret as *const c_void,
                     // libSystem's own function: a bind dyld resolves.
-                    original: libc::$name as *const c_void,
+                    original: crate::real::libsystem::$name as *const c_void,
                 },
             )*
         ];
     };
 }
 
-crate::common_hooks!(interpose_table);
+/// Invokes `$m!` with the given hooks followed by those only macOS has: the
+/// Mach calls that unmap as munmap does, or change protections as mprotect
+/// does (xnu `libsyscall/mach/mach_vm.c`: `vm_deallocate` and `vm_protect`
+/// call their `mach_vm_` versions inside libSystem, so all four are
+/// interposed; `boolean_t` is an `int`). scripts/inspect_macho.py reads
+/// this list too.
+#[macro_export]
+macro_rules! macos_only_hooks {
+    ($m:ident, $($common:tt)*) => {
+        $m! {
+            $($common)*
+            vm_deallocate(task: vm_map_t, address: vm_address_t, size: vm_size_t) -> kern_return_t;
+            mach_vm_deallocate(task: vm_map_t, address: mach_vm_address_t, size: mach_vm_size_t) -> kern_return_t;
+            vm_protect(task: vm_map_t, address: vm_address_t, size: vm_size_t, set_maximum: c_int, new_protection: vm_prot_t) -> kern_return_t;
+            mach_vm_protect(task: vm_map_t, address: mach_vm_address_t, size: mach_vm_size_t, set_maximum: c_int, new_protection: vm_prot_t) -> kern_return_t;
+        }
+    };
+}
+
+macro_rules! with_macos_only_hooks {
+    ($($common:tt)*) => {
+        crate::macos_only_hooks!(interpose_table, $($common)*);
+    };
+}
+
+crate::common_hooks!(with_macos_only_hooks);

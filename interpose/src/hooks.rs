@@ -109,7 +109,7 @@ pub unsafe extern "C" fn mmap(
         .flatten();
     let r = ENGINE.mmap(&RealOs, addr as usize, len, prot, flags, fd, off);
     if trace::enabled() {
-        let (dev, ino) = identity.unwrap_or((0, 0));
+        let (dev, ino) = identity.map_or((0, 0), |f| (f.dev, f.ino));
         trace::write(&Record {
             kind: trace::KIND_MMAP,
             addr: addr as usize,
@@ -232,9 +232,10 @@ pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
 /// # Safety
 /// As for C `munlockall`.
 pub unsafe extern "C" fn munlockall() -> c_int {
-    ENGINE.unlock_all();
+    let saved = errno::get();
     // SAFETY: no arguments.
-    unsafe { real::munlockall() }
+    let r = ENGINE.unlock_all(|| int_result(unsafe { real::munlockall() }));
+    c_result(r, saved)
 }
 
 /// # Safety
@@ -304,3 +305,6 @@ pub unsafe extern "C" fn mremap(
     });
     ptr_result(r, saved)
 }
+
+#[cfg(target_os = "macos")]
+include!("hooks_macos.rs");

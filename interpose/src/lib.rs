@@ -8,6 +8,8 @@
 #![no_std]
 
 mod errno;
+#[cfg(target_os = "linux")]
+mod file_linux;
 mod hooks;
 mod init;
 mod os;

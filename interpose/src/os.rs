@@ -2,6 +2,7 @@
 
 use crate::{errno, real};
 use munmapq_core::engine::{Errno, Os};
+use munmapq_core::file::{readable_open_flags, FileFacts, PATH_ONLY};
 
 pub struct RealOs;
 
@@ -30,17 +31,9 @@ impl Os for RealOs {
         int_result(unsafe { real::munmap(addr as *mut _, len) }).map(drop)
     }
 
-    fn readable_file(&self, fd: i32) -> Option<(u64, u64)> {
-        // SAFETY: `stat` is plain data; fstat writes it or fails.
-        let mut st: libc::stat = unsafe { core::mem::zeroed() };
-        if fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return None;
-        }
-        let fl = get_fl(fd);
-        if fl < 0 || fl & libc::O_ACCMODE == libc::O_WRONLY || is_path_only(fl) {
-            return None;
-        }
-        Some((st.st_dev as u64, st.st_ino as u64))
+    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
+        let facts = regular_file_facts(fd)?;
+        readable_open_flags(get_fl(fd), PATH_ONLY).then_some(facts)
     }
 
     fn peak_rss(&self) -> Option<usize> {
@@ -79,42 +72,50 @@ fn read_small_file(path: &core::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
     }
 }
 
-// These two run on every eligible mmap, so on Linux they are the raw
-// system calls: glibc's fstat is fstatat(fd, "", AT_EMPTY_PATH), which
-// costs a path walk, and its fcntl decodes varargs. Neither is hooked, and
-// both only read.
-#[cfg(target_os = "linux")]
-fn fstat(fd: i32, st: &mut libc::stat) -> libc::c_long {
-    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
-    unsafe { libc::syscall(libc::SYS_fstat, fd, st as *mut libc::stat) }
-}
-
+// These run on every eligible mmap, so on Linux they are raw system calls
+// (file_linux.rs for the file's facts): glibc's fstat is fstatat(fd, "",
+// AT_EMPTY_PATH), which costs a path walk, and its fcntl decodes varargs.
+// None is hooked, and all only read.
 #[cfg(target_os = "linux")]
 fn get_fl(fd: i32) -> i32 {
     // SAFETY: F_GETFL takes no argument; a bad fd only makes it fail.
     unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) as i32 }
 }
 
+#[cfg(target_os = "linux")]
+use crate::file_linux::regular_file_facts;
+
+/// Device, inode and stamp of `fd` if it is a regular file.
+// The stat fields' widths differ between targets.
 #[cfg(not(target_os = "linux"))]
-fn fstat(fd: i32, st: &mut libc::stat) -> libc::c_long {
+#[allow(clippy::unnecessary_cast)]
+fn regular_file_facts(fd: i32) -> Option<FileFacts> {
+    // SAFETY: `stat` is plain data; fstat writes it or fails.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
-    unsafe { libc::fstat(fd, st) as libc::c_long }
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    use munmapq_core::file::FileStamp;
+    // XNU has no copy-up filesystem (`bsd/miscfs/union/` holds only a
+    // header), so what fstat says is what a mapping shows.
+    Some(FileFacts {
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+        stamp: FileStamp {
+            size: st.st_size as i64,
+            mtime_sec: st.st_mtime as i64,
+            mtime_nsec: st.st_mtime_nsec as i64,
+            ctime_sec: st.st_ctime as i64,
+            ctime_nsec: st.st_ctime_nsec as i64,
+        },
+    })
 }
 
 #[cfg(not(target_os = "linux"))]
 fn get_fl(fd: i32) -> i32 {
     // SAFETY: F_GETFL takes no argument; a bad fd only makes it fail.
     unsafe { libc::fcntl(fd, libc::F_GETFL) }
-}
-
-#[cfg(target_os = "linux")]
-fn is_path_only(fl: i32) -> bool {
-    fl & libc::O_PATH != 0
-}
-
-#[cfg(not(target_os = "linux"))]
-fn is_path_only(_fl: i32) -> bool {
-    false
 }
 
 /// `-1` + errno -> `Err(errno)`.

@@ -4,6 +4,7 @@
 mod invariants;
 mod random;
 mod repo;
+mod rewrite;
 mod stress;
 mod sys;
 
@@ -41,9 +42,10 @@ fn main() {
         ),
         Some("threads") => stress::threads(&file, arg(&args, 2, 4), arg(&args, 3, 10000)),
         Some("forks") => stress::forks(&file, arg(&args, 2, 100)),
+        Some("rewrite") => rewrite::run(&file, arg(&args, 2, 6)),
         Some("signals") => stress::signals(&file, arg(&args, 2, 100000)),
         _ => {
-            eprintln!("usage: mq-probe mkfile|fast-import|random|invariants|cycle|threads|forks|signals FILE [N...]");
+            eprintln!("usage: mq-probe mkfile|fast-import|random|invariants|cycle|threads|forks|signals|rewrite FILE [N...]");
             2
         }
     };

@@ -109,9 +109,15 @@ impl Os for FakeOs {
         Ok(())
     }
 
-    fn readable_file(&self, _fd: i32) -> Option<(u64, u64)> {
+    fn readable_file(&self, _fd: i32) -> Option<munmapq_core::file::FileFacts> {
         let r = self.current.get()?;
-        (r.ino != 0).then_some((r.dev, r.ino))
+        // A trace records which file, not its stamp: files are taken as
+        // unchanged during the traced run.
+        (r.ino != 0).then_some(munmapq_core::file::FileFacts {
+            dev: r.dev,
+            ino: r.ino,
+            stamp: Default::default(),
+        })
     }
 
     fn peak_rss(&self) -> Option<usize> {

@@ -1,0 +1,100 @@
+//! What the engine knows about the file behind an eligible mmap: which file
+//! it is, whether its contents may have changed since a queued mapping of it
+//! was made, and whether its descriptor can be mapped for reading at all.
+
+/// What `fstat` said about a file when a mapping of it was made. A queued
+/// mapping is handed back only while the file still reports the same
+/// stamp: on XNU a `MAP_PRIVATE` file mapping is a copy-on-write snapshot
+/// (vnode objects are copy-delay; `write(2)` pushes the old pages into
+/// existing private copies), and on Linux overlayfs a write copies the file
+/// up to another inode under the same device and inode number, so an old
+/// mapping keeps showing the lower file. Size, mtime and ctime to the
+/// nanosecond: a write, a truncate or a copy-up changes at least one of
+/// them (ctime moves on every data or metadata change).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct FileStamp {
+    pub size: i64,
+    pub mtime_sec: i64,
+    pub mtime_nsec: i64,
+    pub ctime_sec: i64,
+    pub ctime_nsec: i64,
+}
+
+/// A regular file that a `PROT_READ`, `MAP_PRIVATE` mmap of its descriptor
+/// would map: which file, and its stamp at the time of asking.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct FileFacts {
+    pub dev: u64,
+    pub ino: u64,
+    pub stamp: FileStamp,
+}
+
+/// Can a descriptor whose `F_GETFL` answer is `fl` back a `PROT_READ` mmap?
+/// Not when it failed, is write-only, or is a path-only descriptor:
+/// `path_only` is the open flag that makes one (`O_PATH` on Linux;
+/// `O_EXEC` on macOS, which also covers `O_SEARCH = O_EXEC | O_DIRECTORY`).
+///
+/// On macOS `F_GETFL` answers `OFLAGS(f_flag)`, which for an `O_EXEC`
+/// descriptor is its flags with access mode 0, i.e. "`O_RDONLY`" (xnu
+/// `bsd/sys/fcntl.h` `OFLAGS`, `bsd/kern/kern_descrip.c` `F_GETFL`), yet
+/// mmap refuses `PROT_READ` without `FREAD` with EACCES
+/// (`bsd/kern/kern_mman.c`). So the access mode alone says nothing there.
+pub fn readable_open_flags(fl: i32, path_only: i32) -> bool {
+    fl >= 0 && fl & libc::O_ACCMODE != libc::O_WRONLY && fl & path_only == 0
+}
+
+/// The path-only open flag of the platform this is built for.
+#[cfg(target_os = "linux")]
+pub const PATH_ONLY: i32 = libc::O_PATH;
+#[cfg(target_vendor = "apple")]
+pub const PATH_ONLY: i32 = libc::O_EXEC;
+#[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
+pub const PATH_ONLY: i32 = 0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// xnu `bsd/sys/fcntl.h`: the values are fixed by the ABI, so the
+    /// macOS decision is tested here on any host.
+    const MAC_O_EXEC: i32 = 0x4000_0000;
+    const MAC_O_DIRECTORY: i32 = 0x0010_0000;
+    const MAC_O_NONBLOCK: i32 = 0x0004;
+
+    #[test]
+    fn macos_exec_and_search_descriptors_are_not_readable() {
+        // What F_GETFL answers: OFLAGS() strips the access mode of FEXEC.
+        assert!(!readable_open_flags(MAC_O_EXEC, MAC_O_EXEC));
+        assert!(!readable_open_flags(
+            MAC_O_EXEC | MAC_O_DIRECTORY,
+            MAC_O_EXEC
+        ));
+        assert!(!readable_open_flags(
+            MAC_O_EXEC | MAC_O_NONBLOCK,
+            MAC_O_EXEC
+        ));
+        // The same answer with access mode 0 but no O_EXEC is O_RDONLY.
+        assert!(readable_open_flags(0, MAC_O_EXEC));
+        assert!(readable_open_flags(
+            libc::O_RDWR | MAC_O_NONBLOCK,
+            MAC_O_EXEC
+        ));
+        assert!(!readable_open_flags(libc::O_WRONLY, MAC_O_EXEC));
+        assert!(!readable_open_flags(-1, MAC_O_EXEC));
+    }
+
+    #[test]
+    fn linux_path_descriptors_are_not_readable() {
+        const LINUX_O_PATH: i32 = 0o1000_0000;
+        assert!(!readable_open_flags(LINUX_O_PATH, LINUX_O_PATH));
+        assert!(readable_open_flags(libc::O_RDONLY, LINUX_O_PATH));
+        assert!(!readable_open_flags(libc::O_WRONLY, LINUX_O_PATH));
+    }
+
+    #[test]
+    fn this_platforms_path_flag_is_refused() {
+        if PATH_ONLY != 0 {
+            assert!(!readable_open_flags(PATH_ONLY, PATH_ONLY));
+        }
+    }
+}

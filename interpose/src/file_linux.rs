@@ -1,0 +1,128 @@
+//! Linux: what a reuse needs to know about a descriptor's file, in one
+//! system call in the common case: `statx` for the identity and stamp, and
+//! its unique mount id to remember which mounts are not overlayfs.
+//!
+//! Files on overlayfs are never tracked: a descriptor opened before a
+//! copy-up keeps mapping the lower file, one opened after it maps the upper
+//! file, and `fstat` reports the same device, inode, size and times through
+//! both (Linux `Documentation/filesystems/overlayfs.rst`, "Non-standard
+//! behavior"; `fs/overlayfs/file.c` `ovl_mmap` maps the open file's real
+//! file). No stamp can tell a reusable queued mapping from one of the old
+//! lower file (tests/file_identity.rs reproduces it). `fstatfs` tells, but
+//! costs about as much as the mmap a reuse saves on ext4 (it sums the free
+//! block counters), so its answer is kept per mount: unique mount ids
+//! (`STATX_MNT_ID_UNIQUE`, Linux 6.8+) are never reused, so a kept answer
+//! never goes stale. Without them, every eligible mmap asks `fstatfs`.
+
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use munmapq_core::file::{FileFacts, FileStamp};
+
+const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+
+/// Mounts already asked: `unique id << 1 | is overlayfs`, 0 = empty.
+/// Written in turn; a lost race only costs one more `fstatfs` later.
+static MOUNTS: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+static NEXT_MOUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Device, inode and stamp of `fd` if it is a regular file not on
+/// overlayfs (`None` also when it cannot be told).
+pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
+    // SAFETY: `statx` is plain data; the kernel writes it or fails.
+    let mut sx: libc::statx = unsafe { core::mem::zeroed() };
+    let mask = libc::STATX_TYPE
+        | libc::STATX_INO
+        | libc::STATX_SIZE
+        | libc::STATX_MTIME
+        | libc::STATX_CTIME
+        | libc::STATX_MNT_ID_UNIQUE;
+    // The raw call: glibc's wrapper may emulate statx with fstatat on old
+    // kernels. An empty path with AT_EMPTY_PATH is `fd` itself.
+    // SAFETY: a NUL-terminated empty path and a valid out-pointer; a bad
+    // fd only makes the call fail.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_AS_STAT,
+            mask,
+            &mut sx as *mut libc::statx,
+        )
+    };
+    if r != 0 {
+        return fstat_facts(fd); // seccomp or a kernel before 4.11
+    }
+    if u32::from(sx.stx_mode) & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    let overlay = if sx.stx_mask & libc::STATX_MNT_ID_UNIQUE != 0 {
+        mount_is_overlayfs(sx.stx_mnt_id, fd)?
+    } else {
+        on_overlayfs(fd)?
+    };
+    if overlay {
+        return None;
+    }
+    Some(FileFacts {
+        dev: libc::makedev(sx.stx_dev_major, sx.stx_dev_minor),
+        ino: sx.stx_ino,
+        stamp: FileStamp {
+            size: sx.stx_size as i64,
+            mtime_sec: sx.stx_mtime.tv_sec,
+            mtime_nsec: i64::from(sx.stx_mtime.tv_nsec),
+            ctime_sec: sx.stx_ctime.tv_sec,
+            ctime_nsec: i64::from(sx.stx_ctime.tv_nsec),
+        },
+    })
+}
+
+/// The kept answer for mount `id`, asking `fstatfs` on `fd` the first time.
+fn mount_is_overlayfs(id: u64, fd: i32) -> Option<bool> {
+    for slot in &MOUNTS {
+        let v = slot.load(Relaxed);
+        if v != 0 && v >> 1 == id {
+            return Some(v & 1 != 0);
+        }
+    }
+    let overlay = on_overlayfs(fd)?;
+    let i = NEXT_MOUNT.fetch_add(1, Relaxed) % MOUNTS.len();
+    MOUNTS[i].store(id << 1 | overlay as u64, Relaxed);
+    Some(overlay)
+}
+
+fn on_overlayfs(fd: i32) -> Option<bool> {
+    // SAFETY: `statfs` is plain data; fstatfs writes it or fails.
+    let mut sf: libc::statfs = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
+    if unsafe { libc::fstatfs(fd, &mut sf) } != 0 {
+        return None;
+    }
+    // The type of `f_type` differs between targets.
+    #[allow(clippy::unnecessary_cast)]
+    let magic = sf.f_type as i64;
+    Some(magic == OVERLAYFS_SUPER_MAGIC)
+}
+
+/// Where `statx` is refused: `fstat`, then `fstatfs` every time.
+// The stat fields' widths differ between targets.
+#[allow(clippy::unnecessary_cast)]
+fn fstat_facts(fd: i32) -> Option<FileFacts> {
+    // SAFETY: `stat` is plain data; fstat writes it or fails.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
+    let r = unsafe { libc::fstat(fd, &mut st) };
+    if r != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG || on_overlayfs(fd)? {
+        return None;
+    }
+    Some(FileFacts {
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+        stamp: FileStamp {
+            size: st.st_size as i64,
+            mtime_sec: st.st_mtime as i64,
+            mtime_nsec: st.st_mtime_nsec as i64,
+            ctime_sec: st.st_ctime as i64,
+            ctime_nsec: st.st_ctime_nsec as i64,
+        },
+    })
+}
