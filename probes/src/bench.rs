@@ -381,7 +381,10 @@ fn print_ratios(rows: &[(&str, f64, f64)]) {
         if bound.is_nan() {
             println!("| {name} | {v:.3} | - | |");
         } else {
-            println!("| {name} | {v:.4} | <= {bound:.3} | {} |", verdict(v, bound));
+            println!(
+                "| {name} | {v:.4} | <= {bound:.3} | {} |",
+                verdict(v, bound)
+            );
         }
     }
 }
