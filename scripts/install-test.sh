@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 cargo=${CARGO:-cargo}
-work=${MUNMAPQ_INSTALL_TEST_DIR:-$repo/target/install-test}
+work=${MUNMAPQ_INSTALL_TEST_DIR:-$repo/target/install-proof}
 rm -rf "$work/registry" "$work/cargo-home" "$work/target-registry" "$work/target-git" "$work/root-registry" "$work/root-git" "$work/package"
 mkdir -p "$work"
 
