@@ -8,10 +8,10 @@
 
 use crate::config::{Config, Evict};
 use crate::dirty::{Dirty, DirtyRanges};
+use crate::holder::{PerThread, TableGuard, TableLock, Taken};
 use crate::stats::{Counter, Stats};
 use crate::table::{FileKey, State, Table};
-use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
-use spin::mutex::SpinMutex;
+use core::sync::atomic::{compiler_fence, AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
 
 pub type Errno = i32;
 
@@ -63,7 +63,7 @@ const OFF: u8 = 0;
 const ACTIVE: u8 = 1;
 
 pub struct Engine {
-    table: SpinMutex<Table>,
+    table: TableLock,
     dirty: DirtyRanges,
     pub stats: Stats,
     state: AtomicU8,
@@ -92,7 +92,7 @@ fn round_up(len: usize, page: usize) -> Option<usize> {
 impl Engine {
     pub const fn new() -> Self {
         Engine {
-            table: SpinMutex::new(Table::new()),
+            table: TableLock::new(),
             dirty: DirtyRanges::new(),
             stats: Stats::new(),
             state: AtomicU8::new(OFF),
@@ -188,15 +188,23 @@ impl Engine {
         self.stats.bump(Counter::MmapSyscalls);
         let r = self.retry_enomem(os, || os.mmap(addr, len, prot, flags, fd, off));
         if let (Ok(start), false) = (r, fixed) {
-            // The kernel handed out these addresses, so anything we had
-            // there was unmapped behind our back.
-            if let Some(s) = self.span(start, len, Effect::Modify) {
-                if let Some(mut t) = self.lock() {
-                    self.forget(&mut t, s.start, s.end, u64::MAX, false);
-                }
-            }
+            self.placed_by_kernel(os, start, len);
         }
         r
+    }
+
+    /// The kernel handed out `[start, start + len)` to a call that let it
+    /// choose (mmap without `MAP_FIXED`, shmat without an address), so
+    /// anything we had there was unmapped behind our back: forget it.
+    pub fn placed_by_kernel<O: Os>(&self, os: &O, start: usize, len: usize) {
+        if !self.active() {
+            return;
+        }
+        if let Some(s) = self.span(start, len, Effect::Modify) {
+            if let Some(mut t) = self.lock(os) {
+                self.forget(&mut t, s.start, s.end, u64::MAX, false);
+            }
+        }
     }
 
     fn map_eligible<O: Os>(
@@ -208,7 +216,7 @@ impl Engine {
         off: i64,
     ) -> Result<usize, Errno> {
         if self.reuse.load(Relaxed) {
-            if let Some(mut t) = self.lock() {
+            if let Some(mut t) = self.lock(os) {
                 if let Some(start) = t.take_queued(&key) {
                     self.stats.bump(Counter::Reused);
                     return Ok(start);
@@ -219,7 +227,7 @@ impl Engine {
         let start = self.retry_enomem(os, || {
             os.mmap(0, len, libc::PROT_READ, libc::MAP_PRIVATE, fd, off)
         })?;
-        let Some(mut t) = self.lock() else {
+        let Some(mut t) = self.lock(os) else {
             self.stats.bump(Counter::PassContention);
             return Ok(start);
         };
@@ -242,7 +250,7 @@ impl Engine {
             .span(addr, len, Effect::Modify)
             .filter(|s| s.start == addr);
         if let Some(s) = span {
-            match self.lock() {
+            match self.lock(os) {
                 Some(mut t) => {
                     if let Some(e) = t.find(s.start) {
                         if e.state == State::Live
@@ -308,7 +316,7 @@ impl Engine {
             if future {
                 self.locked_future.store(true, Relaxed);
             }
-            match self.lock() {
+            match self.lock(os) {
                 Some(mut t) => {
                     t.mark_all();
                     self.flush_marked(os, &mut t);
@@ -332,11 +340,13 @@ impl Engine {
     /// the table (its queued mappings stay mapped until it exits or execs).
     /// Counters restart so parent and child each report their own calls.
     pub fn after_fork_in_child(&self) {
-        if self.table.is_locked() {
+        // A holder that is this very thread (fork from a signal handler that
+        // interrupted a hook) carries on in the child: leave it be.
+        if self.table.held_elsewhere() {
             // SAFETY: the holder was another thread of the parent; it does
             // not exist in this child, so nobody else uses the table.
             unsafe { self.table.force_unlock() };
-            if let Some(mut t) = self.table.try_lock() {
+            if let Taken::Got(mut t) = self.table.try_lock() {
                 t.clear();
             }
         }
@@ -344,18 +354,58 @@ impl Engine {
         self.stats.reset();
     }
 
+    /// Where the calling thread's cells are found (see [`crate::holder`]);
+    /// without them a lock abandoned by a longjmp is never recovered.
+    pub fn set_per_thread(&self, f: fn() -> &'static PerThread) {
+        self.table.set_per_thread(f);
+    }
+
     /// The one way in to the table: takes it without waiting (None if it is
-    /// busy) and applies what calls that found it busy recorded.
-    fn lock(&self) -> Option<spin::mutex::SpinMutexGuard<'_, Table>> {
-        let mut t = self.table.try_lock()?;
+    /// busy) and applies what calls that found it busy recorded. A table
+    /// held by a hook of this thread that a longjmp left is recovered first.
+    fn lock<O: Os>(&self, os: &O) -> Option<TableGuard<'_>> {
+        let mut t = match self.table.try_lock() {
+            Taken::Got(t) => t,
+            Taken::Busy => return None,
+            Taken::Abandoned => {
+                // SAFETY: `try_lock` just answered `Abandoned`.
+                let mut t = unsafe { self.table.take_over() };
+                self.recover_abandoned(os, &mut t);
+                t
+            }
+        };
         self.drain(&mut t);
         Some(t)
+    }
+
+    /// The table's holder was left by a longjmp in the middle of changing
+    /// it: no index in it can be trusted, only each slot's own state. A slot
+    /// still `Queued` is a mapping the program gave up and nobody else has:
+    /// every path that hands a queued range to someone else (reuse, release,
+    /// eviction) first moves its slot out of `Queued`. So those are
+    /// unmapped (each marked first, so that a recovery interrupted the same
+    /// way never unmaps one twice), except where a call that found the
+    /// table busy recorded a change (the range may be someone else's now:
+    /// that mapping is left mapped); everything else is forgotten.
+    fn recover_abandoned<O: Os>(&self, os: &O, t: &mut Table) {
+        self.stats.bump(Counter::Recovered);
+        t.take_each_queued_slot(|start, len| {
+            if self.dirty.pending_overlaps(start, start + len) {
+                self.stats.bump(Counter::ForgottenQueued);
+            } else {
+                let _ = os.munmap(start, len);
+                self.stats.bump(Counter::Released);
+                self.stats.bump(Counter::MunmapSyscalls);
+            }
+        });
+        self.stats.add(Counter::Forgotten, t.len() as u64);
+        t.clear();
     }
 
     /// Releases what the program no longer has in `span`, as `span.effect`
     /// says; if the table is busy, records a modifying span for its holder.
     fn prepare<O: Os>(&self, os: &O, span: Span) {
-        match self.lock() {
+        match self.lock(os) {
             Some(mut t) => {
                 self.release(os, &mut t, span);
             }
@@ -374,8 +424,11 @@ impl Engine {
             hi = e.start;
             match e.state {
                 State::Queued => {
-                    let _ = os.munmap(e.start, e.len);
+                    // Out of the table before the range is given back, so
+                    // that a recovery (`recover_abandoned`) never unmaps it.
                     t.remove(e.slot);
+                    compiler_fence(SeqCst);
+                    let _ = os.munmap(e.start, e.len);
                     self.stats.bump(Counter::Released);
                     self.stats.bump(Counter::MunmapSyscalls);
                 }
@@ -501,7 +554,7 @@ impl Engine {
         if !matches!(r, Err(libc::ENOMEM)) {
             return r;
         }
-        let flushed = match self.lock() {
+        let flushed = match self.lock(os) {
             Some(mut t) if t.queued() > 0 => {
                 t.mark_all();
                 self.flush_marked(os, &mut t);
@@ -518,9 +571,10 @@ impl Engine {
 
     /// Queued mappings and bytes right now (None if the table is busy).
     pub fn queued(&self) -> Option<(usize, usize)> {
-        self.table
-            .try_lock()
-            .map(|t| (t.queued(), t.queued_bytes()))
+        match self.table.try_lock() {
+            Taken::Got(t) => Some((t.queued(), t.queued_bytes())),
+            _ => None,
+        }
     }
 }
 

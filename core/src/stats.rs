@@ -49,6 +49,7 @@ counters! {
     Forgotten = "forgotten": "live entries dropped: their range changed while the queue was busy",
     ForgottenQueued = "forgotten_queued": "queued mappings dropped, left mapped: the program changed their range while the queue was busy",
     LostRecords = "lost_records": "times busy calls outran the record ring; live entries were dropped",
+    Recovered = "recovered": "times the queue was found held by a hook a longjmp had left, and recovered",
     PeakQueued = "peak_queued": "most mappings queued at once",
     PeakQueuedBytes = "peak_queued_bytes": "most bytes queued at once",
 }

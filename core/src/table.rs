@@ -129,6 +129,22 @@ impl Table {
         }
     }
 
+    /// For every slot whose own state says `Queued`: marks it `Evicting`,
+    /// then calls `f(start, len)`. Reads nothing but the slot array (and the
+    /// count of slots ever used): for a table whose holder was interrupted
+    /// half-way, whose indexes may be torn while each slot's state is not.
+    pub fn take_each_queued_slot(&mut self, mut f: impl FnMut(usize, usize)) {
+        for i in 0..self.fresh.min(SLOTS) {
+            let s = &mut self.slots[i];
+            if s.state == State::Queued && s.len > 0 && s.start.checked_add(s.len).is_some() {
+                s.state = State::Evicting;
+                let (start, len) = (s.start, s.len);
+                core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+                f(start, len);
+            }
+        }
+    }
+
     /// Forgets everything (the mappings themselves are left alone).
     pub fn clear(&mut self) {
         self.used = 0;

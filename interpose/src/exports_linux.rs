@@ -10,14 +10,49 @@ macro_rules! export {
             /// As for the C function of the same name.
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+                let here = 0u8;
+                let _frame = crate::frames::Frame::enter(core::ptr::addr_of!(here) as usize);
+                // Called through an opaque pointer, so that the hook is not
+                // inlined here: this frame stays small and alike for every
+                // hook (see `frames.rs`).
+                let hook: unsafe extern "C" fn($($ty),*) -> $ret =
+                    core::hint::black_box(crate::hooks::$name);
                 // SAFETY: the caller's own arguments, forwarded.
-                unsafe { crate::hooks::$name($($arg),*) }
+                unsafe { hook($($arg),*) }
             }
         )*
     };
 }
 
 crate::common_hooks!(export);
+
+/// Exports for the Linux-only hooks of `hooks_linux.rs`.
+macro_rules! export_linux {
+    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+        $(
+            /// # Safety
+            /// As for the C function of the same name.
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+                let here = 0u8;
+                let _frame = crate::frames::Frame::enter(core::ptr::addr_of!(here) as usize);
+                // As in `export!`.
+                let hook: unsafe extern "C" fn($($ty),*) -> $ret =
+                    core::hint::black_box(crate::hooks_linux::$name);
+                // SAFETY: the caller's own arguments, forwarded.
+                unsafe { hook($($arg),*) }
+            }
+        )*
+    };
+}
+
+export_linux! {
+    pkey_mprotect(addr: *mut c_void, len: size_t, prot: c_int, pkey: c_int) -> c_int;
+    shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void;
+    // Exported even where glibc lacks it (then nothing calls it by name, and
+    // a program that finds it with dlsym gets the hooked system call).
+    mseal(addr: *mut c_void, len: size_t, flags: libc::c_ulong) -> c_int;
+}
 
 export! {
     mlock2(addr: *const c_void, len: size_t, flags: libc::c_uint) -> c_int;
@@ -43,6 +78,10 @@ pub unsafe extern "C" fn mmap64(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
+    let here = 0u8;
+    let _frame = crate::frames::Frame::enter(core::ptr::addr_of!(here) as usize);
+    let hook: unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void =
+        core::hint::black_box(crate::hooks::mmap);
     // SAFETY: the caller's own arguments, forwarded.
-    unsafe { crate::hooks::mmap(addr, len, prot, flags, fd, off) }
+    unsafe { hook(addr, len, prot, flags, fd, off) }
 }

@@ -33,7 +33,7 @@ macro_rules! common_hooks {
     };
 }
 
-fn ptr_result(r: Result<usize, Errno>, saved: c_int) -> *mut c_void {
+pub(crate) fn ptr_result(r: Result<usize, Errno>, saved: c_int) -> *mut c_void {
     match r {
         Ok(a) => {
             errno::set(saved);
@@ -46,7 +46,7 @@ fn ptr_result(r: Result<usize, Errno>, saved: c_int) -> *mut c_void {
     }
 }
 
-fn c_result(r: Result<c_int, Errno>, saved: c_int) -> c_int {
+pub(crate) fn c_result(r: Result<c_int, Errno>, saved: c_int) -> c_int {
     match r {
         Ok(v) => {
             errno::set(saved);
@@ -59,12 +59,12 @@ fn c_result(r: Result<c_int, Errno>, saved: c_int) -> c_int {
     }
 }
 
-fn span(addr: *const c_void, len: size_t, effect: Effect) -> Option<Span> {
+pub(crate) fn span(addr: *const c_void, len: size_t, effect: Effect) -> Option<Span> {
     ENGINE.span(addr as usize, len, effect)
 }
 
 /// A call on one range that answers `-1` + errno.
-fn on_range(
+pub(crate) fn on_range(
     addr: *const c_void,
     len: size_t,
     effect: Effect,

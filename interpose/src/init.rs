@@ -27,6 +27,8 @@ fn init() {
         max_map_count: max_map_count(),
         address_space_limit: address_space_limit(),
     };
+    #[cfg(target_os = "linux")]
+    ENGINE.set_per_thread(crate::frames::cells);
     match config::parse(sys, getenv) {
         Ok(cfg) => {
             STATS_TO_STDERR.store(cfg.stats, Ordering::Relaxed);

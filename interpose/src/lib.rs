@@ -4,7 +4,11 @@
 //! and start-up.
 
 mod errno;
+#[cfg(target_os = "linux")]
+mod frames;
 mod hooks;
+#[cfg(target_os = "linux")]
+mod hooks_linux;
 mod init;
 mod os;
 #[cfg(target_os = "linux")]
