@@ -463,6 +463,7 @@ impl Engine {
     /// program acting on memory it had already unmapped could have changed
     /// them, which a multi-threaded program cannot do without racing its
     /// own threads' mmaps.
+    #[inline]
     fn drain(&self, t: &mut Table) {
         self.dirty.drain(|d| match d {
             Dirty::Range(start, end, epoch) => self.forget(t, start, end, epoch, false),

@@ -7,8 +7,9 @@
 //! no longer exists. Every later call would pass through, and what was
 //! queued would never be released.
 //!
-//! The lock word therefore holds the holder's thread (`pthread_self`, set
-//! by the compare-and-swap that takes it: there is no instant at which the
+//! The lock word therefore holds the holder's thread (the address of its
+//! [`PerThread`] cells, else `pthread_self`), set by the compare-and-swap
+//! that takes it: there is no instant at which the
 //! table is taken by nobody in particular), and each thread keeps, in its
 //! [`PerThread`] cells (thread-local, kept by the export layer), its current
 //! *hook frame* (an address near the top of the exported function it
@@ -68,7 +69,8 @@ fn this_thread() -> usize {
 
 /// The table behind a try-only lock that knows its holder.
 pub struct TableLock {
-    /// `pthread_self()` of the holder, 0 when free.
+    /// The holder's thread (its cells' address, else `pthread_self()`), 0
+    /// when free.
     owner: AtomicUsize,
     /// `fn() -> &'static PerThread` for the calling thread (0: none).
     per_thread: AtomicUsize,
@@ -110,6 +112,7 @@ impl TableLock {
         self.per_thread.store(f as usize, Relaxed);
     }
 
+    #[inline]
     fn cells(&self) -> Option<&'static PerThread> {
         match self.per_thread.load(Relaxed) {
             0 => None,
@@ -122,9 +125,12 @@ impl TableLock {
     }
 
     /// Takes the table if it is free, without waiting.
+    #[inline]
     pub fn try_lock(&self) -> Taken<'_> {
-        let me = this_thread();
         let cells = self.cells();
+        // The address of the thread's cells is as unique among live threads
+        // as `pthread_self()`, and already at hand.
+        let me = cells.map_or_else(this_thread, |c| c as *const PerThread as usize);
         if self.owner.load(Relaxed) == me {
             return if cells.is_some_and(abandoned) {
                 Taken::Abandoned
@@ -173,8 +179,11 @@ impl TableLock {
 
     /// Taken by a thread other than the calling one?
     pub fn held_elsewhere(&self) -> bool {
+        let me = self
+            .cells()
+            .map_or_else(this_thread, |c| c as *const PerThread as usize);
         let owner = self.owner.load(Relaxed);
-        owner != 0 && owner != this_thread()
+        owner != 0 && owner != me
     }
 
     /// Frees the lock whoever holds it.
@@ -239,6 +248,7 @@ impl core::ops::DerefMut for TableGuard<'_> {
 }
 
 impl Drop for TableGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.lock.owner.store(0, Release);
         compiler_fence(SeqCst);

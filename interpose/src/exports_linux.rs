@@ -10,15 +10,8 @@ macro_rules! export {
             /// As for the C function of the same name.
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-                let here = 0u8;
-                let _frame = crate::frames::Frame::enter(core::ptr::addr_of!(here) as usize);
-                // Called through an opaque pointer, so that the hook is not
-                // inlined here: this frame stays small and alike for every
-                // hook (see `frames.rs`).
-                let hook: unsafe extern "C" fn($($ty),*) -> $ret =
-                    core::hint::black_box(crate::hooks::$name);
                 // SAFETY: the caller's own arguments, forwarded.
-                unsafe { hook($($arg),*) }
+                unsafe { crate::hooks::$name($($arg),*) }
             }
         )*
     };
@@ -34,13 +27,8 @@ macro_rules! export_linux {
             /// As for the C function of the same name.
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-                let here = 0u8;
-                let _frame = crate::frames::Frame::enter(core::ptr::addr_of!(here) as usize);
-                // As in `export!`.
-                let hook: unsafe extern "C" fn($($ty),*) -> $ret =
-                    core::hint::black_box(crate::hooks_linux::$name);
                 // SAFETY: the caller's own arguments, forwarded.
-                unsafe { hook($($arg),*) }
+                unsafe { crate::hooks_linux::$name($($arg),*) }
             }
         )*
     };
@@ -78,10 +66,6 @@ pub unsafe extern "C" fn mmap64(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    let here = 0u8;
-    let _frame = crate::frames::Frame::enter(core::ptr::addr_of!(here) as usize);
-    let hook: unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void =
-        core::hint::black_box(crate::hooks::mmap);
     // SAFETY: the caller's own arguments, forwarded.
-    unsafe { hook(addr, len, prot, flags, fd, off) }
+    unsafe { crate::hooks::mmap(addr, len, prot, flags, fd, off) }
 }

@@ -2,9 +2,8 @@
 //! (which recognises a table lock that a `siglongjmp` out of a signal
 //! handler abandoned inside a hook).
 //!
-//! Every exported function records, on entry, the address of a local of its
-//! own (small) frame in a thread-local, and puts the previous value back on
-//! return; a nested signal handler's hook does the same below it. A hook
+//! Every hook records, on entry, the address of a local of its own frame in
+//! a thread-local, and puts the previous value back on return; a nested signal handler's hook does the same below it. A hook
 //! left by a longjmp never puts the old value back, which is harmless: the
 //! next hook entered replaces it, and the engine compares frames only when
 //! the table is held by this very thread.
@@ -31,16 +30,19 @@ pub fn cells() -> &'static PerThread {
 
 /// One exported function's frame, while it runs.
 pub struct Frame {
+    cells: &'static PerThread,
     previous: usize,
 }
 
 impl Frame {
-    /// Records `at` (an address in the exported function's own frame) as
-    /// this thread's innermost hook frame.
+    /// Records `at` (an address in the hook's own frame) as
+    /// this thread's innermost hook frame. One TLS look-up per hook.
     #[inline(always)]
     pub fn enter(at: usize) -> Frame {
+        let cells = cells();
         Frame {
-            previous: CELLS.with(|c| c.frame.replace(at)),
+            cells,
+            previous: cells.frame.replace(at),
         }
     }
 }
@@ -48,6 +50,6 @@ impl Frame {
 impl Drop for Frame {
     #[inline(always)]
     fn drop(&mut self) {
-        CELLS.with(|c| c.frame.set(self.previous));
+        self.cells.frame.set(self.previous);
     }
 }

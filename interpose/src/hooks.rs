@@ -11,6 +11,18 @@ use crate::{errno, real, ENGINE};
 use libc::{c_int, c_void, off_t, size_t};
 use munmapq_core::engine::{Effect, Errno, Span};
 
+/// Records the hook's frame for the longjmp recovery while it runs (Linux,
+/// `frames.rs`): the first statement of every hook.
+macro_rules! hook_frame {
+    () => {
+        #[cfg(target_os = "linux")]
+        let here = 0u8;
+        #[cfg(target_os = "linux")]
+        let _frame = crate::frames::Frame::enter(core::ptr::addr_of!(here) as usize);
+    };
+}
+pub(crate) use hook_frame;
+
 /// Invokes `$m!` with the hooks every platform has: name, C arguments and
 /// C return type. macOS's interpose table and Linux's exports are both
 /// generated from this one list.
@@ -86,6 +98,7 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
+    hook_frame!();
     let saved = errno::get();
     let r = ENGINE.mmap(&RealOs, addr as usize, len, prot, flags, fd, off);
     ptr_result(r, saved)
@@ -94,6 +107,7 @@ pub unsafe extern "C" fn mmap(
 /// # Safety
 /// As for C `munmap`.
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    hook_frame!();
     let saved = errno::get();
     c_result(
         ENGINE.munmap(&RealOs, addr as usize, len).map(|()| 0),
@@ -104,6 +118,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
 /// # Safety
 /// As for C `mprotect`.
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
+    hook_frame!();
     // Making a tracked mapping anything but read-only ends its tracking
     // (it could be written); PROT_READ again changes nothing.
     let effect = if prot == libc::PROT_READ {
@@ -120,6 +135,7 @@ pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -
 /// # Safety
 /// As for C `madvise`.
 pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    hook_frame!();
     // madvise can split the mapping in the kernel: it stops being reusable.
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
@@ -130,6 +146,7 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) 
 /// # Safety
 /// As for C `posix_madvise` (answers an error number, errno untouched).
 pub unsafe extern "C" fn posix_madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    hook_frame!();
     let saved = errno::get();
     let r = ENGINE.range_call(&RealOs, &[span(addr, len, Effect::Modify)], || {
         // SAFETY: the caller's own arguments.
@@ -145,6 +162,7 @@ pub unsafe extern "C" fn posix_madvise(addr: *mut c_void, len: size_t, advice: c
 /// # Safety
 /// As for C `mlock`.
 pub unsafe extern "C" fn mlock(addr: *const c_void, len: size_t) -> c_int {
+    hook_frame!();
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
         real::mlock(addr, len)
@@ -154,6 +172,7 @@ pub unsafe extern "C" fn mlock(addr: *const c_void, len: size_t) -> c_int {
 /// # Safety
 /// As for C `munlock`.
 pub unsafe extern "C" fn munlock(addr: *const c_void, len: size_t) -> c_int {
+    hook_frame!();
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
         real::munlock(addr, len)
@@ -163,6 +182,7 @@ pub unsafe extern "C" fn munlock(addr: *const c_void, len: size_t) -> c_int {
 /// # Safety
 /// As for C `mlockall`.
 pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
+    hook_frame!();
     let saved = errno::get();
     let future = flags & libc::MCL_FUTURE != 0;
     // SAFETY: the caller's own arguments.
@@ -175,6 +195,7 @@ pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
 /// # Safety
 /// As for C `munlockall`.
 pub unsafe extern "C" fn munlockall() -> c_int {
+    hook_frame!();
     ENGINE.unlock_all();
     // SAFETY: no arguments.
     unsafe { real::munlockall() }
@@ -183,6 +204,7 @@ pub unsafe extern "C" fn munlockall() -> c_int {
 /// # Safety
 /// As for C `msync`.
 pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
+    hook_frame!();
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
         real::msync(addr, len, flags)
@@ -192,6 +214,7 @@ pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> 
 /// # Safety
 /// As for C `mincore`.
 pub unsafe extern "C" fn mincore(addr: *mut c_void, len: size_t, vec: *mut c_void) -> c_int {
+    hook_frame!();
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
         real::mincore(addr, len, vec)
@@ -202,6 +225,7 @@ pub unsafe extern "C" fn mincore(addr: *mut c_void, len: size_t, vec: *mut c_voi
 /// As for C `mlock2`.
 #[cfg(target_os = "linux")]
 pub unsafe extern "C" fn mlock2(addr: *const c_void, len: size_t, flags: libc::c_uint) -> c_int {
+    hook_frame!();
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
         real::mlock2(addr, len, flags)
@@ -218,6 +242,7 @@ pub unsafe extern "C" fn mremap(
     flags: c_int,
     new_addr: *mut c_void,
 ) -> *mut c_void {
+    hook_frame!();
     let saved = errno::get();
     let base = old as usize;
     // The old range changes; where it may grow in place must be as free as

@@ -2,7 +2,7 @@
 //! `mseal`, calls that act on a range of the caller's address space and that
 //! must therefore see queued ranges as the program left them.
 
-use crate::hooks::{on_range, ptr_result, span};
+use crate::hooks::{hook_frame, on_range, ptr_result, span};
 use crate::os::RealOs;
 use crate::{errno, real, ENGINE};
 use libc::{c_int, c_void, size_t};
@@ -16,6 +16,7 @@ pub unsafe extern "C" fn pkey_mprotect(
     prot: c_int,
     pkey: c_int,
 ) -> c_int {
+    hook_frame!();
     // As mprotect: anything but read-only, or a protection key (which can
     // make reads fault), ends tracking; a mapping handed back later must
     // be as a fresh mmap would make it.
@@ -34,6 +35,7 @@ pub unsafe extern "C" fn pkey_mprotect(
 /// As for C `mseal` (glibc may lack it; programs then use `syscall`, which
 /// munmapq does not see).
 pub unsafe extern "C" fn mseal(addr: *mut c_void, len: size_t, flags: libc::c_ulong) -> c_int {
+    hook_frame!();
     // Queued mappings there are unmapped first (the kernel answers ENOMEM
     // for a freed range, as without munmapq, and nothing freed gets
     // pinned); a sealed mapping is never deferred (its munmap must fail
@@ -76,6 +78,7 @@ fn shmlba() -> usize {
 /// # Safety
 /// As for C `shmat`.
 pub unsafe extern "C" fn shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void {
+    hook_frame!();
     let saved = errno::get();
     let call = || {
         // SAFETY: the caller's own arguments.
