@@ -11,7 +11,7 @@ use crate::dirty::{Dirty, DirtyRanges};
 use crate::holder::{PerThread, TableGuard, TableLock, Taken};
 use crate::stats::{Counter, Stats};
 use crate::table::{FileKey, State, Table};
-use core::sync::atomic::{compiler_fence, AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
 
 pub type Errno = i32;
 
@@ -380,16 +380,18 @@ impl Engine {
 
     /// The table's holder was left by a longjmp in the middle of changing
     /// it: no index in it can be trusted, only each slot's own state. A slot
-    /// still `Queued` is a mapping the program gave up and nobody else has:
-    /// every path that hands a queued range to someone else (reuse, release,
-    /// eviction) first moves its slot out of `Queued`. So those are
-    /// unmapped (each marked first, so that a recovery interrupted the same
+    /// still `Queued` or `Evicting` is a mapping the program gave up and
+    /// nobody else has, unless it is in the one unmap that was in flight
+    /// (done or not: it stays mapped): a reuse moves its slot out of
+    /// `Queued` before handing the address out, and an eviction or release
+    /// frees the slots only after their unmap returned. So those are
+    /// unmapped (each freed first, so that a recovery interrupted the same
     /// way never unmaps one twice), except where a call that found the
     /// table busy recorded a change (the range may be someone else's now:
     /// that mapping is left mapped); everything else is forgotten.
     fn recover_abandoned<O: Os>(&self, os: &O, t: &mut Table) {
         self.stats.bump(Counter::Recovered);
-        t.take_each_queued_slot(|start, len| {
+        t.take_each_unmappable_slot(|start, len| {
             if self.dirty.pending_overlaps(start, start + len) {
                 self.stats.bump(Counter::ForgottenQueued);
             } else {
@@ -398,7 +400,6 @@ impl Engine {
                 self.stats.bump(Counter::MunmapSyscalls);
             }
         });
-        self.stats.add(Counter::Forgotten, t.len() as u64);
         t.clear();
     }
 
@@ -424,11 +425,13 @@ impl Engine {
             hi = e.start;
             match e.state {
                 State::Queued => {
-                    // Out of the table before the range is given back, so
-                    // that a recovery (`recover_abandoned`) never unmaps it.
+                    // In flight until it is out of the table, so that a
+                    // recovery (`recover_abandoned`) never unmaps it twice.
+                    t.unmap_in_flight(e.start, e.len, || {
+                        let _ = os.munmap(e.start, e.len);
+                    });
                     t.remove(e.slot);
-                    compiler_fence(SeqCst);
-                    let _ = os.munmap(e.start, e.len);
+                    t.land();
                     self.stats.bump(Counter::Released);
                     self.stats.bump(Counter::MunmapSyscalls);
                 }

@@ -97,11 +97,20 @@ int main(int argc, char **argv) {
     /* Every window is unmapped now, as far as the program knows. */
     unsigned long still = 0;
     unsigned char vec[1];
-    for (size_t i = 0; i < freed_n; i++)
-        still += mincore(freed_list[i], pg, vec) == 0;
+    unsigned long distinct = 0;
+    for (size_t i = 0; i < freed_n; i++) {
+        int mapped = mincore(freed_list[i], pg, vec) == 0;
+        still += mapped;
+        if (mapped) {
+            size_t j = 0;
+            while (j < i && freed_list[j] != freed_list[i])
+                j++;
+            distinct += j == i;
+        }
+    }
     /* Not compared: a recovered queue leaves the mappings whose unmapping
      * the jump interrupted mapped (README, Guarantees). */
-    fprintf(stderr, "freed windows still mapped: %lu\n", still);
+    fprintf(stderr, "freed windows still mapped: %lu (%lu addresses)\n", still, distinct);
     still = 0;
     for (size_t i = 0; i < 64; i++) {
         char *p = mmap(NULL, pg, PROT_READ, MAP_PRIVATE, fd, (off_t)(i * pg));
