@@ -43,6 +43,7 @@ fn sysv_shm_attaches_onto_freed_ranges_as_without_munmapq() {
         "shm",
         &[
             "shmat onto freed: ok(true)",
+            "shmat rounded onto freed: ok(true)",
             "shmat remap onto freed: ok(true)",
             "file after remap attach: true",
             "attachment survives: 0x53",

@@ -107,6 +107,16 @@ fn sysv_shm(fd: i32, pg: usize, say: &dyn Fn(&str, String)) {
         say("shmdt", show(shmdt(x), true));
     }
 
+    // SHM_RND: the kernel rounds the address down (to the page on x86_64).
+    let r0 = map_file(fd, 28 * pg, size).unwrap();
+    munmap(r0, size).unwrap();
+    let rounded = r0 + if cfg!(target_arch = "x86_64") { 5 } else { 0 };
+    let r = shmat(id, rounded, libc::SHM_RND);
+    say("shmat rounded onto freed", show(r.map(|x| x == r0), true));
+    if let Ok(x) = r {
+        say("shmdt rounded", show(shmdt(x), true));
+    }
+
     // SHM_REMAP over a freed range: the file must not come back as the
     // segment, and after the detach it must be mapped and right.
     let q = map_file(fd, 26 * pg, size).unwrap();
