@@ -21,6 +21,7 @@ macro_rules! hook_frame {
         let _frame = crate::frames::Frame::enter(core::ptr::addr_of!(here) as usize);
     };
 }
+#[cfg(target_os = "linux")] // used by hooks_linux.rs
 pub(crate) use hook_frame;
 
 /// Invokes `$m!` with the hooks every platform has: name, C arguments and
