@@ -16,7 +16,7 @@ if [ "$(uname -s)" = Darwin ]; then
 fi
 
 missing=()
-for tool in git:git strace:strace sqlite3:sqlite3 rg:ripgrep; do
+for tool in git:git strace:strace sqlite3:sqlite3 rg:ripgrep cc:gcc; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -110,11 +110,14 @@ fn the_library_is_small_and_exports_only_its_hooks() {
             "mmap64",
             "mprotect",
             "mremap",
+            "mseal",
             "msync",
             "munlock",
             "munlockall",
             "munmap",
-            "posix_madvise"
+            "pkey_mprotect",
+            "posix_madvise",
+            "shmat"
         ]
     );
     for (name, defined, _) in &symbols {

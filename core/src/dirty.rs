@@ -149,6 +149,16 @@ impl DirtyRanges {
         }
     }
 
+    /// Does a complete record not yet drained overlap `[start, end)`?
+    pub fn pending_overlaps(&self, start: usize, end: usize) -> bool {
+        self.ready.load(Ordering::Acquire) != 0
+            && self.records.iter().any(|r| {
+                r.state.load(Ordering::Acquire) == READY
+                    && r.start.load(Ordering::Relaxed) < end
+                    && start < r.end.load(Ordering::Relaxed)
+            })
+    }
+
     /// After `fork`, in the child: a record some other (now gone) thread was
     /// writing would stay half-written forever; treat it as lost.
     pub fn reset_after_fork(&self) {

@@ -9,10 +9,10 @@
 use crate::config::{Config, Evict};
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::file::FileFacts;
+use crate::holder::{PerThread, TableGuard, TableLock, Taken};
 use crate::stats::{Counter, Stats};
 use crate::table::{FileKey, Lookup, State, Table};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
-use spin::mutex::SpinMutex;
 
 pub type Errno = i32;
 
@@ -85,7 +85,7 @@ const OFF: u8 = 0;
 const ACTIVE: u8 = 1;
 
 pub struct Engine {
-    table: SpinMutex<Table>,
+    table: TableLock,
     dirty: DirtyRanges,
     pub stats: Stats,
     state: AtomicU8,
@@ -122,7 +122,7 @@ fn round_up(len: usize, page: usize) -> Option<usize> {
 impl Engine {
     pub const fn new() -> Self {
         Engine {
-            table: SpinMutex::new(Table::new()),
+            table: TableLock::new(),
             dirty: DirtyRanges::new(),
             stats: Stats::new(),
             state: AtomicU8::new(OFF),
@@ -254,18 +254,26 @@ impl Engine {
         self.stats.bump(Counter::MmapSyscalls);
         let r = self.retry_enomem(os, || os.mmap(addr, len, prot, flags, fd, off));
         if let (Ok(start), false) = (r, fixed) {
-            // The kernel handed out these addresses, so anything we had
-            // there was unmapped behind our back.
-            if let Some(s) = self.span(start, len, Effect::Modify) {
-                if !self.untracked(s.start, s.end) {
-                    if let Some(mut t) = self.lock() {
-                        self.forget(&mut t, s.start, s.end, u64::MAX, false);
-                        self.publish_bounds(&t);
-                    }
+            self.placed_by_kernel(os, start, len);
+        }
+        r
+    }
+
+    /// The kernel handed out `[start, start + len)` to a call that let it
+    /// choose (mmap without `MAP_FIXED`, shmat without an address), so
+    /// anything we had there was unmapped behind our back: forget it.
+    pub fn placed_by_kernel<O: Os>(&self, os: &O, start: usize, len: usize) {
+        if !self.active() {
+            return;
+        }
+        if let Some(s) = self.span(start, len, Effect::Modify) {
+            if !self.untracked(s.start, s.end) {
+                if let Some(mut t) = self.lock(os) {
+                    self.forget(&mut t, s.start, s.end, u64::MAX, false);
+                    self.publish_bounds(&t);
                 }
             }
         }
-        r
     }
 
     fn map_eligible<O: Os>(
@@ -277,7 +285,7 @@ impl Engine {
         off: i64,
     ) -> Result<usize, Errno> {
         if self.reuse.load(Relaxed) {
-            if let Some(mut t) = self.lock() {
+            if let Some(mut t) = self.lock(os) {
                 loop {
                     match t.take_queued(&key) {
                         Lookup::Hit(start) => {
@@ -287,8 +295,13 @@ impl Engine {
                         // The file changed since that mapping was made: it
                         // may show the old contents (see `FileStamp`).
                         Lookup::Stale(e) => {
-                            let _ = os.munmap(e.start, e.len);
+                            // In flight until it is out of the table (see
+                            // `recover_abandoned`).
+                            t.unmap_in_flight(e.start, e.len, || {
+                                let _ = os.munmap(e.start, e.len);
+                            });
                             t.remove(e.slot);
+                            t.land();
                             self.stats.bump(Counter::Stale);
                             self.stats.bump(Counter::MunmapSyscalls);
                         }
@@ -301,7 +314,7 @@ impl Engine {
         let start = self.retry_enomem(os, || {
             os.mmap(0, len, libc::PROT_READ, libc::MAP_PRIVATE, fd, off)
         })?;
-        let Some(mut t) = self.lock() else {
+        let Some(mut t) = self.lock(os) else {
             self.stats.bump(Counter::PassContention);
             return Ok(start);
         };
@@ -327,7 +340,7 @@ impl Engine {
             .span(addr, len, Effect::Modify)
             .filter(|s| s.start == addr)
         {
-            Some(s) if !self.untracked(s.start, s.end) => match self.lock() {
+            Some(s) if !self.untracked(s.start, s.end) => match self.lock(os) {
                 Some(mut t) => match self.try_defer(os, &mut t, s) {
                     Ok(()) => return Ok(()),
                     Err(why) => {
@@ -462,7 +475,7 @@ impl Engine {
             // queued (and then locked).
             let before = self.locked_future.load(Relaxed);
             self.locked_future.store(before || future, Relaxed);
-            match self.lock() {
+            match self.lock(os) {
                 Some(mut t) => {
                     t.mark_all();
                     self.flush_marked(os, &mut t);
@@ -495,11 +508,13 @@ impl Engine {
     /// the table (its queued mappings stay mapped until it exits or execs).
     /// Counters restart so parent and child each report their own calls.
     pub fn after_fork_in_child(&self) {
-        if self.table.is_locked() {
+        // A holder that is this very thread (fork from a signal handler that
+        // interrupted a hook) carries on in the child: leave it be.
+        if self.table.held_elsewhere() {
             // SAFETY: the holder was another thread of the parent; it does
             // not exist in this child, so nobody else uses the table.
             unsafe { self.table.force_unlock() };
-            if let Some(mut t) = self.table.try_lock() {
+            if let Taken::Got(mut t) = self.table.try_lock() {
                 t.clear();
             }
         }
@@ -507,12 +522,54 @@ impl Engine {
         self.stats.reset();
     }
 
+    /// Where the calling thread's cells are found (see [`crate::holder`]);
+    /// without them a lock abandoned by a longjmp is never recovered.
+    pub fn set_per_thread(&self, f: fn() -> &'static PerThread) {
+        self.table.set_per_thread(f);
+    }
+
     /// The one way in to the table: takes it without waiting (None if it is
-    /// busy) and applies what calls that found it busy recorded.
-    fn lock(&self) -> Option<spin::mutex::SpinMutexGuard<'_, Table>> {
-        let mut t = self.table.try_lock()?;
+    /// busy) and applies what calls that found it busy recorded. A table
+    /// held by a hook of this thread that a longjmp left is recovered first.
+    fn lock<O: Os>(&self, os: &O) -> Option<TableGuard<'_>> {
+        let mut t = match self.table.try_lock() {
+            Taken::Got(t) => t,
+            Taken::Busy => return None,
+            Taken::Abandoned => {
+                // SAFETY: `try_lock` just answered `Abandoned`.
+                let mut t = unsafe { self.table.take_over() };
+                self.recover_abandoned(os, &mut t);
+                t
+            }
+        };
         self.drain(&mut t);
         Some(t)
+    }
+
+    /// The table's holder was left by a longjmp in the middle of changing
+    /// it: no index in it can be trusted, only each slot's own state. A slot
+    /// still `Queued` or `Evicting` is a mapping the program gave up and
+    /// nobody else has, unless it is in the one unmap that was in flight
+    /// (done or not: it stays mapped): a reuse moves its slot out of
+    /// `Queued` before handing the address out, and an eviction or release
+    /// frees the slots only after their unmap returned. So those are
+    /// unmapped (each freed first, so that a recovery interrupted the same
+    /// way never unmaps one twice), except where a call that found the
+    /// table busy recorded a change (the range may be someone else's now:
+    /// that mapping is left mapped); everything else is forgotten.
+    fn recover_abandoned<O: Os>(&self, os: &O, t: &mut Table) {
+        self.stats.bump(Counter::Recovered);
+        t.take_each_unmappable_slot(|start, len| {
+            if self.dirty.pending_overlaps(start, start + len) {
+                self.stats.bump(Counter::ForgottenQueued);
+            } else {
+                let _ = os.munmap(start, len);
+                self.stats.bump(Counter::Released);
+                self.stats.bump(Counter::MunmapSyscalls);
+            }
+        });
+        t.clear();
+        self.publish_bounds(t);
     }
 
     /// Releases what the program no longer has in `span`, as `span.effect`
@@ -521,7 +578,7 @@ impl Engine {
         if self.untracked(span.start, span.end) {
             return;
         }
-        match self.lock() {
+        match self.lock(os) {
             Some(mut t) => {
                 self.release(os, &mut t, span);
                 self.publish_bounds(&t);
@@ -541,8 +598,13 @@ impl Engine {
             hi = e.start;
             match e.state {
                 State::Queued => {
-                    let _ = os.munmap(e.start, e.len);
+                    // In flight until it is out of the table, so that a
+                    // recovery (`recover_abandoned`) never unmaps it twice.
+                    t.unmap_in_flight(e.start, e.len, || {
+                        let _ = os.munmap(e.start, e.len);
+                    });
                     t.remove(e.slot);
+                    t.land();
                     self.stats.bump(Counter::Released);
                     self.stats.bump(Counter::MunmapSyscalls);
                 }
@@ -577,6 +639,7 @@ impl Engine {
     /// program acting on memory it had already unmapped could have changed
     /// them, which a multi-threaded program cannot do without racing its
     /// own threads' mmaps.
+    #[inline]
     fn drain(&self, t: &mut Table) {
         self.dirty.drain(|d| match d {
             Dirty::Range(start, end, epoch) => self.forget(t, start, end, epoch, false),
@@ -686,7 +749,7 @@ impl Engine {
         if !matches!(r, Err(libc::ENOMEM)) {
             return r;
         }
-        let flushed = match self.lock() {
+        let flushed = match self.lock(os) {
             Some(mut t) if t.queued() > 0 => {
                 t.mark_all();
                 self.flush_marked(os, &mut t);
@@ -709,9 +772,10 @@ impl Engine {
     /// Queued mappings and bytes right now (None if the table is busy).
     #[cfg(test)]
     pub fn queued(&self) -> Option<(usize, usize)> {
-        self.table
-            .try_lock()
-            .map(|t| (t.queued(), t.queued_bytes()))
+        match self.table.try_lock() {
+            Taken::Got(t) => Some((t.queued(), t.queued_bytes())),
+            _ => None,
+        }
     }
 }
 

@@ -33,8 +33,7 @@ impl Table {
         }
         for i in lo..=hi {
             let s = self.by_addr[i];
-            self.detach(s);
-            self.slots[s as usize].state = State::Evicting;
+            self.detach_as(s, State::Evicting);
         }
         hi + 1 - lo
     }
@@ -84,8 +83,7 @@ impl Table {
                 if mark {
                     for k in i..j {
                         let slot = self.by_addr[k];
-                        self.detach(slot);
-                        self.slots[slot as usize].state = State::Evicting;
+                        self.detach_as(slot, State::Evicting);
                     }
                 }
             }

@@ -11,5 +11,7 @@ pub mod dirty;
 #[cfg(not(loom))]
 pub mod engine;
 pub mod file;
+#[cfg(not(loom))]
+pub mod holder;
 pub mod stats;
 pub mod table;

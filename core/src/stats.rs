@@ -68,6 +68,7 @@ counters! {
     PeakQueued = "peak_queued" Peak: "most mappings queued at once",
     PeakQueuedBytes = "peak_queued_bytes" Peak: "most bytes queued at once",
     Stale = "stale" Sum: "queued mappings unmapped, not reused: their file changed since they were mapped",
+    Recovered = "recovered" Sum: "times the queue was found held by a hook a longjmp had left, and recovered",
 }
 
 pub const COUNTERS: usize = Counter::ALL.len();

@@ -22,6 +22,8 @@ const NIL: u16 = 0;
 
 use crate::file::FileStamp;
 
+use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
+
 /// What a queued mapping can be reused for: the same file, offset and
 /// (page-rounded) length, while the file still reports the `stamp` it had
 /// when the mapping was made. The window (`dev`, `ino`, `off`, `len`)
@@ -150,6 +152,9 @@ pub struct Table {
     enqueues: u64,
     /// Munmaps [`Table::mark_by_age`] has asked for so far.
     aged_munmaps: u64,
+    /// The range being unmapped right now (empty: none), for a recovery
+    /// after a longjmp out of that very unmap: it may or may not be done.
+    in_flight: (usize, usize),
 }
 
 impl Default for Table {
@@ -173,6 +178,45 @@ impl Table {
             queued_bytes: 0,
             enqueues: 0,
             aged_munmaps: 0,
+            in_flight: (0, 0),
+        }
+    }
+
+    /// Calls `unmap(start, len)` with `[start, start + len)` marked as in
+    /// flight (see [`Table::take_each_unmappable_slot`]).
+    pub fn unmap_in_flight(&mut self, start: usize, len: usize, unmap: impl FnOnce()) {
+        self.in_flight = (start, start + len);
+        compiler_fence(SeqCst);
+        unmap();
+        compiler_fence(SeqCst);
+    }
+
+    /// The unmap marked in flight is over and its entries are gone.
+    pub fn land(&mut self) {
+        compiler_fence(SeqCst);
+        self.in_flight = (0, 0);
+    }
+
+    /// For every slot whose own state says it is still munmapq's to unmap
+    /// (queued, or marked for eviction) and that is not in an unmap in
+    /// flight: frees it, then calls `f(start, len)`. Reads nothing but the
+    /// slot array (and the count of slots ever used): for a table whose
+    /// holder was interrupted half-way, whose indexes may be torn while each
+    /// slot's state is not.
+    pub fn take_each_unmappable_slot(&mut self, mut f: impl FnMut(usize, usize)) {
+        let (fly_start, fly_end) = self.in_flight;
+        // Slots are numbered from 1 (0 is "none").
+        for i in 1..=self.fresh.min(SLOTS) {
+            let s = &mut self.slots[i];
+            let sane = s.len > 0 && s.start.checked_add(s.len).is_some();
+            let ours = matches!(s.state, State::Queued | State::Evicting);
+            let flying = s.start < fly_end && fly_start < s.start.wrapping_add(s.len);
+            if sane && ours && !flying {
+                s.state = State::Free;
+                let (start, len) = (s.start, s.len);
+                compiler_fence(SeqCst);
+                f(start, len);
+            }
         }
     }
 
@@ -186,6 +230,7 @@ impl Table {
         self.newest = NIL;
         self.queued = 0;
         self.queued_bytes = 0;
+        self.in_flight = (0, 0);
     }
 
     pub fn len(&self) -> usize {
@@ -311,8 +356,15 @@ impl Table {
         self.free = slot;
     }
 
-    /// Takes a queued slot out of the FIFO and its key bucket.
+    /// Takes a queued slot out of the FIFO and its key bucket; it becomes
+    /// live.
     fn detach(&mut self, slot: u16) {
+        self.detach_as(slot, State::Live);
+    }
+
+    /// The same, leaving it in `state` (one store: a recovery never sees a
+    /// queued mapping as live, see `Engine::recover_abandoned`).
+    fn detach_as(&mut self, slot: u16, state: State) {
         let s = self.slots[slot as usize];
         if s.state != State::Queued {
             return;
@@ -341,7 +393,7 @@ impl Table {
         }
         self.queued -= 1;
         self.queued_bytes -= s.len;
-        self.slots[slot as usize].state = State::Live;
+        self.slots[slot as usize].state = state;
     }
 
     /// Live -> queued: the program unmapped it, munmapq keeps it.
@@ -397,8 +449,7 @@ impl Table {
         if slot == NIL {
             return false;
         }
-        self.detach(slot);
-        self.slots[slot as usize].state = State::Evicting;
+        self.detach_as(slot, State::Evicting);
         true
     }
 
@@ -409,35 +460,60 @@ impl Table {
 
     /// Removes every marked entry in one pass over the address index and
     /// calls `unmap` once per run of marked entries that touch each other.
+    /// Each run stays marked until its unmap has returned (in flight while
+    /// it runs), so that a recovery unmaps exactly the runs not yet begun.
     /// Answers how many entries were removed.
     pub fn evict_marked(&mut self, mut unmap: impl FnMut(usize, usize)) -> usize {
+        let used = self.used;
         let mut kept = 0;
         let mut removed = 0;
-        let mut run: Option<(usize, usize)> = None;
-        for i in 0..self.used {
+        // (start, end, index of its first entry) of the run being gathered.
+        let mut run: Option<(usize, usize, usize)> = None;
+        for i in 0..used {
             let slot = self.by_addr[i];
             let s = self.slots[slot as usize];
             if s.state != State::Evicting {
+                // Entries of a pending run sit at `kept..i`: unmap them
+                // before `by_addr[kept]` is overwritten.
+                if let Some(r) = run.take() {
+                    self.unmap_run(r, i, &mut unmap);
+                }
                 self.by_addr[kept] = slot;
                 kept += 1;
                 continue;
             }
             removed += 1;
             run = match run {
-                Some((start, end)) if end == s.start => Some((start, s.start + s.len)),
-                Some((start, end)) => {
-                    unmap(start, end - start);
-                    Some((s.start, s.start + s.len))
+                Some((start, end, first)) if end == s.start => {
+                    Some((start, s.start + s.len, first))
                 }
-                None => Some((s.start, s.start + s.len)),
+                Some(r) => {
+                    self.unmap_run(r, i, &mut unmap);
+                    Some((s.start, s.start + s.len, i))
+                }
+                None => Some((s.start, s.start + s.len, i)),
             };
-            self.release_slot(slot);
         }
-        if let Some((start, end)) = run {
-            unmap(start, end - start);
+        if let Some(r) = run {
+            self.unmap_run(r, used, &mut unmap);
         }
         self.used = kept;
         removed
+    }
+
+    /// Unmaps one run (its entries are `by_addr[first..past]`), then frees
+    /// their slots.
+    fn unmap_run(
+        &mut self,
+        (start, end, first): (usize, usize, usize),
+        past: usize,
+        unmap: &mut impl FnMut(usize, usize),
+    ) {
+        self.unmap_in_flight(start, end - start, || unmap(start, end - start));
+        for j in first..past {
+            self.release_slot(self.by_addr[j]);
+        }
+        self.land();
     }
 }
 

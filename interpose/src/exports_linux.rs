@@ -19,6 +19,29 @@ macro_rules! export {
 
 crate::common_hooks!(export);
 
+/// Exports for the Linux-only hooks of `hooks_linux.rs`.
+macro_rules! export_linux {
+    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+        $(
+            /// # Safety
+            /// As for the C function of the same name.
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+                // SAFETY: the caller's own arguments, forwarded.
+                unsafe { crate::hooks_linux::$name($($arg),*) }
+            }
+        )*
+    };
+}
+
+export_linux! {
+    pkey_mprotect(addr: *mut c_void, len: size_t, prot: c_int, pkey: c_int) -> c_int;
+    shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void;
+    // Exported even where glibc lacks it (then nothing calls it by name, and
+    // a program that finds it with dlsym gets the hooked system call).
+    mseal(addr: *mut c_void, len: size_t, flags: libc::c_ulong) -> c_int;
+}
+
 export! {
     mlock2(addr: *const c_void, len: size_t, flags: libc::c_uint) -> c_int;
     // mremap is variadic in C (`...` holds new_address, read only with

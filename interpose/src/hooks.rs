@@ -13,6 +13,25 @@ use libc::{c_int, c_void, off_t, size_t};
 use munmapq_core::engine::Os;
 use munmapq_core::engine::{Effect, Errno, Span};
 
+/// Records the hook's frame for the longjmp recovery while it runs (Linux,
+/// `frames.rs`): the first statement of every hook.
+macro_rules! hook_frame {
+    () => {
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        let here = 0u8;
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        let _frame = crate::frames::Frame::enter(core::ptr::addr_of!(here) as usize);
+    };
+}
+#[cfg(target_os = "linux")] // used by hooks_linux.rs
+pub(crate) use hook_frame;
+
 /// Invokes `$m!` with the hooks every platform has: name, C arguments and
 /// C return type. macOS's interpose table and Linux's exports are both
 /// generated from this one list.
@@ -35,7 +54,7 @@ macro_rules! common_hooks {
     };
 }
 
-fn ptr_result(r: Result<usize, Errno>, saved: c_int) -> *mut c_void {
+pub(crate) fn ptr_result(r: Result<usize, Errno>, saved: c_int) -> *mut c_void {
     match r {
         Ok(a) => {
             errno::set(saved);
@@ -48,7 +67,7 @@ fn ptr_result(r: Result<usize, Errno>, saved: c_int) -> *mut c_void {
     }
 }
 
-fn c_result(r: Result<c_int, Errno>, saved: c_int) -> c_int {
+pub(crate) fn c_result(r: Result<c_int, Errno>, saved: c_int) -> c_int {
     match r {
         Ok(v) => {
             errno::set(saved);
@@ -69,12 +88,12 @@ fn result_word(r: Result<usize, Errno>) -> i64 {
     }
 }
 
-fn span(addr: *const c_void, len: size_t, effect: Effect) -> Option<Span> {
+pub(crate) fn span(addr: *const c_void, len: size_t, effect: Effect) -> Option<Span> {
     ENGINE.span(addr as usize, len, effect)
 }
 
 /// A call on one range that answers `-1` + errno.
-fn on_range(
+pub(crate) fn on_range(
     addr: *const c_void,
     len: size_t,
     effect: Effect,
@@ -103,6 +122,7 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
+    hook_frame!();
     let saved = errno::get();
     let identity = (trace::enabled() && fd >= 0)
         .then(|| RealOs.readable_file(fd))
@@ -130,6 +150,7 @@ pub unsafe extern "C" fn mmap(
 /// # Safety
 /// As for C `munmap`.
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    hook_frame!();
     let saved = errno::get();
     let peak_rss = if trace::enabled() {
         trace::peak_rss()
@@ -153,6 +174,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
 /// # Safety
 /// As for C `mprotect`.
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
+    hook_frame!();
     // Making a tracked mapping anything but read-only ends its tracking
     // (it could be written); PROT_READ again changes nothing.
     let effect = if prot == libc::PROT_READ {
@@ -169,6 +191,7 @@ pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -
 /// # Safety
 /// As for C `madvise`.
 pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    hook_frame!();
     // madvise can split the mapping in the kernel: it stops being reusable.
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
@@ -179,6 +202,7 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) 
 /// # Safety
 /// As for C `posix_madvise` (answers an error number, errno untouched).
 pub unsafe extern "C" fn posix_madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    hook_frame!();
     let saved = errno::get();
     let r = ENGINE.range_call(&RealOs, &[span(addr, len, Effect::Modify)], || {
         // SAFETY: the caller's own arguments.
@@ -194,6 +218,7 @@ pub unsafe extern "C" fn posix_madvise(addr: *mut c_void, len: size_t, advice: c
 /// # Safety
 /// As for C `mlock`.
 pub unsafe extern "C" fn mlock(addr: *const c_void, len: size_t) -> c_int {
+    hook_frame!();
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
         real::mlock(addr, len)
@@ -203,6 +228,7 @@ pub unsafe extern "C" fn mlock(addr: *const c_void, len: size_t) -> c_int {
 /// # Safety
 /// As for C `munlock`.
 pub unsafe extern "C" fn munlock(addr: *const c_void, len: size_t) -> c_int {
+    hook_frame!();
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
         real::munlock(addr, len)
@@ -212,6 +238,7 @@ pub unsafe extern "C" fn munlock(addr: *const c_void, len: size_t) -> c_int {
 /// # Safety
 /// As for C `mlockall`.
 pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
+    hook_frame!();
     let saved = errno::get();
     let future = flags & libc::MCL_FUTURE != 0;
     // SAFETY: the caller's own arguments.
@@ -232,6 +259,7 @@ pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
 /// # Safety
 /// As for C `munlockall`.
 pub unsafe extern "C" fn munlockall() -> c_int {
+    hook_frame!();
     let saved = errno::get();
     // SAFETY: no arguments.
     let r = ENGINE.unlock_all(|| int_result(unsafe { real::munlockall() }));
@@ -241,6 +269,7 @@ pub unsafe extern "C" fn munlockall() -> c_int {
 /// # Safety
 /// As for C `msync`.
 pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
+    hook_frame!();
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
         real::msync(addr, len, flags)
@@ -250,6 +279,7 @@ pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> 
 /// # Safety
 /// As for C `mincore`.
 pub unsafe extern "C" fn mincore(addr: *mut c_void, len: size_t, vec: *mut c_void) -> c_int {
+    hook_frame!();
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
         real::mincore(addr, len, vec)
@@ -260,6 +290,7 @@ pub unsafe extern "C" fn mincore(addr: *mut c_void, len: size_t, vec: *mut c_voi
 /// As for C `mlock2`.
 #[cfg(target_os = "linux")]
 pub unsafe extern "C" fn mlock2(addr: *const c_void, len: size_t, flags: libc::c_uint) -> c_int {
+    hook_frame!();
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
         real::mlock2(addr, len, flags)
@@ -276,6 +307,7 @@ pub unsafe extern "C" fn mremap(
     flags: c_int,
     new_addr: *mut c_void,
 ) -> *mut c_void {
+    hook_frame!();
     let saved = errno::get();
     let base = old as usize;
     // The old range changes; where it may grow in place must be as free as

@@ -10,7 +10,15 @@
 mod errno;
 #[cfg(target_os = "linux")]
 mod file_linux;
+/// Per-thread hook frames for the longjmp recovery (ELF TLS, by assembly).
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod frames;
 mod hooks;
+#[cfg(target_os = "linux")]
+mod hooks_linux;
 mod init;
 mod os;
 #[cfg(target_os = "linux")]

@@ -75,6 +75,15 @@ real_functions! {
         unsafe { libc::syscall(libc::SYS_msync, addr, len, flags) as c_int };
     mincore(addr: *mut c_void, len: size_t, vec: *mut c_void) -> c_int =
         unsafe { libc::syscall(libc::SYS_mincore, addr, len, vec) as c_int };
+    pkey_mprotect(addr: *mut c_void, len: size_t, prot: c_int, pkey: c_int) -> c_int =
+        unsafe { libc::syscall(libc::SYS_pkey_mprotect, addr, len, prot, pkey) as c_int };
+    shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void =
+        unsafe { libc::syscall(libc::SYS_shmat, id, addr, flags) as *mut c_void };
+    // Newer glibc wraps mseal (libc-alpha, "linux: Add mseal syscall
+    // support", 2025); older ones, like this project's 2.36, have no such
+    // name, so it does not resolve and the raw system call is used.
+    mseal(addr: *mut c_void, len: size_t, flags: libc::c_ulong) -> c_int =
+        unsafe { libc::syscall(libc::SYS_mseal, addr, len, flags) as c_int };
 }
 
 /// glibc's posix_madvise: DONTNEED is ignored, errors are returned, not set.

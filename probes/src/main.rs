@@ -1,6 +1,7 @@
 //! `mq-probe SCENARIO ARGS...`: programs the integration tests run with and
 //! without libmunmapq. Exit status 0 means every check inside passed.
 
+mod attacks;
 mod invariants;
 mod random;
 mod repo;
@@ -34,6 +35,10 @@ fn main() {
             invariants::run(&file);
             0
         }
+        Some("attacks") => {
+            attacks::run(&file, args.get(2).map(String::as_str));
+            0
+        }
         Some("cycle") => stress::cycle(
             &file,
             arg(&args, 2, 1000),
@@ -45,7 +50,7 @@ fn main() {
         Some("rewrite") => rewrite::run(&file, arg(&args, 2, 6)),
         Some("signals") => stress::signals(&file, arg(&args, 2, 100000)),
         _ => {
-            eprintln!("usage: mq-probe mkfile|fast-import|random|invariants|cycle|threads|forks|signals|rewrite FILE [N...]");
+            eprintln!("usage: mq-probe mkfile|fast-import|random|invariants|attacks|cycle|threads|forks|signals|rewrite FILE [N...]");
             2
         }
     };

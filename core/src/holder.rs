@@ -1,0 +1,261 @@
+//! Who holds the table, so that a lock abandoned by a `siglongjmp` is
+//! recognised and recovered instead of blocking munmapq for good.
+//!
+//! A signal handler that interrupts a hook while it holds the table and then
+//! `siglongjmp`s out (a SIGALRM timeout, a shell returning to its prompt on
+//! SIGINT) skips the guard's release: the lock stays taken by a frame that
+//! no longer exists. Every later call would pass through, and what was
+//! queued would never be released.
+//!
+//! The lock word therefore holds the holder's thread (the address of its
+//! [`PerThread`] cells, else `pthread_self`), set by the compare-and-swap
+//! that takes it: there is no instant at which the
+//! table is taken by nobody in particular), and each thread keeps, in its
+//! [`PerThread`] cells (thread-local, kept by the export layer), its current
+//! *hook frame* (an address near the top of the exported function it
+//! entered; 0 where none is kept) and the frame at which it took the table,
+//! written *before* the compare-and-swap. A call that finds the table taken
+//! by its own thread is either
+//! - a signal handler nested in the holder: it runs below the holder's
+//!   frames, at least the kernel's signal frame lower (over 1 KiB on x86_64,
+//!   over 4 KiB on arm64), or on the alternate signal stack; or
+//! - a later call after the holder's frames were left by a longjmp: its own
+//!   hook frame is then at or above the holder's (the jump went up the
+//!   stack, and the program called again from there).
+//!
+//! Only the second is recovered (see `Engine::lock`); when in doubt, the call
+//! passes through as before.
+
+use crate::table::Table;
+use core::cell::{Cell, UnsafeCell};
+use core::sync::atomic::{compiler_fence, AtomicUsize, Ordering::*};
+
+/// Frames of different hooks called from one place differ by their
+/// forwarders' sizes (tens of bytes); a nested signal handler is at least
+/// the 128-byte red zone plus the kernel's signal frame lower.
+const SAME_PLACE_SLACK: usize = 512;
+/// A later call made from further up the same stack than this is taken to be
+/// on another stack (a user-level context switch), not a recovery case.
+const SAME_STACK_SPAN: usize = 1 << 20;
+
+/// One thread's cells (the export layer keeps one per thread, in TLS;
+/// all zero bytes is [`PerThread::new`]).
+#[repr(C)]
+pub struct PerThread {
+    /// The innermost hook frame this thread is in (0: none).
+    pub frame: Cell<usize>,
+    /// The hook frame at which this thread took (or is taking) the table.
+    hold: Cell<usize>,
+}
+
+impl Default for PerThread {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PerThread {
+    pub const fn new() -> Self {
+        PerThread {
+            frame: Cell::new(0),
+            hold: Cell::new(0),
+        }
+    }
+}
+
+fn this_thread() -> usize {
+    // SAFETY: pthread_self has no preconditions; it reads the thread pointer
+    // (no system call, async-signal-safe in practice on glibc and macOS).
+    unsafe { libc::pthread_self() as usize }
+}
+
+/// The table behind a try-only lock that knows its holder.
+pub struct TableLock {
+    /// The holder's thread (its cells' address, else `pthread_self()`), 0
+    /// when free.
+    owner: AtomicUsize,
+    /// `fn() -> &'static PerThread` for the calling thread (0: none).
+    per_thread: AtomicUsize,
+    table: UnsafeCell<Table>,
+}
+
+// SAFETY: the table is reached only through a `TableGuard`, which exists
+// only for the thread whose compare-and-swap took `owner` (or, in
+// `Engine::recover_abandoned` and after fork, for the only thread that can
+// still touch it).
+unsafe impl Sync for TableLock {}
+
+/// What trying to take the table found.
+pub enum Taken<'a> {
+    Got(TableGuard<'a>),
+    /// Held by another thread, or by this one below us (a signal handler).
+    Busy,
+    /// Held by a hook of this thread that a longjmp has left.
+    Abandoned,
+}
+
+impl Default for TableLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TableLock {
+    pub const fn new() -> Self {
+        TableLock {
+            owner: AtomicUsize::new(0),
+            per_thread: AtomicUsize::new(0),
+            table: UnsafeCell::new(Table::new()),
+        }
+    }
+
+    /// Where the calling thread's cells are found.
+    pub fn set_per_thread(&self, f: fn() -> &'static PerThread) {
+        self.per_thread.store(f as usize, Relaxed);
+    }
+
+    #[inline]
+    fn cells(&self) -> Option<&'static PerThread> {
+        match self.per_thread.load(Relaxed) {
+            0 => None,
+            f => {
+                // SAFETY: only `set_per_thread` stores here, such a `fn`.
+                let f: fn() -> &'static PerThread = unsafe { core::mem::transmute(f) };
+                Some(f())
+            }
+        }
+    }
+
+    /// Takes the table if it is free, without waiting.
+    #[inline]
+    pub fn try_lock(&self) -> Taken<'_> {
+        let cells = self.cells();
+        // The address of the thread's cells is as unique among live threads
+        // as `pthread_self()`, and already at hand.
+        let me = cells.map_or_else(this_thread, |c| c as *const PerThread as usize);
+        if self.owner.load(Relaxed) == me {
+            return if cells.is_some_and(abandoned) {
+                Taken::Abandoned
+            } else {
+                Taken::Busy
+            };
+        }
+        // The hold frame first: a handler of this thread that interrupts
+        // right after the compare-and-swap must find it.
+        let previous = cells.map_or(0, |c| c.hold.replace(c.frame.get()));
+        compiler_fence(SeqCst);
+        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok() {
+            return Taken::Got(TableGuard {
+                lock: self,
+                cells,
+                previous,
+            });
+        }
+        if let Some(c) = cells {
+            c.hold.set(previous);
+        }
+        Taken::Busy
+    }
+
+    /// After [`Taken::Abandoned`]: the table, whatever state the longjmp
+    /// left it in, for this thread now.
+    ///
+    /// # Safety
+    /// Only right after `try_lock` answered `Abandoned` on this thread.
+    pub unsafe fn take_over(&self) -> TableGuard<'_> {
+        let cells = self.cells();
+        if let Some(c) = cells {
+            c.hold.set(c.frame.get());
+        }
+        TableGuard {
+            lock: self,
+            cells,
+            previous: 0,
+        }
+    }
+
+    /// Taken by anyone?
+    pub fn is_locked(&self) -> bool {
+        self.owner.load(Relaxed) != 0
+    }
+
+    /// Taken by a thread other than the calling one?
+    pub fn held_elsewhere(&self) -> bool {
+        let me = self
+            .cells()
+            .map_or_else(this_thread, |c| c as *const PerThread as usize);
+        let owner = self.owner.load(Relaxed);
+        owner != 0 && owner != me
+    }
+
+    /// Frees the lock whoever holds it.
+    ///
+    /// # Safety
+    /// The holder must never touch the table again (it does not exist any
+    /// more, as another thread of the parent in a forked child).
+    pub unsafe fn force_unlock(&self) {
+        self.owner.store(0, Release);
+    }
+}
+
+/// The table is taken by this thread: was it taken by a hook frame that a
+/// longjmp has left? (Not if it is still on the stack above us.)
+fn abandoned(c: &PerThread) -> bool {
+    let (held, now) = (c.hold.get(), c.frame.get());
+    held != 0
+        && now != 0
+        && now + SAME_PLACE_SLACK >= held
+        && now - held.min(now) <= SAME_STACK_SPAN
+        && !nested_on_signal_stack(held)
+}
+
+/// Is this a signal handler running on the alternate signal stack while the
+/// holder's frame is on another stack? Then the holder may well be alive
+/// below it, whatever the addresses say.
+fn nested_on_signal_stack(held: usize) -> bool {
+    // SAFETY: plain data, filled in by the kernel.
+    let mut ss: libc::stack_t = unsafe { core::mem::zeroed() };
+    // SAFETY: a NULL new stack only queries; `ss` is a valid out-pointer.
+    if unsafe { libc::sigaltstack(core::ptr::null(), &mut ss) } != 0 {
+        return true;
+    }
+    if ss.ss_flags & libc::SS_ONSTACK == 0 {
+        return false;
+    }
+    let base = ss.ss_sp as usize;
+    !(base..base + ss.ss_size).contains(&held)
+}
+
+/// The table, taken; gives it back when dropped.
+pub struct TableGuard<'a> {
+    lock: &'a TableLock,
+    cells: Option<&'static PerThread>,
+    /// The hold frame to put back (that of an outer attempt, or 0).
+    previous: usize,
+}
+
+impl core::ops::Deref for TableGuard<'_> {
+    type Target = Table;
+    fn deref(&self) -> &Table {
+        // SAFETY: this guard is the table's only user (see `TableLock`).
+        unsafe { &*self.lock.table.get() }
+    }
+}
+
+impl core::ops::DerefMut for TableGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Table {
+        // SAFETY: as above.
+        unsafe { &mut *self.lock.table.get() }
+    }
+}
+
+impl Drop for TableGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.lock.owner.store(0, Release);
+        compiler_fence(SeqCst);
+        if let Some(c) = self.cells {
+            c.hold.set(self.previous);
+        }
+    }
+}

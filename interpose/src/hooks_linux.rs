@@ -1,0 +1,130 @@
+//! Linux-only hooks beyond `hooks.rs`: `pkey_mprotect`, `shmat` and
+//! `mseal`, calls that act on a range of the caller's address space and that
+//! must therefore see queued ranges as the program left them.
+
+use crate::hooks::{hook_frame, on_range, ptr_result, span};
+use crate::os::RealOs;
+use crate::{errno, real, ENGINE};
+use libc::{c_int, c_void, size_t};
+use munmapq_core::engine::{Effect, Span};
+
+/// # Safety
+/// As for C `pkey_mprotect`.
+pub unsafe extern "C" fn pkey_mprotect(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    pkey: c_int,
+) -> c_int {
+    hook_frame!();
+    // As mprotect: anything but read-only, or a protection key (which can
+    // make reads fault), ends tracking; a mapping handed back later must
+    // be as a fresh mmap would make it.
+    let effect = if prot == libc::PROT_READ && pkey == -1 {
+        Effect::Inspect
+    } else {
+        Effect::Modify
+    };
+    // SAFETY: the caller's own arguments.
+    on_range(addr, len, effect, || unsafe {
+        real::pkey_mprotect(addr, len, prot, pkey)
+    })
+}
+
+/// # Safety
+/// As for C `mseal` (glibc may lack it; programs then use `syscall`, which
+/// munmapq does not see).
+pub unsafe extern "C" fn mseal(addr: *mut c_void, len: size_t, flags: libc::c_ulong) -> c_int {
+    hook_frame!();
+    // Queued mappings there are unmapped first (the kernel answers ENOMEM
+    // for a freed range, as without munmapq, and nothing freed gets
+    // pinned); a sealed mapping is never deferred (its munmap must fail
+    // with EPERM), so live ones stop being tracked.
+    // SAFETY: the caller's own arguments.
+    on_range(addr, len, Effect::Modify, || unsafe {
+        real::mseal(addr, len, flags)
+    })
+}
+
+/// Above every user address on 64-bit Linux (47 or 56 bits on x86_64, at
+/// most 52 on arm64).
+const ADDRESS_TOP: usize = 1 << 57;
+const HUGE: usize = 1 << 30;
+
+/// The size of SysV segment `id` (`IPC_STAT`: one system call, no
+/// allocation), or None if it cannot be read.
+fn segment_size(id: c_int) -> Option<usize> {
+    // SAFETY: plain data, filled in by the kernel.
+    let mut ds: libc::shmid_ds = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid out-pointer; a bad id only makes the call fail.
+    let r = unsafe { libc::shmctl(id, libc::IPC_STAT, &mut ds) };
+    (r == 0).then_some(ds.shm_segsz as usize)
+}
+
+/// The boundary `SHM_RND` rounds down to: the kernel's `SHMLBA`, the page on
+/// x86_64 (arch/x86/include/asm/shmparam.h), four pages on arm64
+/// (arch/arm64/include/asm/shmparam.h); four pages elsewhere, which only
+/// prepares a little more than needed.
+fn shmlba() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    if cfg!(target_arch = "x86_64") {
+        page
+    } else {
+        4 * page
+    }
+}
+
+/// # Safety
+/// As for C `shmat`.
+pub unsafe extern "C" fn shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void {
+    hook_frame!();
+    let saved = errno::get();
+    let call = || {
+        // SAFETY: the caller's own arguments.
+        let p = unsafe { real::shmat(id, addr, flags) };
+        if p as isize == -1 {
+            Err(errno::get())
+        } else {
+            Ok(p as usize)
+        }
+    };
+    let r = if addr.is_null() {
+        // The kernel picks the address: anything we had there was unmapped
+        // behind our back (as for an mmap without an address).
+        let r = ENGINE.range_call(&RealOs, &[], call);
+        if let Ok(start) = r {
+            let len = segment_size(id).unwrap_or(ADDRESS_TOP.saturating_sub(start));
+            ENGINE.placed_by_kernel(&RealOs, start, len);
+        }
+        r
+    } else {
+        ENGINE.range_call(&RealOs, &[attach_span(id, addr as usize, flags)], call)
+    };
+    ptr_result(r, saved).cast()
+}
+
+/// The range an attach at a fixed address covers. Without `SHM_REMAP` the
+/// kernel refuses (EINVAL) if anything is mapped there, so queued mappings
+/// are unmapped first; with it the attach replaces what is there, so live
+/// mappings stop being tracked too. A segment whose size cannot be read is
+/// taken to reach the top of the address space, and the end is rounded up
+/// to a 1 GiB boundary (an `SHM_HUGETLB` segment covers whole huge pages):
+/// both only unmap more of the queue than needed.
+fn attach_span(id: c_int, addr: usize, flags: c_int) -> Option<Span> {
+    let start = if flags & libc::SHM_RND != 0 {
+        addr & !(shmlba() - 1)
+    } else {
+        addr
+    };
+    let effect = if flags & libc::SHM_REMAP != 0 {
+        Effect::Modify
+    } else {
+        Effect::Inspect
+    };
+    let end = segment_size(id)
+        .and_then(|l| start.checked_add(l))
+        .and_then(|e| e.checked_add(HUGE - 1))
+        .map_or(ADDRESS_TOP, |e| (e & !(HUGE - 1)).min(ADDRESS_TOP));
+    span(start as *const c_void, end.saturating_sub(start), effect)
+}
