@@ -3,6 +3,8 @@
 
 mod doctor;
 mod embedded;
+mod macho;
+mod platform;
 mod report;
 mod run;
 mod shell;

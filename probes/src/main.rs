@@ -1,10 +1,16 @@
 //! `mq-probe SCENARIO ARGS...`: programs the integration tests run with and
 //! without libmunmapq. Exit status 0 means every check inside passed.
 
+// The invariant cases, the random differential steps and the call
+// wrappers live in the launcher package, whose `munmapq selftest` runs
+// them too (an installed munmapq has no mq-probe).
+#[path = "../../launcher/check/invariants.rs"]
 mod invariants;
+#[path = "../../launcher/check/random.rs"]
 mod random;
 mod repo;
 mod stress;
+#[path = "../../launcher/check/sys.rs"]
 mod sys;
 
 fn arg(args: &[String], i: usize, default: usize) -> usize {
