@@ -101,7 +101,7 @@ pub fn msync(addr: usize, len: usize) -> Result<i32, i32> {
 pub fn mincore(addr: usize, len: usize) -> Result<i32, i32> {
     let mut v = vec![0u8; len.div_ceil(page()).max(1)];
     // SAFETY: `v` has a byte per page.
-    int(unsafe { libc::mincore(addr as *mut _, len, v.as_mut_ptr()) })
+    int(unsafe { libc::mincore(addr as *mut _, len, v.as_mut_ptr().cast()) })
 }
 
 pub fn mlock(addr: usize, len: usize) -> Result<i32, i32> {
