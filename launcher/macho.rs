@@ -58,6 +58,9 @@ impl Arch {
 
 /// "arm64 + x86_64".
 pub fn names(archs: &[Arch]) -> String {
+    if archs.is_empty() {
+        return "no Mach-O slice".into();
+    }
     let v: Vec<String> = archs.iter().map(|a| a.name()).collect();
     v.join(" + ")
 }

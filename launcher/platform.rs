@@ -123,7 +123,7 @@ pub fn shell_wide_refusal(lib: &Path, archs: &[macho::Arch], missing: &[macho::A
     format!(
         "env: {} has {}, and dyld kills every {} process it is inserted into; use `munmapq shell-init` (it checks each program) or `munmapq COMMAND`",
         lib.display(),
-        if archs.is_empty() { "no Mach-O slice".into() } else { macho::names(archs) },
+        macho::names(archs),
         macho::names(missing)
     )
 }
