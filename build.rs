@@ -19,6 +19,12 @@
 //!
 //! No library, no launcher: if the library cannot be built, this script
 //! fails and says why.
+//!
+//! For macOS the embedded library is universal (arm64 + x86_64): dyld kills
+//! a program whose inserted library has no slice of its architecture
+//! (Intel programs under Rosetta). Both slices are built and joined with
+//! [`universal`] (what `lipo -create` does). `MUNMAPQ_NESTED_CARGO` names
+//! another cargo for the nested builds (the cross-build uses cargo-zigbuild).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -85,16 +91,14 @@ fn main() {
     } else {
         "libmunmapq.so"
     };
+    println!("cargo:rerun-if-env-changed=MUNMAPQ_NESTED_CARGO");
     let manifest = wrapper(&src, &out);
     let build_dir = out.join("lib-build");
-    let mut built = build_dir.clone();
-    if target != host {
-        built.push(&target);
-    }
-    built.push(if release { "release" } else { "debug" });
-    built.push(name);
-    let nested = |offline: bool| {
-        let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let nested = |target: &str, offline: bool| {
+        let cargo = std::env::var("MUNMAPQ_NESTED_CARGO")
+            .or_else(|_| std::env::var("CARGO"))
+            .unwrap_or_else(|_| "cargo".into());
+        let mut cargo = Command::new(cargo);
         cargo
             .args(["build", "--lib", "--manifest-path"])
             .arg(&manifest)
@@ -113,7 +117,7 @@ fn main() {
             cargo.arg("--release");
         }
         if target != host {
-            cargo.args(["--target", &target]);
+            cargo.args(["--target", target]);
         }
         let status = cargo.status();
         (format!("{cargo:?}"), status)
@@ -122,16 +126,66 @@ fn main() {
     // (the wrapper's resolution, restricted to what is downloaded, finds
     // them). Should that ever fail, and unless cargo was told to stay
     // offline, a second try may fetch.
-    let mut attempt = nested(true);
     let may_fetch = std::env::var("CARGO_NET_OFFLINE").map_or(true, |v| v != "true");
-    if may_fetch && !matches!(attempt.1, Ok(s) if s.success()) {
-        attempt = nested(false);
+    let build = |target: &str| -> Result<Vec<u8>, String> {
+        let mut attempt = nested(target, true);
+        if may_fetch && !matches!(attempt.1, Ok(s) if s.success()) {
+            attempt = nested(target, false);
+        }
+        match attempt {
+            (_, Ok(s)) if s.success() => {}
+            (cmd, Ok(s)) => return Err(format!("`{cmd}` failed ({s}); its messages are above")),
+            (_, Err(e)) => return Err(format!("cannot run cargo: {e}")),
+        }
+        let mut built = build_dir.clone();
+        if target != host {
+            built.push(target);
+        }
+        built.push(if release { "release" } else { "debug" });
+        built.push(name);
+        std::fs::read(&built).map_err(|e| format!("{}: {e}", built.display()))
+    };
+    let mut lib = build(&target).unwrap_or_else(|e| fail(&e));
+    let other = match target.as_str() {
+        "aarch64-apple-darwin" => Some("x86_64-apple-darwin"),
+        "x86_64-apple-darwin" => Some("aarch64-apple-darwin"),
+        _ => None,
+    };
+    if let Some(other) = other {
+        match build(other).ok().and_then(|o| universal(&[&lib, &o])) {
+            Some(fat) => lib = fat,
+            None => println!(
+                "cargo:warning=the embedded {name} has only {target}'s slice (for both: rustup target add {other}); dyld kills programs of the other architecture, so munmapq runs those without it"
+            ),
+        }
     }
-    match attempt {
-        (_, Ok(s)) if s.success() => {}
-        (cmd, Ok(s)) => fail(&format!("`{cmd}` failed ({s}); its messages are above")),
-        (_, Err(e)) => fail(&format!("cannot run cargo: {e}")),
+    std::fs::write(out.join(name), lib)
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", out.join(name).display())));
+}
+
+/// A universal Mach-O file of thin 64-bit ones, as `lipo -create` makes it:
+/// a big-endian `fat_header` and one `fat_arch` per slice, each slice
+/// aligned to 2^14 (xnu EXTERNAL_HEADERS/mach-o/fat.h). None if a part is
+/// not a thin 64-bit little-endian Mach-O file.
+fn universal(thin: &[&[u8]]) -> Option<Vec<u8>> {
+    const ALIGN: usize = 1 << 14;
+    let word = |d: &[u8], at: usize| Some(u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?));
+    let mut fat = Vec::new();
+    fat.extend_from_slice(&0xcafe_babe_u32.to_be_bytes());
+    fat.extend_from_slice(&(thin.len() as u32).to_be_bytes());
+    let mut offset = ALIGN;
+    for t in thin {
+        if word(t, 0)? != 0xfeed_facf {
+            return None;
+        }
+        for w in [word(t, 4)?, word(t, 8)?, offset as u32, t.len() as u32, 14] {
+            fat.extend_from_slice(&w.to_be_bytes());
+        }
+        offset += t.len().div_ceil(ALIGN) * ALIGN;
     }
-    std::fs::copy(&built, out.join(name))
-        .unwrap_or_else(|e| fail(&format!("{}: {e}", built.display())));
+    for t in thin {
+        fat.resize(fat.len().div_ceil(ALIGN) * ALIGN, 0);
+        fat.extend_from_slice(t);
+    }
+    Some(fat)
 }

@@ -2,9 +2,11 @@
 //! not, why and what to do instead. Injection that silently does nothing is
 //! the main way a preload tool fails its users.
 //!
-//! Facts are gathered per system (ELF headers on Linux; `codesign` and
-//! `lipo` on macOS) and judged by pure functions, unit-tested on fake facts.
+//! Facts are gathered per system (ELF headers on Linux; Mach-O headers and
+//! `codesign` on macOS) and judged by pure functions, unit-tested on fake
+//! facts.
 
+use crate::macho::{self, Arch, Host};
 use std::path::{Path, PathBuf};
 
 /// What decides whether a preloaded library reaches a program.
@@ -29,8 +31,12 @@ pub struct Facts {
     pub disables_library_validation: bool,
     /// macOS: library validation requested (codesign flag 0x2000).
     pub library_validation: bool,
-    /// macOS: the binary's architectures (from lipo).
-    pub archs: Vec<String>,
+    /// macOS: a Mach-O file, and its architectures (from its header).
+    pub mach_o: bool,
+    pub archs: Vec<Arch>,
+    /// macOS: the library's architectures, and the kind of Mac.
+    pub lib_archs: Vec<Arch>,
+    pub host: Host,
 }
 
 #[derive(Debug, PartialEq)]
@@ -99,10 +105,28 @@ pub fn sip_protected(path: &Path) -> bool {
 /// The macOS rules.
 pub fn judge_macos(f: &Facts) -> Verdict {
     let no = |why: &str, instead: &str| Verdict::WontLoad(why.into(), instead.into());
+    if let Some(sh) = &f.shebang {
+        if sip_protected(Path::new(sh)) {
+            return Verdict::WontLoad(
+                format!("it is a script run by {sh}, which System Integrity Protection covers: dyld drops every DYLD_* variable for it and for everything it starts"),
+                "run the program the script starts with munmapq itself (e.g. munmapq /opt/homebrew/bin/git ...)".into(),
+            );
+        }
+        return Verdict::WontLoad(
+            format!("it is a script: the library loads into its interpreter {sh}, and from there into what the script runs"),
+            format!("run `munmapq doctor {sh}` and check the programs the script starts"),
+        );
+    }
     if f.sip_protected {
         return no(
             "it is protected by System Integrity Protection: dyld drops DYLD_INSERT_LIBRARIES for it (/usr/bin/git is such a shim, and /bin/sh, which git uses for subprocesses, too)",
             "use a git outside the system paths, e.g. Homebrew's (/opt/homebrew/bin/git or /usr/local/bin/git)",
+        );
+    }
+    if !f.mach_o {
+        return no(
+            "it is neither a Mach-O program nor a #! script",
+            "point munmapq at the real program",
         );
     }
     if f.setuid || f.setgid {
@@ -123,10 +147,16 @@ pub fn judge_macos(f: &Facts) -> Verdict {
             "re-sign a copy with com.apple.security.cs.disable-library-validation, or use an unsigned build",
         );
     }
-    if f.archs.iter().any(|a| a == "arm64e") && !f.archs.iter().any(|a| a == "arm64") {
-        return no(
-            "it is arm64e only; libmunmapq.dylib is arm64",
-            "use an arm64 or x86_64 build of the program",
+    if macho::process_arch(&f.archs, f.host).is_none() {
+        return Verdict::WontLoad(
+            format!("it has no slice this Mac runs ({})", macho::names(&f.archs)),
+            "use a build of the program for this Mac".into(),
+        );
+    }
+    if let Some(why) = macho::would_kill(&f.archs, &f.lib_archs, f.host) {
+        return Verdict::WontLoad(
+            format!("{why} (munmapq runs it without the library instead)"),
+            "use an arm64 or x86_64 build of the program, or a library with that slice".into(),
         );
     }
     Verdict::Loads
@@ -198,19 +228,29 @@ pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
         setgid: mode & 0o2000 != 0,
         ..Facts::default()
     };
-    if let Some(rest) = data.strip_prefix(b"#!") {
-        let line = rest.split(|&c| c == b'\n').next().unwrap_or(b"");
-        let interp = String::from_utf8_lossy(line)
-            .split_whitespace()
-            .next()
-            .unwrap_or("")
-            .to_string();
+    if let Some(interp) = shebang(&data) {
         f.shebang = Some(interp);
+    } else if let Some(archs) = macho::archs(&data) {
+        f.mach_o = true;
+        f.archs = archs;
     } else if data.starts_with(b"\x7fELF") {
         f.elf = true;
         f.interpreter = elf_interpreter(&data);
     }
     Ok(f)
+}
+
+/// The interpreter a `#!` line names, if the file starts with one.
+pub fn shebang(head: &[u8]) -> Option<String> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|&c| c == b'\n').next().unwrap_or(b"");
+    Some(
+        String::from_utf8_lossy(line)
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string(),
+    )
 }
 
 /// PT_INTERP of a 64- or 32-bit little-endian ELF file.
@@ -276,10 +316,10 @@ fn platform_facts(f: &mut Facts) {
         ),
         f,
     );
-    f.archs = run("lipo", &["-archs".as_ref(), &p])
-        .split_whitespace()
-        .map(String::from)
-        .collect();
+    f.host = Host::this();
+    if let Ok(lib) = crate::run::find_library(None) {
+        f.lib_archs = crate::platform::library_archs(&lib);
+    }
 }
 
 #[cfg(not(target_os = "macos"))]
@@ -310,12 +350,21 @@ pub fn run(cmd: &str) -> u8 {
     match judge(&f) {
         Verdict::Loads => {
             println!(
-                "munmapq doctor: {}: the library would load (dynamically linked{})",
+                "munmapq doctor: {}: the library would load (dynamically linked{}{})",
                 path.display(),
                 f.interpreter
                     .as_deref()
                     .map(|i| format!(", {i}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                if f.mach_o {
+                    format!(
+                        ", {} into {}",
+                        macho::names(&f.lib_archs),
+                        macho::names(&f.archs)
+                    )
+                } else {
+                    String::new()
+                }
             );
             0
         }
@@ -374,7 +423,9 @@ mod tests {
         Facts {
             path: path.into(),
             sip_protected: sip_protected(Path::new(path)),
-            archs: vec!["arm64".into()],
+            mach_o: true,
+            archs: vec![Arch::Arm64],
+            lib_archs: vec![Arch::Arm64, Arch::X86_64],
             ..Facts::default()
         }
     }
@@ -415,15 +466,73 @@ mod tests {
             matches!(judge_macos(&only_env), Verdict::WontLoad(w, _) if w.contains("library validation"))
         );
         let e = Facts {
-            archs: vec!["arm64e".into()],
+            archs: vec![Arch::Arm64e],
             ..mac("/opt/x")
         };
         assert!(matches!(judge_macos(&e), Verdict::WontLoad(w, _) if w.contains("arm64e")));
         let fat = Facts {
-            archs: vec!["arm64e".into(), "arm64".into()],
+            archs: vec![Arch::Arm64e, Arch::Arm64],
             ..mac("/opt/x")
         };
         assert_eq!(judge_macos(&fat), Verdict::Loads);
+    }
+
+    #[test]
+    fn macos_architectures_scripts_and_other_files() {
+        // Intel Homebrew's git under Rosetta: fine with a universal library,
+        // fatal with a thin arm64 one.
+        let intel_git = Facts {
+            archs: vec![Arch::X86_64],
+            ..mac("/usr/local/bin/git")
+        };
+        assert_eq!(judge_macos(&intel_git), Verdict::Loads);
+        let thin_lib = Facts {
+            lib_archs: vec![Arch::Arm64],
+            ..intel_git.clone()
+        };
+        assert!(
+            matches!(judge_macos(&thin_lib), Verdict::WontLoad(w, _) if w.contains("runs as x86_64") && w.contains("kill"))
+        );
+        // Facts read from fake headers.
+        let dir = std::env::temp_dir().join(format!("munmapq-doctor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            file_facts(&p).unwrap()
+        };
+        let fat = write(
+            "fat",
+            &macho::fake::fat(&[macho::fake::CPU_X86_64, macho::fake::CPU_ARM64E]),
+        );
+        assert!(fat.mach_o && fat.archs == [Arch::X86_64, Arch::Arm64e]);
+        // An arm64e + x86_64 program runs as arm64e on Apple Silicon.
+        let fat = Facts {
+            lib_archs: vec![Arch::Arm64, Arch::X86_64],
+            ..fat
+        };
+        assert!(matches!(judge_macos(&fat), Verdict::WontLoad(w, _) if w.contains("arm64e")));
+        for (name, text) in [
+            ("sh", "#!/bin/sh\nexec git \"$@\"\n"),
+            ("env", "#!/usr/bin/env python3\n"),
+        ] {
+            let f = write(name, text.as_bytes());
+            assert!(
+                matches!(judge_macos(&f), Verdict::WontLoad(w, _) if w.contains("System Integrity")),
+                "{name}"
+            );
+        }
+        let brew_py = write("py", b"#!/opt/homebrew/bin/python3\n");
+        assert!(
+            matches!(judge_macos(&brew_py), Verdict::WontLoad(_, i) if i.contains("doctor /opt/homebrew/bin/python3"))
+        );
+        let data = write("data", b"just text");
+        assert!(
+            matches!(judge_macos(&data), Verdict::WontLoad(w, _) if w.contains("neither a Mach-O"))
+        );
+        let elf = write("elf", b"\x7fELF\x02\x01\x01\0\0\0");
+        assert!(!elf.mach_o && matches!(judge_macos(&elf), Verdict::WontLoad(..)));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

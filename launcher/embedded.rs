@@ -4,7 +4,7 @@
 //! bytes must be exactly the embedded ones, so a library another user could
 //! have replaced is never loaded.
 
-use crate::run::LIB_NAME;
+use crate::platform::LIB_NAME;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -1,10 +1,14 @@
 //! `munmapq [OPTIONS] [--] COMMAND [ARGS...]`: runs COMMAND with libmunmapq
 //! preloaded, its options passed as `MUNMAPQ_*` variables.
 
+mod check;
 mod doctor;
 mod embedded;
+mod macho;
+mod platform;
 mod report;
 mod run;
+mod selftest;
 mod shell;
 
 use munmapq_core::config::{self, System, VARIABLES};
@@ -16,6 +20,9 @@ const USAGE: &str = "\
 munmapq: defer and reuse the munmap()s of read-only file mappings in an unmodified program
 
 usage: munmapq [OPTIONS] [--] COMMAND [ARGS...]
+       munmapq selftest [--lib PATH]
+                                  does the library load and behave here? (run it first;
+                                  prints a report to paste into a bug report)
        munmapq doctor COMMAND     would the library load into COMMAND? why not?
        munmapq shell-init bash|zsh|fish [COMMAND...]
                                   shell functions that run COMMANDs (default: git)
@@ -209,6 +216,23 @@ fn main() -> ExitCode {
             };
         }
         Some("env") if args.len() == 1 => return print(shell::env()),
+        _ => {}
+    }
+    match args.first().and_then(|a| a.to_str()) {
+        Some("__check") => {
+            let rest: Vec<String> = args[1..]
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            return selftest::child(&rest);
+        }
+        Some("selftest") => {
+            return match args.get(1..).unwrap_or_default() {
+                [] => selftest::run(None),
+                [flag, path] if flag == "--lib" => selftest::run(Some(PathBuf::from(path))),
+                _ => fail("usage: munmapq selftest [--lib PATH]", 2),
+            }
+        }
         _ => {}
     }
     if args.first().is_some_and(|a| a == "doctor") {

@@ -1,6 +1,7 @@
 //! Finding the library, running the command with it, and passing the
 //! command's exit status or signal through.
 
+use crate::platform::{self, LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
 use crate::report::Report;
 use crate::{fail, Options, StatsFormat};
 use std::io::ErrorKind;
@@ -8,16 +9,6 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicI32, Ordering};
-
-#[cfg(target_os = "macos")]
-pub const LIB_NAME: &str = "libmunmapq.dylib";
-#[cfg(not(target_os = "macos"))]
-pub const LIB_NAME: &str = "libmunmapq.so";
-
-#[cfg(target_os = "macos")]
-pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
-#[cfg(not(target_os = "macos"))]
-pub const PRELOAD_VAR: &str = "LD_PRELOAD";
 
 /// `--lib`, else `$MUNMAPQ_LIB`, else next to this executable or in
 /// `../lib` beside it (a build tree, a package), else the library built into
@@ -34,6 +25,20 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
     let dir = exe.parent().unwrap_or(Path::new("/"));
     let beside = [dir.join(LIB_NAME), dir.join("../lib").join(LIB_NAME)];
     if let Some(p) = beside.iter().find(|p| p.is_file()) {
+        // macOS: `cargo build` leaves a library of the build's one
+        // architecture beside munmapq; the embedded one is universal
+        // (build.rs), so it serves more programs.
+        if cfg!(target_os = "macos") {
+            if let Some(Ok(embedded)) = crate::embedded::library() {
+                let (b, e) = (
+                    platform::library_archs(p),
+                    platform::library_archs(&embedded),
+                );
+                if b.len() < e.len() && b.iter().all(|a| e.contains(a)) {
+                    return Ok(embedded);
+                }
+            }
+        }
         return p
             .canonicalize()
             .map_err(|e| format!("{}: {e}", p.display()));
@@ -45,23 +50,6 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
             beside[0].display()
         )),
     }
-}
-
-/// `lib` first, then what was already preloaded (without a second copy).
-fn preload_value(lib: &Path, existing: Option<std::ffi::OsString>) -> std::ffi::OsString {
-    let mut v = lib.as_os_str().to_owned();
-    if let Some(old) = existing.filter(|o| !o.is_empty()) {
-        let old = old.to_string_lossy().into_owned();
-        let sep = if cfg!(target_os = "macos") { ':' } else { ' ' };
-        for part in old
-            .split([':', ' '])
-            .filter(|p| !p.is_empty() && Path::new(p) != lib)
-        {
-            v.push(sep.to_string());
-            v.push(part);
-        }
-    }
-    v
 }
 
 static CHILD: AtomicI32 = AtomicI32::new(0);
@@ -107,12 +95,21 @@ pub fn run(o: Options) -> ExitCode {
         Ok(p) => p,
         Err(msg) => return fail(&msg, 1),
     };
+    let name = o.command[0].to_string_lossy().into_owned();
     let mut cmd = Command::new(&o.command[0]);
     cmd.args(&o.command[1..]);
-    cmd.env(
-        PRELOAD_VAR,
-        preload_value(&lib, std::env::var_os(PRELOAD_VAR)),
-    );
+    // dyld kills a program whose inserted library it cannot load: such a
+    // program runs without munmapq, after one line saying so.
+    let killed_by = crate::doctor::resolve(&name).and_then(|p| platform::would_kill(&p, &lib));
+    match &killed_by {
+        Some(why) => eprintln!("munmapq: warning: {name}: {why}; running it without munmapq"),
+        None => {
+            cmd.env(
+                PRELOAD_VAR,
+                PRELOAD_LIST.prepend(&lib, std::env::var_os(PRELOAD_VAR)),
+            );
+        }
+    }
     cmd.env(munmapq_core::config::VAR_STATS_FILE, &report_path);
     for (k, v) in &o.vars {
         cmd.env(k, v);
@@ -141,7 +138,6 @@ pub fn run(o: Options) -> ExitCode {
             forward_signal as *const () as libc::sighandler_t,
         );
     }
-    let name = o.command[0].to_string_lossy().into_owned();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -164,7 +160,7 @@ pub fn run(o: Options) -> ExitCode {
     let text = std::fs::read_to_string(&report_path).unwrap_or_default();
     let _ = std::fs::remove_file(&report_path);
     let report = Report::parse(&text);
-    if report.loaded == 0 {
+    if report.loaded == 0 && killed_by.is_none() {
         eprintln!(
             "munmapq: warning: {LIB_NAME} was not loaded into {name}: it ran without munmapq (see: munmapq doctor {name})"
         );

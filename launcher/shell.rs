@@ -2,7 +2,8 @@
 //! to put in a shell so that commands (git by default) always run through
 //! munmapq, or the raw variables for those who prefer them.
 
-use crate::run::{find_library, PRELOAD_VAR};
+use crate::platform::{self, PRELOAD_LIST, PRELOAD_VAR};
+use crate::run::find_library;
 
 /// Single-quotes `s` for sh-like shells.
 fn sh_quote(s: &str) -> String {
@@ -21,7 +22,9 @@ fn is_plain_name(c: &str) -> bool {
 
 /// A function per command that runs it through this munmapq (absolute
 /// path, so it works whatever PATH says). Functions rather than aliases:
-/// they also work in scripts that source them.
+/// they also work in scripts that source them. Nothing is exported: each
+/// run goes through the launcher, which checks the program's architecture
+/// against the library's (platform::would_kill) before preloading it.
 pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
     let exe = exe.to_string_lossy();
@@ -56,10 +59,14 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
 }
 
 /// `export LD_PRELOAD=...` (or DYLD_INSERT_LIBRARIES), keeping what is set.
+/// On macOS only if the library serves every architecture a process of
+/// this Mac can be: the variable reaches everything the shell starts, and
+/// dyld kills a process whose inserted library it cannot load.
 pub fn env() -> Result<String, String> {
     let lib = find_library(None)?;
+    platform::shell_wide_ok(&lib)?;
     let lib = sh_quote(&lib.to_string_lossy());
-    let sep = if cfg!(target_os = "macos") { ":" } else { " " };
+    let sep = PRELOAD_LIST.separator();
     Ok(format!(
         "export {PRELOAD_VAR}={lib}\"${{{PRELOAD_VAR}:+{sep}${PRELOAD_VAR}}}\"\n"
     ))

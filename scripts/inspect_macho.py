@@ -2,8 +2,13 @@
 """Checks a cross-built libmunmapq.dylib without a Mac: its __DATA,__interpose
 section holds exactly one {replacement, original} pair per hook of
 interpose/src/hooks.rs (common_hooks!), each original bound to libSystem's
-symbol and each replacement pointing at our hook, and no hook is exported
-under its bare C name. Usage: inspect_macho.py HOOKS_RS DYLIB..."""
+symbol and each replacement pointing at our hook, no two originals one address
+in libSystem (scripts/libsystem_aliases.txt: dyld would keep one of the two
+pairs), and no hook is exported under its bare C name. Every slice of a
+universal (fat) file is checked; --archs arm64,x86_64 requires those slices.
+Usage: inspect_macho.py [--archs A,B] HOOKS_RS DYLIB...
+       inspect_macho.py --selftest   (the alias check on known aliases)"""
+import os
 import re
 import struct
 import sys
@@ -19,16 +24,59 @@ def hook_names(hooks_rs, macro="common_hooks"):
     return re.findall(r"^\s+(\w+)\(.*\)\s*->\s*[^;]+;\s*$", block, re.M)
 
 
-def check(path, hooks):
-    failures = []
+ALIASES_TXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libsystem_aliases.txt")
+
+
+def load_aliases(path=ALIASES_TXT):
+    """{arch: {alias: target}} from libsystem_aliases.txt."""
+    table = {}
+    for line in open(path):
+        line = line.split("#", 1)[0].split()
+        if not line:
+            continue
+        alias, target, archs = line
+        for arch in archs.split(","):
+            table.setdefault(arch, {})[alias] = target
+    return table
+
+
+def aliased_originals(originals, arch, aliases):
+    """Groups of originals that are one address in libSystem for arch."""
+    same = aliases.get(arch, {})
+    groups = {}
+    for name in originals:
+        groups.setdefault(same.get(name, name), []).append(name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def slice_arch(b):
+    cpu = str(b.header.cpu_type).split(".")[-1]
+    sub = b.header.cpu_subtype & 0x00FFFFFF
+    if cpu == "ARM64":
+        return "arm64e" if sub == 2 else "arm64"
+    return {"X86_64": "x86_64"}.get(cpu, cpu.lower())
+
+
+def check(path, hooks, aliases):
+    failures, archs = [], []
     fat = lief.MachO.parse(path)
-    b = fat.at(0)
-    arch = str(b.header.cpu_type).split(".")[-1]
+    if fat is None:
+        return [f"{path}: not a Mach-O file"], archs
+    for i in range(fat.size):
+        b = fat.at(i)
+        arch = slice_arch(b)
+        archs.append(arch)
+        failures += check_slice(f"{path} [{arch}]", b, arch, hooks, aliases)
+    return failures, archs
+
+
+def check_slice(path, b, arch, hooks, aliases):
+    failures = []
     if b.header.file_type != lief.MachO.Header.FILE_TYPE.DYLIB:
         failures.append(f"{path}: not a dylib")
     sections = [s for s in b.sections if s.segment_name == "__DATA" and s.name == "__interpose"]
     if len(sections) != 1:
-        return [f"{path}: no __DATA,__interpose section"], arch
+        return [f"{path}: no __DATA,__interpose section"]
     sec = sections[0]
     lo = sec.virtual_address
     if sec.size != 16 * len(hooks):
@@ -43,6 +91,10 @@ def check(path, hooks):
         if s.name:
             by_addr.setdefault(s.value, []).append(s.name)
     content = bytes(sec.content)
+    originals = [binds[k][0] for k in sorted(binds) if k % 16 == 8]
+    for group in aliased_originals(originals, arch, aliases):
+        failures.append(f"{path}: originals {' and '.join(group)} are one address in libSystem "
+                        f"(scripts/libsystem_aliases.txt): dyld keeps one of their pairs")
     for i, name in enumerate(hooks):
         if 16 * i + 16 > len(content):
             failures.append(f"{path}: no pair for {name}")
@@ -55,26 +107,45 @@ def check(path, hooks):
         if not any(mangled in n for n in by_addr.get(target, [])):
             failures.append(f"{path}: pair {i} replacement {target:#x} is {by_addr.get(target)}, expected hooks::{name}")
     exported = {s.name for s in b.exported_symbols}
-    for name in hooks + ["mmap64", "mremap", "mlock2"]:
+    for name in hooks + ["mmap64", "mremap", "mlock2", "posix_madvise"]:
         if "_" + name in exported:
             failures.append(f"{path}: exports bare _{name}")
-    return failures, arch
+    return failures
+
+
+def selftest():
+    aliases = load_aliases()
+    assert aliased_originals(["_madvise", "_posix_madvise"], "arm64", aliases) == [["_madvise", "_posix_madvise"]]
+    assert aliased_originals(["_posix_madvise", "_mmap", "_madvise"], "x86_64", aliases)
+    assert aliased_originals(["_fstat", "_fstat64"], "arm64", aliases)
+    assert not aliased_originals(["_fstat", "_fstat64"], "x86_64", aliases)  # there: _fstat$INODE64
+    assert not aliased_originals(["_mmap", "_munmap", "_mprotect", "_madvise", "_msync"], "arm64", aliases)
+    print("inspect_macho selftest: the alias check refuses _madvise + _posix_madvise, accepts the hooks")
 
 
 def main():
-    hooks = hook_names(sys.argv[1])
+    args = sys.argv[1:]
+    if args == ["--selftest"]:
+        return selftest()
+    want = []
+    if args and args[0] == "--archs":
+        want, args = args[1].split(","), args[2:]
+    hooks = hook_names(args[0])
     # macOS-only hooks follow the common ones in the table (exports_macos.rs).
-    hooks += hook_names(sys.argv[1].replace("hooks.rs", "exports_macos.rs"), "macos_only_hooks")
-    assert hooks, "no hooks found in " + sys.argv[1]
+    hooks += hook_names(args[0].replace("hooks.rs", "exports_macos.rs"), "macos_only_hooks")
+    assert hooks, "no hooks found in " + args[0]
+    aliases = load_aliases()
     passed = failed = 0
-    for path in sys.argv[2:]:
-        failures, arch = check(path, hooks)
+    for path in args[1:]:
+        failures, archs = check(path, hooks, aliases)
+        failures += [f"{path}: no {a} slice (has {', '.join(archs)})" for a in want if a not in archs]
         if failures:
             failed += 1
             print("\n".join(failures))
         else:
             passed += 1
-            print(f"{path} ({arch}): {len(hooks)} interpose pairs ({', '.join(hooks)}), originals bound to libSystem, no bare exports")
+            print(f"{path} ({' + '.join(archs)}): {len(hooks)} interpose pairs each ({', '.join(hooks)}), "
+                  "originals bound to libSystem and none aliases another, no bare exports")
     print(f"macho: {passed} passed, {failed} failed")
     sys.exit(1 if failed or not passed else 0)
 

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Cross-builds libmunmapq.dylib for both Apple architectures on Linux and
-# inspects the result (scripts/inspect_macho.py). This compiles and links the
-# macOS code for real; it does not run it (no Mac here).
+# Cross-builds libmunmapq.dylib for both Apple architectures on Linux, the
+# universal (arm64 + x86_64) one, and the launcher whose embedded library
+# must be universal, and inspects every slice (scripts/inspect_macho.py).
+# This compiles and links the macOS code for real; it does not run it (no
+# Mac here). With --all-targets it also checks every target of the
+# workspace (probes and tests included, warnings denied) and links the
+# tests (cargo test --no-run) for both Apple targets.
 #
 # Needs Debian's rustc-web, cargo-web and rust-web-src (Rust with the
 # standard library's source, for -Zbuild-std) and, from PyPI, ziglang and
@@ -10,7 +14,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ "${1:-}" = "--install" ]; then
+install=0 all_targets=0
+for a in "$@"; do
+  case "$a" in
+    --install) install=1 ;;
+    --all-targets) all_targets=1 ;;
+    *) echo "usage: scripts/macos-build.sh [--install] [--all-targets]" >&2; exit 2 ;;
+  esac
+done
+if [ $install = 1 ]; then
   if [ ! -x /usr/bin/cargo ] || [ ! -d /usr/lib/rustlib/src/rust/library ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rustc-web cargo-web rust-web-src >/dev/null
@@ -21,13 +33,44 @@ if [ "${1:-}" = "--install" ]; then
   if command -v pyenv >/dev/null; then pyenv rehash; fi
 fi
 
-out=()
-for target in aarch64-apple-darwin x86_64-apple-darwin; do
+# Debian's rustc has no prebuilt standard library for Apple targets: build
+# it (-Zbuild-std, as an environment variable so nested cargos get it too).
+xcargo() {
+  local log rc=0
+  log=$(mktemp)
   PATH=/usr/bin:$PATH CARGO=/usr/bin/cargo RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
-    cargo-zigbuild build --release -Zbuild-std=std,panic_abort --target "$target" \
-    -p munmapq-cdylib --target-dir target/macos 2>&1 | grep -vE '^\s+(Compiling|Downloaded|Downloading)|xcrun|SDK|DEVELOPER_DIR|^\s*\|$|^\s*= (note|help)|^warning: `munmapq-(interpose|cdylib)`|^$' || true
+    CARGO_UNSTABLE_BUILD_STD=std,panic_abort "$@" >"$log" 2>&1 || rc=$?
+  grep -vE '^\s+(Compiling|Checking|Downloaded|Downloading)|xcrun|SDK|DEVELOPER_DIR|^\s*\|$|^\s*= (note|help)|^warning: `munmapq[-a-z]*` \(.*\) generated 1 warning|^$' "$log" || true
+  rm -f "$log"
+  return $rc
+}
+
+if [ $all_targets = 1 ]; then
+  # Every target of the workspace compiles for macOS without warnings, and
+  # the tests link (zig as the linker); tests are built with panic=abort
+  # as the profile's std is.
+  for target in aarch64-apple-darwin x86_64-apple-darwin; do
+    RUSTFLAGS="-D warnings" xcargo cargo check --workspace --all-targets \
+      -Zpanic-abort-tests --target "$target" --target-dir target/macos-check
+    xcargo cargo-zigbuild test --workspace --all-targets --no-run \
+      -Zpanic-abort-tests --target "$target" --target-dir target/macos
+    echo "macos-build: $target: cargo check --workspace --all-targets and cargo test --no-run passed"
+  done
+  exit 0
+fi
+
+out=()
+for target in aarch64-apple-darwin x86_64-apple-darwin universal2-apple-darwin; do
+  xcargo cargo-zigbuild build --release --target "$target" \
+    -p munmapq-cdylib --target-dir target/macos
   lib="target/macos/$target/release/libmunmapq.dylib"
   [ -f "$lib" ] || { echo "macos-build: $lib was not built"; exit 1; }
   out+=("$lib")
 done
-python3 scripts/inspect_macho.py interpose/src/hooks.rs "${out[@]}"
+# The launcher for Apple Silicon, with the library build.rs embeds in it.
+MUNMAPQ_NESTED_CARGO=cargo-zigbuild xcargo cargo-zigbuild build --release \
+  --target aarch64-apple-darwin -p munmapq --target-dir target/macos
+embedded=$(ls -t target/macos/aarch64-apple-darwin/release/build/munmapq-*/out/libmunmapq.dylib | head -1)
+python3 scripts/inspect_macho.py --selftest
+python3 scripts/inspect_macho.py interpose/src/hooks.rs "${out[@]:0:2}"
+python3 scripts/inspect_macho.py --archs arm64,x86_64 interpose/src/hooks.rs "${out[2]}" "$embedded"

@@ -6,7 +6,6 @@
 //! A failing seed is printed for replay (`mq-probe random DIR SEED OPS`
 //! with `MUNMAPQ_MAX_ENTRIES` as printed) and belongs in
 //! tests/random-regressions.txt.
-#![cfg(target_os = "linux")]
 
 mod common;
 use common::*;

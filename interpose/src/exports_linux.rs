@@ -43,6 +43,7 @@ export_linux! {
 }
 
 export! {
+    posix_madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int;
     mlock2(addr: *const c_void, len: size_t, flags: libc::c_uint) -> c_int;
     // mremap is variadic in C (`...` holds new_address, read only with
     // MREMAP_FIXED). On the Linux ABIs munmapq builds for (x86_64, aarch64,

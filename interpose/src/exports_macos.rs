@@ -8,8 +8,13 @@
 //! Nothing is exported under a bare C name (the hooks are Rust-mangled).
 //!
 //! The table is generated from [`crate::common_hooks!`], the same list the
-//! Linux exports come from, followed by [`crate::macos_only_hooks!`]; macOS
-//! has no `mmap64`, `mremap`, `mlock2` or `MAP_FIXED_NOREPLACE`.
+//! Linux exports come from, followed by [`crate::macos_only_hooks!`]; macOS has no `mmap64`, `mremap`, `mlock2` or
+//! `MAP_FIXED_NOREPLACE`. `posix_madvise` is left out: libSystem defines it
+//! as an alias of `madvise` (xnu libsyscall/Platforms/syscall.map has
+//! `_posix_madvise ___madvise`, which libsyscall/xcodescripts/create-syscalls.pl
+//! turns into `.set _posix_madvise, _madvise`), so both originals would be one
+//! address and dyld would keep one of the two pairs for every `madvise`.
+//! scripts/inspect_macho.py refuses a table with aliased originals.
 
 use libc::{c_int, c_void, off_t, size_t};
 use libc::{

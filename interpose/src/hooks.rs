@@ -43,7 +43,6 @@ macro_rules! common_hooks {
             munmap(addr: *mut c_void, len: size_t) -> c_int;
             mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int;
             madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int;
-            posix_madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int;
             mlock(addr: *const c_void, len: size_t) -> c_int;
             munlock(addr: *const c_void, len: size_t) -> c_int;
             mlockall(flags: c_int) -> c_int;
@@ -201,6 +200,10 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) 
 
 /// # Safety
 /// As for C `posix_madvise` (answers an error number, errno untouched).
+/// Linux only: in macOS's libSystem `posix_madvise` is an alias of
+/// `madvise` (scripts/libsystem_aliases.txt), so it cannot be interposed
+/// apart from it.
+#[cfg(target_os = "linux")]
 pub unsafe extern "C" fn posix_madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
     hook_frame!();
     let saved = errno::get();

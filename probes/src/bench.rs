@@ -19,7 +19,7 @@ mod eviction;
 #[path = "repo.rs"]
 mod repo;
 #[allow(dead_code)]
-#[path = "sys.rs"]
+#[path = "../../launcher/check/sys.rs"]
 mod sys;
 
 use std::collections::HashSet;
@@ -81,12 +81,17 @@ struct Sample {
     bytes: u64,
 }
 
+#[cfg(target_os = "macos")]
+const LIB: (&str, &str) = ("libmunmapq.dylib", "DYLD_INSERT_LIBRARIES");
+#[cfg(not(target_os = "macos"))]
+const LIB: (&str, &str) = ("libmunmapq.so", "LD_PRELOAD");
+
 fn lib() -> PathBuf {
     let p = std::env::current_exe()
         .unwrap()
         .parent()
         .unwrap()
-        .join("libmunmapq.so");
+        .join(LIB.0);
     assert!(
         p.exists(),
         "{} missing: cargo build --release --workspace",
@@ -101,14 +106,14 @@ fn preload_env(cmd: &mut Command, p: Preload) {
         Preload::Seed => {
             // The seed: queue everything (as many as we allow), never reuse,
             // unmap all at once when full.
-            cmd.env("LD_PRELOAD", lib())
+            cmd.env(LIB.1, lib())
                 .env("MUNMAPQ_REUSE", "0")
                 .env("MUNMAPQ_EVICT", "all")
                 .env("MUNMAPQ_MAX_ENTRIES", "8192")
                 .env("MUNMAPQ_MAX_BYTES", "1T");
         }
         Preload::Munmapq => {
-            cmd.env("LD_PRELOAD", lib());
+            cmd.env(LIB.1, lib());
         }
     }
 }

@@ -24,8 +24,19 @@ fn artifact(name: &str) -> PathBuf {
     p
 }
 
+#[cfg(target_os = "macos")]
+pub const LIB_NAME: &str = "libmunmapq.dylib";
+#[cfg(not(target_os = "macos"))]
+pub const LIB_NAME: &str = "libmunmapq.so";
+
+/// dyld's variable on macOS, ld.so's elsewhere.
+#[cfg(target_os = "macos")]
+pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
+#[cfg(not(target_os = "macos"))]
+pub const PRELOAD_VAR: &str = "LD_PRELOAD";
+
 pub fn lib() -> PathBuf {
-    artifact("libmunmapq.so")
+    artifact(LIB_NAME)
 }
 
 pub fn probe() -> PathBuf {
@@ -88,7 +99,7 @@ pub fn run(cmd: &mut Command, preload: bool, env: &[(&str, &str)], limit: Durati
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let stats = std::env::temp_dir().join(format!("munmapq-test-stats-{}-{n}", std::process::id()));
     if preload {
-        cmd.env("LD_PRELOAD", lib());
+        cmd.env(PRELOAD_VAR, lib());
         cmd.env("MUNMAPQ_STATS_FILE", &stats);
     }
     for (k, v) in env {
@@ -173,7 +184,8 @@ pub fn differential(make: impl Fn() -> Command, env: &[(&str, &str)]) -> Ran {
     with
 }
 
-/// How many calls to `syscall` reached the kernel, by strace.
+/// How many calls to `syscall` reached the kernel, by strace (Linux).
+#[cfg(target_os = "linux")]
 pub fn strace_count(cmd: &[&str], preload: bool, env: &[(&str, &str)], syscall: &str) -> usize {
     let dir = scratch(&format!("strace-{syscall}-{preload}-{}", cmd.len()));
     let log = dir.join("trace");

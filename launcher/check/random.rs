@@ -8,7 +8,7 @@
 //! else there in one run and not the other (munmapq keeps freed ranges
 //! mapped), and touching it would then be a program bug, not a finding.
 
-use crate::sys::*;
+use super::sys::*;
 
 const FILES: usize = 3;
 const FILE_PAGES: usize = 64;
@@ -138,15 +138,18 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
                     2 => show(madvise(a, pg, libc::MADV_WILLNEED), true),
                     3 => show(msync(a, l), true),
                     4 => show(mincore(a, l), true),
+                    #[cfg(target_os = "linux")]
                     5 => show(
                         mremap(a, pg, 2 * pg, libc::MREMAP_MAYMOVE, 0).map(drop),
                         false,
                     ),
+                    #[cfg(not(target_os = "linux"))]
+                    5 => "skip".into(),
                     6 | 7 => {
-                        let flag = if what == 6 {
-                            libc::MAP_FIXED
-                        } else {
-                            libc::MAP_FIXED_NOREPLACE
+                        // MAP_FIXED where there is no MAP_FIXED_NOREPLACE.
+                        let flag = match fixed_noreplace() {
+                            Some(noreplace) if what == 7 => noreplace,
+                            _ => libc::MAP_FIXED,
                         };
                         let res = mmap(
                             a,
@@ -274,7 +277,10 @@ pub fn run(dir: &str, seed: u64, ops: usize) -> i32 {
                     show(madvise(h.addr, pg, advice), true)
                 ));
             }
-            // mremap a live mapping: grow, shrink, or move it.
+            // mremap a live mapping: grow, shrink, or move it (Linux).
+            #[cfg(not(target_os = "linux"))]
+            81..=87 => continue,
+            #[cfg(target_os = "linux")]
             81..=87 => {
                 let Some(i) = pick(&mut rng, &live) else {
                     continue;

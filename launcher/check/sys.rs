@@ -41,7 +41,8 @@ fn ptr(p: *mut libc::c_void) -> Result<usize, i32> {
     }
 }
 
-/// mmap, or mmap64 when `use64` (git calls mmap64).
+/// mmap, or mmap64 when `use64` (git calls mmap64; glibc only: elsewhere
+/// `use64` changes nothing).
 pub fn mmap(
     addr: usize,
     len: usize,
@@ -54,11 +55,13 @@ pub fn mmap(
     // SAFETY: the probe only maps, reads and unmaps memory it owns; a bad
     // argument is the point of some calls and only makes them fail.
     ptr(unsafe {
+        #[cfg(target_os = "linux")]
         if use64 {
-            libc::mmap64(addr as *mut _, len, prot, flags, fd, off)
-        } else {
-            libc::mmap(addr as *mut _, len, prot, flags, fd, off)
+            return ptr(libc::mmap64(addr as *mut _, len, prot, flags, fd, off));
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = use64;
+        libc::mmap(addr as *mut _, len, prot, flags, fd, off)
     })
 }
 
@@ -98,7 +101,7 @@ pub fn msync(addr: usize, len: usize) -> Result<i32, i32> {
 pub fn mincore(addr: usize, len: usize) -> Result<i32, i32> {
     let mut v = vec![0u8; len.div_ceil(page()).max(1)];
     // SAFETY: `v` has a byte per page.
-    int(unsafe { libc::mincore(addr as *mut _, len, v.as_mut_ptr()) })
+    int(unsafe { libc::mincore(addr as *mut _, len, v.as_mut_ptr().cast()) })
 }
 
 pub fn mlock(addr: usize, len: usize) -> Result<i32, i32> {
@@ -106,6 +109,8 @@ pub fn mlock(addr: usize, len: usize) -> Result<i32, i32> {
     int(unsafe { libc::mlock(addr as *const _, len) })
 }
 
+/// Linux only: macOS has no mremap.
+#[cfg(target_os = "linux")]
 pub fn mremap(
     old: usize,
     old_len: usize,
@@ -123,6 +128,14 @@ pub fn mremap(
             new_addr as *mut libc::c_void,
         )
     })
+}
+
+/// `MAP_FIXED_NOREPLACE` where the kernel has it (Linux 4.17+), else None.
+pub fn fixed_noreplace() -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    return Some(libc::MAP_FIXED_NOREPLACE);
+    #[cfg(not(target_os = "linux"))]
+    None
 }
 
 pub fn open(path: &str, flags: i32) -> i32 {
