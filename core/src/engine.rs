@@ -8,6 +8,7 @@
 
 use crate::config::{Config, Evict};
 use crate::dirty::{Dirty, DirtyRanges};
+use crate::sizing::{Sizing, Usage};
 use crate::stats::{Counter, Stats};
 use crate::table::{FileKey, State, Table};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
@@ -32,9 +33,13 @@ pub trait Os {
     /// it would succeed: a regular file, open for reading (not `O_WRONLY`,
     /// not `O_PATH`). Checked on every call: fd numbers are reused.
     fn readable_file(&self, fd: i32) -> Option<(u64, u64)>;
-    /// The process's peak resident set so far, in bytes (sizes the default
-    /// byte cap; asked only when the queue is about to be flushed).
-    fn peak_rss(&self) -> Option<usize>;
+    /// The process's address space and resident set right now (asked when
+    /// the queue has grown by a step, see [`crate::sizing`]).
+    fn usage(&self) -> Option<Usage>;
+    /// How many mappings the process has (asked rarely: it is costly).
+    fn map_count(&self) -> Option<usize>;
+    /// The `RLIMIT_AS` soft limit, or `None` when unlimited.
+    fn address_space_limit(&self) -> Option<usize>;
 }
 
 /// What a call does to the mappings in a range of addresses.
@@ -68,11 +73,7 @@ pub struct Engine {
     pub stats: Stats,
     state: AtomicU8,
     page: AtomicUsize,
-    max_entries: AtomicUsize,
-    max_bytes: AtomicUsize,
-    /// 0: `max_bytes` is fixed; else it adapts up to this.
-    bytes_ceiling: AtomicUsize,
-    bytes_floor: AtomicUsize,
+    sizing: Sizing,
     reuse: AtomicBool,
     evict_all: AtomicBool,
     /// mlockall(MCL_FUTURE) is in force: nothing new is deferred.
@@ -97,10 +98,7 @@ impl Engine {
             stats: Stats::new(),
             state: AtomicU8::new(OFF),
             page: AtomicUsize::new(4096),
-            max_entries: AtomicUsize::new(0),
-            max_bytes: AtomicUsize::new(0),
-            bytes_ceiling: AtomicUsize::new(0),
-            bytes_floor: AtomicUsize::new(0),
+            sizing: Sizing::new(),
             reuse: AtomicBool::new(false),
             evict_all: AtomicBool::new(false),
             locked_future: AtomicBool::new(false),
@@ -111,11 +109,7 @@ impl Engine {
     /// `page` must be a power of two.
     pub fn start(&self, cfg: &Config, page: usize) {
         self.page.store(page, Relaxed);
-        self.max_entries.store(cfg.max_entries, Relaxed);
-        self.max_bytes.store(cfg.max_bytes, Relaxed);
-        self.bytes_floor.store(cfg.max_bytes, Relaxed);
-        self.bytes_ceiling
-            .store(cfg.max_bytes_ceiling.unwrap_or(0), Relaxed);
+        self.sizing.start(cfg);
         self.reuse.store(cfg.reuse, Relaxed);
         self.evict_all.store(cfg.evict == Evict::All, Relaxed);
         self.state
@@ -247,12 +241,11 @@ impl Engine {
                     if let Some(e) = t.find(s.start) {
                         if e.state == State::Live
                             && e.end() == s.end
-                            && e.len <= self.byte_limit()
                             && !self.locked_future.load(Relaxed)
                         {
-                            self.make_room(os, &mut t, e.len);
-                            if t.queued_bytes() + e.len <= self.max_bytes.load(Relaxed) {
+                            if self.make_room(os, &mut t, e.len) {
                                 t.enqueue(e.slot);
+                                self.sizing.note_queued(e.len);
                                 self.stats.bump(Counter::Deferred);
                                 self.stats.peak(Counter::PeakQueued, t.queued() as u64);
                                 self.stats
@@ -341,6 +334,7 @@ impl Engine {
             }
         }
         self.dirty.reset_after_fork();
+        self.sizing.reset_after_fork();
         self.stats.reset();
     }
 
@@ -420,63 +414,56 @@ impl Engine {
         });
     }
 
-    /// Evicts so that one more mapping of `len` bytes fits under both caps:
-    /// everything (`MUNMAPQ_EVICT=all`, the seed's way), or the least
-    /// recently unmapped, each together with the queued mappings touching
-    /// it (one munmap frees the run), until the queue is at 3/4 of its
-    /// caps. On git with 16 KiB windows this cut flush munmaps from 800 to
-    /// 24 and kept 99.6% of the reuse (BENCHMARKS.md).
-    fn make_room<O: Os>(&self, os: &O, t: &mut Table, len: usize) {
-        let (max_n, mut max_b) = (self.max_entries.load(Relaxed), self.max_bytes.load(Relaxed));
-        if t.queued() < max_n && t.queued_bytes() + len <= max_b {
-            return;
+    /// Evicts so that one more mapping of `len` bytes fits under the caps
+    /// [`crate::sizing`] sets, and answers whether it does. Over the count
+    /// or length caps: everything (`MUNMAPQ_EVICT=all`, the seed's way), or
+    /// the least recently unmapped, each together with the queued mappings
+    /// touching it (one munmap frees the run), until the queue is at 3/4 of
+    /// its caps. On git with 16 KiB windows this cut flush munmaps from 800
+    /// to 24 and kept 99.6% of the reuse (BENCHMARKS.md). Over the resident
+    /// budget: the oldest quarter of the queued length at a time, RSS
+    /// re-read after each, until the queue is under 3/4 of its budget.
+    fn make_room<O: Os>(&self, os: &O, t: &mut Table, len: usize) -> bool {
+        let caps = self.sizing.caps(os, t.queued(), t.queued_bytes(), len);
+        let fits = |t: &Table| t.queued() < caps.entries && t.queued_bytes() + len <= caps.bytes;
+        if caps.entries == 0 || len > caps.bytes {
+            return false;
         }
-        if t.queued() < max_n {
-            max_b = self.resize_byte_cap(os);
-            if t.queued_bytes() + len <= max_b {
-                return;
+        if fits(t) && !caps.resident_over {
+            return true;
+        }
+        let evict_all = self.evict_all.load(Relaxed);
+        if !fits(t) {
+            if evict_all {
+                t.mark_all();
+            } else {
+                let (max_n, max_b) = (caps.entries, caps.bytes);
+                let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
+                while (t.queued() >= low_n.max(1)
+                    || t.queued_bytes() > low_b
+                    || t.queued_bytes() + len > max_b)
+                    && t.mark_oldest_run() > 0
+                {}
+            }
+            self.flush_marked(os, t);
+        }
+        if caps.resident_over {
+            loop {
+                let before = t.queued_bytes();
+                if evict_all {
+                    t.mark_all();
+                } else {
+                    let target = before - before / 4;
+                    while t.queued_bytes() > target && t.mark_oldest_run() > 0 {}
+                }
+                self.flush_marked(os, t);
+                let after = t.queued_bytes();
+                if !self.sizing.after_eviction(os, before - after, after) {
+                    break;
+                }
             }
         }
-        if self.evict_all.load(Relaxed) {
-            t.mark_all();
-        } else {
-            let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
-            while (t.queued() >= low_n.max(1)
-                || t.queued_bytes() > low_b
-                || t.queued_bytes() + len > max_b)
-                && t.mark_oldest_run() > 0
-            {}
-        }
-        self.flush_marked(os, t);
-    }
-
-    /// The largest mapping that may be queued: the byte cap, or where it
-    /// adapts, its ceiling (the cap is re-sized before the mapping is
-    /// queued).
-    fn byte_limit(&self) -> usize {
-        match self.bytes_ceiling.load(Relaxed) {
-            0 => self.max_bytes.load(Relaxed),
-            c => c,
-        }
-    }
-
-    /// Where the byte cap adapts: a quarter of the peak RSS, within
-    /// `[floor, ceiling]`. One `getrusage` per flush, not per call.
-    fn resize_byte_cap<O: Os>(&self, os: &O) -> usize {
-        let (floor, ceiling) = (
-            self.bytes_floor.load(Relaxed),
-            self.bytes_ceiling.load(Relaxed),
-        );
-        let current = self.max_bytes.load(Relaxed);
-        if ceiling == 0 {
-            return current;
-        }
-        let Some(rss) = os.peak_rss() else {
-            return current;
-        };
-        let cap = (rss / 4).max(floor).min(ceiling);
-        self.max_bytes.store(cap, Relaxed);
-        cap
+        fits(t)
     }
 
     fn flush_marked<O: Os>(&self, os: &O, t: &mut Table) {

@@ -10,5 +10,7 @@ pub mod dirty;
 // (which cannot live in the engine's `const` statics).
 #[cfg(not(loom))]
 pub mod engine;
+#[cfg(not(loom))]
+pub mod sizing;
 pub mod stats;
 pub mod table;

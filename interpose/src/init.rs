@@ -23,6 +23,7 @@ fn init() {
     };
     remember_stats_file();
     announce_load();
+    crate::usage::open_statm(page);
     let sys = System {
         max_map_count: max_map_count(),
         address_space_limit: address_space_limit(),
@@ -45,6 +46,7 @@ fn init() {
 }
 
 extern "C" fn after_fork_in_child() {
+    crate::usage::reopen_statm_in_child();
     ENGINE.after_fork_in_child();
 }
 
@@ -122,15 +124,7 @@ fn max_map_count() -> Option<usize> {
 }
 
 fn address_space_limit() -> Option<usize> {
-    // SAFETY: plain out-parameter.
-    let mut rl: libc::rlimit = unsafe { core::mem::zeroed() };
-    // SAFETY: valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) } != 0
-        || rl.rlim_cur == libc::RLIM_INFINITY
-    {
-        return None;
-    }
-    Some(rl.rlim_cur as usize)
+    crate::usage::address_space_limit()
 }
 
 fn write_all(fd: libc::c_int, mut data: &[u8]) {

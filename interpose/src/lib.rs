@@ -12,6 +12,7 @@ mod real;
 #[cfg(target_os = "macos")]
 #[path = "real_macos.rs"]
 mod real;
+mod usage;
 
 #[cfg(target_os = "linux")]
 mod exports_linux;

@@ -2,6 +2,7 @@
 
 use crate::{errno, real};
 use munmapq_core::engine::{Errno, Os};
+use munmapq_core::sizing::Usage;
 
 pub struct RealOs;
 
@@ -43,16 +44,16 @@ impl Os for RealOs {
         Some((st.st_dev as u64, st.st_ino as u64))
     }
 
-    fn peak_rss(&self) -> Option<usize> {
-        // SAFETY: plain out-parameter.
-        let mut ru: libc::rusage = unsafe { core::mem::zeroed() };
-        // SAFETY: valid out-pointer.
-        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-            return None;
-        }
-        // Linux reports KiB, macOS bytes.
-        let unit = if cfg!(target_os = "macos") { 1 } else { 1024 };
-        Some((ru.ru_maxrss as usize).saturating_mul(unit))
+    fn usage(&self) -> Option<Usage> {
+        crate::usage::usage()
+    }
+
+    fn map_count(&self) -> Option<usize> {
+        crate::usage::map_count()
+    }
+
+    fn address_space_limit(&self) -> Option<usize> {
+        crate::usage::address_space_limit()
     }
 }
 
