@@ -40,6 +40,10 @@ pub trait Os {
     fn map_count(&self) -> Option<usize>;
     /// The `RLIMIT_AS` soft limit, or `None` when unlimited.
     fn address_space_limit(&self) -> Option<usize>;
+    /// Drops the resident pages of a queued range munmapq alone owns, the
+    /// mapping staying in place (a later fault reads the file again, as a
+    /// fresh mapping would). False where the system cannot.
+    fn drop_pages(&self, addr: usize, len: usize) -> bool;
 }
 
 /// What a call does to the mappings in a range of addresses.
@@ -447,7 +451,9 @@ impl Engine {
             }
             self.flush_marked(os, t);
         }
-        if caps.resident_over {
+        if caps.resident_over && self.drop_queued_pages(os, t) {
+            self.sizing.after_eviction(os, 0, 0);
+        } else if caps.resident_over {
             loop {
                 let before = t.queued_bytes();
                 if evict_all {
@@ -464,6 +470,20 @@ impl Engine {
             }
         }
         fits(t)
+    }
+
+    /// Drops the pages of every queued mapping, keeping the mappings (one
+    /// madvise per run of touching ones): the queue's resident cost goes
+    /// back to nothing and every reuse stays possible.
+    fn drop_queued_pages<O: Os>(&self, os: &O, t: &mut Table) -> bool {
+        let mut ok = true;
+        t.queued_runs(|start, len| {
+            ok &= os.drop_pages(start, len);
+        });
+        if ok {
+            self.stats.bump(Counter::PagesDropped);
+        }
+        ok
     }
 
     fn flush_marked<O: Os>(&self, os: &O, t: &mut Table) {

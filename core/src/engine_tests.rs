@@ -30,6 +30,8 @@ struct FakeOs {
     rss_per_page: Option<usize>,
     map_count: Option<usize>,
     as_limit: Option<usize>,
+    can_drop: bool,
+    drops: RefCell<usize>,
 }
 
 impl FakeOs {
@@ -109,6 +111,11 @@ impl Os for FakeOs {
 
     fn address_space_limit(&self) -> Option<usize> {
         self.as_limit
+    }
+
+    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
+        *self.drops.borrow_mut() += 1;
+        self.can_drop
     }
 }
 
@@ -443,6 +450,37 @@ fn resident_budget_evicts_when_the_queue_holds_too_much() {
     let peak = E.stats.get(Counter::PeakQueuedBytes) as usize;
     assert!(peak <= (4 << 20) + (1 << 20), "peak {peak}");
     assert!(E.stats.get(Counter::Flushes) > 0);
+}
+
+#[test]
+fn resident_budget_drops_pages_and_keeps_the_mappings() {
+    static E: Engine = Engine::new();
+    // Where pages can be dropped, the queue keeps every mapping for reuse.
+    let os = FakeOs {
+        rss_per_page: Some(PAGE),
+        can_drop: true,
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 256 << 10;
+    for i in 0..64 {
+        let a = E
+            .mmap(
+                &os,
+                0,
+                win,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                3,
+                i * win as i64,
+            )
+            .unwrap();
+        E.munmap(&os, a, win).unwrap();
+    }
+    assert_eq!(E.stats.get(Counter::Deferred), 64);
+    assert_eq!(os.munmap_count(), 0);
+    assert!(*os.drops.borrow() > 0);
+    assert!(E.stats.get(Counter::PagesDropped) > 0);
 }
 
 #[test]

@@ -51,6 +51,7 @@ counters! {
     LostRecords = "lost_records": "times busy calls outran the record ring; live entries were dropped",
     PeakQueued = "peak_queued": "most mappings queued at once",
     PeakQueuedBytes = "peak_queued_bytes": "most bytes queued at once",
+    PagesDropped = "pages_dropped": "times the queue's resident pages were dropped (madvise, mappings kept) to stay within its memory budget",
 }
 
 pub const COUNTERS: usize = Counter::ALL.len();

@@ -55,6 +55,23 @@ impl Os for RealOs {
     fn address_space_limit(&self) -> Option<usize> {
         crate::usage::address_space_limit()
     }
+
+    #[cfg(target_os = "linux")]
+    fn drop_pages(&self, addr: usize, len: usize) -> bool {
+        // The raw system call: madvise is hooked. On a read-only private
+        // file mapping never written (tracked entries are), MADV_DONTNEED
+        // only removes the page-table entries; the next access faults the
+        // file's pages in again (mm/madvise.c, madvise_dontneed_single_vma).
+        // SAFETY: a queued range munmapq alone owns.
+        unsafe { libc::syscall(libc::SYS_madvise, addr, len, libc::MADV_DONTNEED) == 0 }
+    }
+
+    /// macOS's MADV_DONTNEED only deactivates pages; the queue is bounded
+    /// by unmapping instead.
+    #[cfg(not(target_os = "linux"))]
+    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
+        false
+    }
 }
 
 // These two run on every eligible mmap, so on Linux they are the raw

@@ -28,6 +28,18 @@ fn main() {
                 .expect("write stream");
             0
         }
+        Some("fast-import-big") => {
+            let out = std::io::stdout();
+            let mut w = std::io::BufWriter::new(out.lock());
+            repo::fast_import_big(
+                arg(&args, 1, 3000),
+                arg(&args, 2, 1000),
+                arg(&args, 3, 200),
+                &mut w,
+            )
+            .expect("write stream");
+            0
+        }
         Some("random") => random::run(&file, arg(&args, 2, 1) as u64, arg(&args, 3, 200)),
         Some("invariants") => {
             invariants::run(&file);
@@ -43,7 +55,7 @@ fn main() {
         Some("forks") => stress::forks(&file, arg(&args, 2, 100)),
         Some("signals") => stress::signals(&file, arg(&args, 2, 100000)),
         _ => {
-            eprintln!("usage: mq-probe mkfile|fast-import|random|invariants|cycle|threads|forks|signals FILE [N...]");
+            eprintln!("usage: mq-probe mkfile|fast-import|fast-import-big|random|invariants|cycle|threads|forks|signals FILE [N...]");
             2
         }
     };
