@@ -246,16 +246,15 @@ impl Engine {
                         if e.state == State::Live
                             && e.end() == s.end
                             && !self.locked_future.load(Relaxed)
+                            && self.make_room(os, &mut t, e.len)
                         {
-                            if self.make_room(os, &mut t, e.len) {
-                                t.enqueue(e.slot);
-                                self.sizing.note_queued(e.len);
-                                self.stats.bump(Counter::Deferred);
-                                self.stats.peak(Counter::PeakQueued, t.queued() as u64);
-                                self.stats
-                                    .peak(Counter::PeakQueuedBytes, t.queued_bytes() as u64);
-                                return Ok(());
-                            }
+                            t.enqueue(e.slot);
+                            self.sizing.note_queued(e.len);
+                            self.stats.bump(Counter::Deferred);
+                            self.stats.peak(Counter::PeakQueued, t.queued() as u64);
+                            self.stats
+                                .peak(Counter::PeakQueuedBytes, t.queued_bytes() as u64);
+                            return Ok(());
                         }
                     }
                     self.release(os, &mut t, s);
