@@ -7,13 +7,22 @@
 //!   touches it), so the queue's resident cost only changes when something
 //!   is queued, reused or unmapped. The guard reads the process's current
 //!   RSS (`/proc/self/statm` through an fd opened at load time; Mach
-//!   `task_info` on macOS) only when the queued length has grown by a step
-//!   (an eighth of the budget) since the last read, so the unmeasured part
-//!   is at most one step. The queue's share of RSS is estimated as RSS less
+//!   `task_info` on macOS) only when the length queued since the last read
+//!   (reused mappings queued again included: the program may have touched
+//!   more of them) reaches a step of half the budget, so the unmeasured
+//!   part is at most half the budget. A read costs about 1-3 us (fstat +
+//!   pread); with 16 KiB windows and the 4 MiB floor that is one read per
+//!   128 deferrals. The queue's share of RSS is estimated as RSS less
 //!   a baseline taken when the queue was empty; each eviction re-reads RSS
 //!   and re-derives the baseline from what the eviction really freed, so
 //!   the program's own growth does not stay charged to the queue.
-//!   Budget: a quarter of that baseline, from 4 MiB to 1 GiB.
+//!   Budget: a quarter of that baseline, from 4 MiB to 1 GiB. Over it, on
+//!   Linux the queued mappings' pages are dropped (`MADV_DONTNEED`, one
+//!   call per run of touching mappings) and the mappings stay queued: the
+//!   queue's resident cost falls to nothing and every reuse stays possible
+//!   (a reused window faults its pages in again from the page cache, as a
+//!   fresh mapping would). Where pages cannot be dropped (macOS), the
+//!   oldest quarter of the queued length is unmapped at a time.
 //! - **Address space**, only where it is limited (`RLIMIT_AS`): at most
 //!   1 MiB and an eighth of the room left (the queue's own length counted
 //!   as room), re-read at every deferral while a limit is set. The C
@@ -166,7 +175,7 @@ impl Sizing {
         if self.as_limited.load(Relaxed) {
             0
         } else if self.resident_guard.load(Relaxed) {
-            self.budget() >> 3
+            self.budget() >> 1
         } else {
             FIXED_STEP
         }
