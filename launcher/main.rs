@@ -3,6 +3,7 @@
 
 mod doctor;
 mod embedded;
+mod gitcheck;
 mod report;
 mod run;
 mod shell;
@@ -17,6 +18,7 @@ munmapq: defer and reuse the munmap()s of read-only file mappings in an unmodifi
 
 usage: munmapq [OPTIONS] [--] COMMAND [ARGS...]
        munmapq doctor COMMAND     would the library load into COMMAND? why not?
+                                  (doctor git, in a repository: do its settings make git thrash?)
        munmapq shell-init bash|zsh|fish [COMMAND...]
                                   shell functions that run COMMANDs (default: git)
                                   through munmapq: eval \"$(munmapq shell-init bash)\"
@@ -34,8 +36,9 @@ options:
   --stats[=text|json]  print counters summed over COMMAND and its children, on stderr
   --stats-out PATH     write them to PATH instead (implies --stats; for scripts)
   --max-entries N      most mappings queued at once (MUNMAPQ_MAX_ENTRIES)
-  --max-bytes SIZE     most bytes queued at once, e.g. 64M (MUNMAPQ_MAX_BYTES;
-                       default: a quarter of the program's peak RSS, 4 to 64 MiB)
+  --max-bytes SIZE     a fixed cap on the length queued, e.g. 64M (MUNMAPQ_MAX_BYTES;
+                       default: none, the queue is bounded by the memory it keeps
+                       resident: a quarter of the program's RSS, at least 4 MiB)
   --no-reuse           never hand a queued mapping back to a matching mmap (MUNMAPQ_REUSE=0)
   --evict oldest|all   on overflow unmap the oldest runs down to 3/4, or everything (MUNMAPQ_EVICT)
   --disable            load the library but pass every call through (MUNMAPQ_DISABLE=1)
