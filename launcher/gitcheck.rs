@@ -141,7 +141,7 @@ pub fn packs(prefix: &[OsString]) -> Option<Packs> {
 }
 
 fn mib(n: u64) -> String {
-    if n >= 1 << 30 && n % (1 << 30) == 0 {
+    if n >= 1 << 30 && n.is_multiple_of(1 << 30) {
         format!("{} GiB", n >> 30)
     } else if n >= 1 << 20 {
         format!("{} MiB", (n + (1 << 19)) >> 20)
