@@ -448,7 +448,8 @@ fn resident_budget_evicts_when_the_queue_holds_too_much() {
         E.munmap(&os, a, win).unwrap();
     }
     let peak = E.stats.get(Counter::PeakQueuedBytes) as usize;
-    assert!(peak <= (4 << 20) + (1 << 20), "peak {peak}");
+    // The budget (4 MiB floor) plus one step (half of it) unmeasured.
+    assert!(peak <= (4 << 20) + (2 << 20), "peak {peak}");
     assert!(E.stats.get(Counter::Flushes) > 0);
 }
 
