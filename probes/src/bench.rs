@@ -5,9 +5,15 @@
 //! configuration's output is byte-identical.
 //!
 //!     mq-bench [--repo PATH] [--limit N] [--rounds N] [--commits N] [--files N] [--micro-only]
+//!              [--seed-only] [--seed-pack-mib N] [--no-seed]
 //!
-//! `--limit N` passes `-n N` to `git log`.
+//! `--limit N` passes `-n N` to `git log`. The seed's setting (git's
+//! default windows under `core.packedGitLimit=128m`, and 64m windows under
+//! it) runs on a generated repository whose pack is `--seed-pack-mib`
+//! (default 1100) MiB, and with `--repo` on that repository too.
 
+#[path = "bench_seed.rs"]
+mod bench_seed;
 #[allow(dead_code)]
 #[path = "repo.rs"]
 mod repo;
@@ -29,7 +35,7 @@ const TINY: [&str; 4] = [
 ];
 
 #[derive(Clone, Copy, PartialEq)]
-enum Preload {
+pub(crate) enum Preload {
     No,
     Seed,
     Munmapq,
@@ -64,7 +70,7 @@ const CONFIGS: [Config; 4] = [
     },
 ];
 
-struct Sample {
+pub(crate) struct Sample {
     secs: f64,
     /// user + system CPU time of the child: steadier than wall time on a
     /// shared machine.
@@ -88,7 +94,7 @@ fn lib() -> PathBuf {
     p
 }
 
-fn preload_env(cmd: &mut Command, p: Preload) {
+pub(crate) fn preload_env(cmd: &mut Command, p: Preload) {
     match p {
         Preload::No => {}
         Preload::Seed => {
@@ -108,7 +114,7 @@ fn preload_env(cmd: &mut Command, p: Preload) {
 
 /// Runs `cmd`, hashing its stdout; wall time and the child's peak RSS.
 #[allow(clippy::zombie_processes)] // reaped below with wait4, for its rusage
-fn measure(mut cmd: Command) -> Sample {
+pub(crate) fn measure(mut cmd: Command) -> Sample {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::null())
         .stdin(Stdio::null());
@@ -148,7 +154,7 @@ fn measure(mut cmd: Command) -> Sample {
 }
 
 /// Calls per syscall name that reached the kernel, by `strace -c`.
-fn strace_counts(cmd: Command, dir: &Path) -> (u64, u64, String) {
+pub(crate) fn strace_counts(cmd: Command, dir: &Path) -> (u64, u64, String) {
     let log = dir.join("strace.out");
     let prog = cmd.get_program().to_owned();
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
@@ -203,7 +209,7 @@ fn distinct_windows(trace: &str) -> usize {
     set.len()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
 }
@@ -494,9 +500,37 @@ fn main() {
         uname.unwrap_or_default(),
         git.unwrap_or_default()
     );
-    bench_micro(rounds, &scratch);
-    if args.iter().any(|a| a == "--micro-only") {
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    if !flag("--seed-only") {
+        bench_micro(rounds, &scratch);
+    }
+    if flag("--micro-only") {
         return;
+    }
+    if !flag("--no-seed") {
+        let mib: usize = opt("--seed-pack-mib")
+            .map(|v| v.parse().unwrap())
+            .unwrap_or(1100);
+        let big = bench_seed::make_big_repo(&scratch, mib * 4, 256);
+        let mut seed_log = vec!["log", "--raw"];
+        if let Some(n) = limit.as_deref() {
+            seed_log.extend(["-n", n]);
+        }
+        bench_seed::bench_seed(
+            &big,
+            &["core.packedGitLimit=128m"],
+            &seed_log,
+            rounds,
+            &scratch,
+        );
+        let scaled = ["core.packedGitWindowSize=64m", "core.packedGitLimit=128m"];
+        bench_seed::bench_seed(&big, &scaled, &seed_log, rounds, &scratch);
+        if let Some(p) = opt("--repo") {
+            bench_seed::bench_seed(Path::new(&p), &scaled, &seed_log, rounds, &scratch);
+        }
+        if flag("--seed-only") {
+            return;
+        }
     }
     let repo = match opt("--repo") {
         Some(p) => PathBuf::from(p),
