@@ -35,7 +35,8 @@ fn try_malloc(len: usize) -> bool {
     // SAFETY: malloc/free of our own block; one byte per page touched is
     // not needed: the question is whether the address space is there.
     unsafe {
-        let p = libc::malloc(len);
+        // black_box: the compiler may otherwise elide a malloc/free pair.
+        let p = std::hint::black_box(libc::malloc(len));
         let ok = !p.is_null();
         libc::free(p);
         ok
