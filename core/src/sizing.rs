@@ -109,6 +109,11 @@ pub struct Sizing {
     until_map_check: AtomicUsize,
     /// The last read of the process's usage failed.
     no_usage: AtomicBool,
+    /// Derived by `refresh`: queue length below which no read is needed,
+    /// length queued between reads, and the length cap.
+    quiet_len: AtomicUsize,
+    read_step: AtomicUsize,
+    bytes_cap: AtomicUsize,
 }
 
 impl Default for Sizing {
@@ -132,6 +137,9 @@ impl Sizing {
             unread_bytes: AtomicUsize::new(usize::MAX),
             until_map_check: AtomicUsize::new(0),
             no_usage: AtomicBool::new(false),
+            quiet_len: AtomicUsize::new(0),
+            read_step: AtomicUsize::new(0),
+            bytes_cap: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -156,6 +164,8 @@ impl Sizing {
         // Read everything at the first deferral.
         self.unread_bytes.store(usize::MAX, Relaxed);
         self.until_map_check.store(0, Relaxed);
+        self.no_usage.store(false, Relaxed);
+        self.refresh();
     }
 
     /// In a child after fork: its memory is its own from now on.
@@ -173,14 +183,36 @@ impl Sizing {
         Self::budget_for(self.rss_base.load(Relaxed))
     }
 
-    fn step(&self) -> usize {
-        if self.as_limited.load(Relaxed) {
+    /// Recomputes what `caps` compares against on every call, after
+    /// anything they derive from changed (kept apart so the common call is
+    /// a few loads).
+    fn refresh(&self) {
+        let (as_limited, guard) = (
+            self.as_limited.load(Relaxed),
+            self.resident_guard.load(Relaxed),
+        );
+        let budget = self.budget();
+        // A queue no longer than the budget cannot hold more resident
+        // memory than it: no need to ask (the micro-benchmark's 64 windows
+        // never do).
+        self.quiet_len
+            .store(if as_limited || !guard { 0 } else { budget }, Relaxed);
+        let step = if as_limited {
             0
-        } else if self.resident_guard.load(Relaxed) {
-            self.budget() >> 1
+        } else if guard {
+            budget >> 1
         } else {
             FIXED_STEP
+        };
+        self.read_step.store(step, Relaxed);
+        let mut bytes = self
+            .fixed_bytes
+            .load(Relaxed)
+            .min(self.as_cap.load(Relaxed));
+        if self.no_usage.load(Relaxed) && guard {
+            bytes = bytes.min(NO_USAGE_BYTES);
         }
+        self.bytes_cap.store(bytes, Relaxed);
     }
 
     /// The caps for queueing one more mapping of `len` bytes onto a queue of
@@ -188,15 +220,11 @@ impl Sizing {
     pub fn caps<O: Os>(&self, os: &O, queued: usize, queued_bytes: usize, len: usize) -> Caps {
         self.check_map_count(os, queued);
         let unread = self.unread_bytes.load(Relaxed);
-        let first = unread == usize::MAX;
-        // A queue no longer than the budget cannot hold more resident
-        // memory than it: no need to ask (the micro-benchmark's 64 windows
-        // never do).
-        let long = queued_bytes.saturating_add(len) > self.budget()
-            || self.as_limited.load(Relaxed)
-            || !self.resident_guard.load(Relaxed);
         let mut resident_over = false;
-        if first || (long && unread.saturating_add(len) > self.step()) {
+        if unread == usize::MAX
+            || (queued_bytes.saturating_add(len) > self.quiet_len.load(Relaxed)
+                && unread.saturating_add(len) > self.read_step.load(Relaxed))
+        {
             let usage = os.usage();
             if let Some(u) = usage {
                 self.read_usage(os, u, queued_bytes);
@@ -205,17 +233,11 @@ impl Sizing {
             }
             self.no_usage.store(usage.is_none(), Relaxed);
             self.unread_bytes.store(0, Relaxed);
-        }
-        let mut bytes = self
-            .fixed_bytes
-            .load(Relaxed)
-            .min(self.as_cap.load(Relaxed));
-        if self.no_usage.load(Relaxed) && self.resident_guard.load(Relaxed) {
-            bytes = bytes.min(NO_USAGE_BYTES);
+            self.refresh();
         }
         Caps {
             entries: self.entries_cap.load(Relaxed),
-            bytes,
+            bytes: self.bytes_cap.load(Relaxed),
             resident_over,
         }
     }
@@ -290,6 +312,7 @@ impl Sizing {
         self.rss_base
             .store(u.resident.saturating_sub(charged), Relaxed);
         self.unread_bytes.store(0, Relaxed);
+        self.refresh();
         let budget = self.budget();
         remaining > 0 && charged > budget - budget / 4
     }
