@@ -16,12 +16,17 @@
 //! apple-oss-distributions/xnu fills `resident_size` and `virtual_size`);
 //! no map-count limit.
 
-use core::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+#[cfg(target_os = "linux")]
+use core::sync::atomic::{AtomicI32, AtomicU64};
+use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use munmapq_core::sizing::Usage;
 
 static PAGE: AtomicUsize = AtomicUsize::new(4096);
+#[cfg(target_os = "linux")]
 static STATM_FD: AtomicI32 = AtomicI32::new(-1);
+#[cfg(target_os = "linux")]
 static STATM_DEV: AtomicU64 = AtomicU64::new(0);
+#[cfg(target_os = "linux")]
 static STATM_INO: AtomicU64 = AtomicU64::new(0);
 
 /// Where the kept fd goes: far above the numbers a program expects `open`
