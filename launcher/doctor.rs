@@ -347,6 +347,9 @@ pub fn run(cmd: &str) -> u8 {
         }
     };
     platform_facts(&mut f);
+    if let Some(advice) = crate::gitcheck::doctor_lines(cmd) {
+        println!("{advice}");
+    }
     match judge(&f) {
         Verdict::Loads => {
             println!(

@@ -4,6 +4,7 @@
 mod check;
 mod doctor;
 mod embedded;
+mod gitcheck;
 mod macho;
 mod platform;
 mod report;
@@ -24,6 +25,7 @@ usage: munmapq [OPTIONS] [--] COMMAND [ARGS...]
                                   does the library load and behave here? (run it first;
                                   prints a report to paste into a bug report)
        munmapq doctor COMMAND     would the library load into COMMAND? why not?
+                                  (doctor git, in a repository: do its settings make git thrash?)
        munmapq shell-init bash|zsh|fish [COMMAND...]
                                   shell functions that run COMMANDs (default: git)
                                   through munmapq: eval \"$(munmapq shell-init bash)\"
@@ -41,8 +43,9 @@ options:
   --stats[=text|json]  print counters summed over COMMAND and its children, on stderr
   --stats-out PATH     write them to PATH instead (implies --stats; for scripts)
   --max-entries N      most mappings queued at once (MUNMAPQ_MAX_ENTRIES)
-  --max-bytes SIZE     most bytes queued at once, e.g. 64M (MUNMAPQ_MAX_BYTES;
-                       default: a quarter of the program's peak RSS, 4 to 64 MiB)
+  --max-bytes SIZE     a fixed cap on the length queued, e.g. 64M (MUNMAPQ_MAX_BYTES;
+                       default: none, the queue is bounded by the memory it keeps
+                       resident: a quarter of the program's RSS, at least 4 MiB)
   --no-reuse           never hand a queued mapping back to a matching mmap (MUNMAPQ_REUSE=0)
   --evict aged|oldest|all  on overflow unmap the oldest with their old touching neighbours, down
                        to 15/16 (aged, default); the oldest with its whole run, down to 3/4; or all

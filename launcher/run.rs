@@ -1,6 +1,7 @@
 //! Finding the library, running the command with it, and passing the
 //! command's exit status or signal through.
 
+use crate::gitcheck;
 use crate::platform::{self, LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
 use crate::report::Report;
 use crate::{fail, Options, StatsFormat};
@@ -166,7 +167,7 @@ pub fn run(o: Options) -> ExitCode {
         );
     }
     let text = match o.stats {
-        Some(StatsFormat::Text) => Some(report.text()),
+        Some(StatsFormat::Text) => Some(report.text() + &gitcheck::stats_line(&o.command, &report)),
         Some(StatsFormat::Json) => Some(report.json()),
         None => None,
     };

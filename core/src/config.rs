@@ -25,12 +25,17 @@ pub enum Evict {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Config {
     pub enabled: bool,
+    /// The most mappings queued at once; fewer when the process nears
+    /// `vm.max_map_count` (see [`crate::sizing`]).
     pub max_entries: usize,
-    pub max_bytes: usize,
-    /// With the default byte cap, how far it may grow: at every flush it is
-    /// set to a quarter of the program's peak RSS, within
-    /// `[max_bytes, ceiling]`. `None` when `MUNMAPQ_MAX_BYTES` fixes it.
-    pub max_bytes_ceiling: Option<usize>,
+    /// `MUNMAPQ_MAX_BYTES`: a fixed cap on the queued length. `None` (the
+    /// default): the queue is bounded by the resident memory it keeps, not
+    /// by its length (see [`crate::sizing`]).
+    pub max_bytes: Option<usize>,
+    /// `vm.max_map_count`, if the system has one.
+    pub map_count_limit: Option<usize>,
+    /// `RLIMIT_AS` at start-up, if set (re-read as the queue grows).
+    pub address_space_limit: Option<usize>,
     pub reuse: bool,
     pub evict: Evict,
     pub stats: bool,
@@ -45,37 +50,25 @@ pub struct System {
     pub address_space_limit: Option<usize>,
 }
 
-/// Default byte cap, and its floor when it adapts. Queued pages are clean
-/// page cache, but they show in RSS. Measured on git with 16 KiB windows
-/// (BENCHMARKS.md): programs re-map what they unmapped soon after, so 4 MiB
-/// kept nearly every reuse that 32 MiB did on a small repository; on a
-/// large one (git.git, 130 MiB of its own) a 32 MiB queue cut syscalls from
-/// 1.41 to 1.07 per distinct window. Hence: a quarter of the program's peak
-/// RSS, at least 4 MiB, at most 64 MiB.
-pub const DEFAULT_MAX_BYTES: usize = 4 << 20;
-/// The most the default byte cap grows to.
-pub const DEFAULT_MAX_BYTES_CEILING: usize = 64 << 20;
 /// Default count cap where the system sets no map-count limit (macOS).
 pub const DEFAULT_MAX_ENTRIES: usize = 4096;
 
 impl Config {
-    /// The defaults: at most 1/16 of `vm.max_map_count` queued (so queued
-    /// mappings can never be what pushes a program into ENOMEM); a quarter
-    /// of the program's peak RSS, from 4 MiB to 64 MiB, and never more than
-    /// 1/16 of `RLIMIT_AS`.
+    /// The defaults: at most 1/16 of `vm.max_map_count` queued (and at run
+    /// time at most a quarter of the mappings left); no cap on the queued
+    /// length but the resident-memory budget, and under `RLIMIT_AS` at
+    /// most 1 MiB and an eighth of the room left ([`crate::sizing`]).
     pub fn defaults(sys: System) -> Config {
         let max_entries = match sys.max_map_count {
             Some(n) => (n / 16).clamp(1, DEFAULT_MAX_ENTRIES),
             None => DEFAULT_MAX_ENTRIES,
         };
-        let as_cap = sys
-            .address_space_limit
-            .map_or(usize::MAX, |n| (n / 16).max(1));
         Config {
             enabled: true,
             max_entries,
-            max_bytes: DEFAULT_MAX_BYTES.min(as_cap),
-            max_bytes_ceiling: Some(DEFAULT_MAX_BYTES_CEILING.min(as_cap)),
+            max_bytes: None,
+            map_count_limit: sys.max_map_count,
+            address_space_limit: sys.address_space_limit,
             reuse: true,
             evict: Evict::Aged,
             stats: false,
@@ -141,10 +134,11 @@ pub fn parse<'a>(
             .ok_or(err(VAR_MAX_ENTRIES, ACCEPTS_ENTRIES))? as usize;
     }
     if let Some(v) = get(VAR_MAX_BYTES) {
-        cfg.max_bytes = parse_size(v)
-            .filter(|n| (1..=1u64 << 40).contains(n))
-            .ok_or(err(VAR_MAX_BYTES, ACCEPTS_BYTES))? as usize;
-        cfg.max_bytes_ceiling = None;
+        cfg.max_bytes = Some(
+            parse_size(v)
+                .filter(|n| (1..=1u64 << 40).contains(n))
+                .ok_or(err(VAR_MAX_BYTES, ACCEPTS_BYTES))? as usize,
+        );
     }
     if let Some(v) = get(VAR_REUSE) {
         cfg.reuse = parse_bool(v).ok_or(err(VAR_REUSE, ACCEPTS_BOOL))?;
@@ -216,22 +210,14 @@ mod tests {
     fn defaults_respect_system_limits() {
         let c = with(&[]).unwrap();
         assert_eq!(c.max_entries, 4095);
-        assert_eq!(c.max_bytes, DEFAULT_MAX_BYTES);
-        assert_eq!(c.max_bytes_ceiling, Some(DEFAULT_MAX_BYTES_CEILING));
+        assert_eq!(c.max_bytes, None, "bounded by resident memory");
         assert!(c.enabled && c.reuse && !c.stats);
         let small = Config::defaults(System {
             max_map_count: Some(1000),
             address_space_limit: Some(64 << 20),
         });
-        assert_eq!((small.max_entries, small.max_bytes), (62, 4 << 20));
-        let tight = Config::defaults(System {
-            max_map_count: None,
-            address_space_limit: Some(16 << 20),
-        });
-        assert_eq!(
-            (tight.max_bytes, tight.max_bytes_ceiling),
-            (1 << 20, Some(1 << 20))
-        );
+        assert_eq!(small.max_entries, 62);
+        assert_eq!(small.address_space_limit, Some(64 << 20));
         let mac = Config::defaults(System {
             max_map_count: None,
             address_space_limit: None,
@@ -251,7 +237,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.max_entries, 8192);
-        assert_eq!((c.max_bytes, c.max_bytes_ceiling), (16 << 20, None));
+        assert_eq!(c.max_bytes, Some(16 << 20));
         assert!(!c.reuse && c.stats && c.enabled);
         assert_eq!(c.evict, Evict::All);
         assert!(!with(&[("MUNMAPQ_DISABLE", "1")]).unwrap().enabled);

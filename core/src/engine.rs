@@ -10,6 +10,7 @@ use crate::config::{Config, Evict};
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::file::FileFacts;
 use crate::holder::{PerThread, TableGuard, TableLock, Taken};
+use crate::sizing::{Sizing, Usage};
 use crate::stats::{Counter, Stats};
 use crate::table::{FileKey, Lookup, State, Table};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
@@ -37,14 +38,22 @@ pub trait Os {
     /// change racing with it leaves an older stamp than the contents (no
     /// later reuse), never the reverse.
     fn readable_file(&self, fd: i32) -> Option<FileFacts>;
-    /// The process's peak resident set so far, in bytes (sizes the default
-    /// byte cap; asked only when the queue is about to be flushed).
-    fn peak_rss(&self) -> Option<usize>;
     /// `vm.max_map_count`, where there is one (asked once, before the
     /// first mapping is queued; see [`Engine::bound_entries_later`]).
     fn max_map_count(&self) -> Option<usize> {
         None
     }
+    /// The process's address space and resident set right now (asked when
+    /// the queue has grown by a step, see [`crate::sizing`]).
+    fn usage(&self) -> Option<Usage>;
+    /// How many mappings the process has (asked rarely: it is costly).
+    fn map_count(&self) -> Option<usize>;
+    /// The `RLIMIT_AS` soft limit, or `None` when unlimited.
+    fn address_space_limit(&self) -> Option<usize>;
+    /// Drops the resident pages of a queued range munmapq alone owns, the
+    /// mapping staying in place (a later fault reads the file again, as a
+    /// fresh mapping would). False where the system cannot.
+    fn drop_pages(&self, addr: usize, len: usize) -> bool;
 }
 
 /// What a call does to the mappings in a range of addresses.
@@ -90,11 +99,7 @@ pub struct Engine {
     pub stats: Stats,
     state: AtomicU8,
     page: AtomicUsize,
-    max_entries: AtomicUsize,
-    max_bytes: AtomicUsize,
-    /// 0: `max_bytes` is fixed; else it adapts up to this.
-    bytes_ceiling: AtomicUsize,
-    bytes_floor: AtomicUsize,
+    sizing: Sizing,
     reuse: AtomicBool,
     /// [`Evict`] as a number (see `evict_code`).
     evict: AtomicU8,
@@ -128,10 +133,7 @@ impl Engine {
             state: AtomicU8::new(OFF),
             // 0 until `start`: a new engine is all zero bytes (`.bss`).
             page: AtomicUsize::new(0),
-            max_entries: AtomicUsize::new(0),
-            max_bytes: AtomicUsize::new(0),
-            bytes_ceiling: AtomicUsize::new(0),
-            bytes_floor: AtomicUsize::new(0),
+            sizing: Sizing::new(),
             reuse: AtomicBool::new(false),
             evict: AtomicU8::new(0),
             locked_future: AtomicBool::new(false),
@@ -145,11 +147,7 @@ impl Engine {
     /// `page` must be a power of two.
     pub fn start(&self, cfg: &Config, page: usize) {
         self.page.store(page, Relaxed);
-        self.max_entries.store(cfg.max_entries, Relaxed);
-        self.max_bytes.store(cfg.max_bytes, Relaxed);
-        self.bytes_floor.store(cfg.max_bytes, Relaxed);
-        self.bytes_ceiling
-            .store(cfg.max_bytes_ceiling.unwrap_or(0), Relaxed);
+        self.sizing.start(cfg);
         self.reuse.store(cfg.reuse, Relaxed);
         self.evict.store(evict_code(cfg.evict), Relaxed);
         self.state
@@ -177,7 +175,7 @@ impl Engine {
                 address_space_limit: None,
             })
             .max_entries;
-            self.max_entries.fetch_min(bound, Relaxed);
+            self.sizing.bound_by_map_count(n, bound);
         }
     }
 
@@ -368,15 +366,15 @@ impl Engine {
             Some(e) if e.state == State::Live && e.end() == s.end => e,
             _ => return Err(Counter::PassUntracked),
         };
-        if e.len > self.byte_limit() || self.locked_future.load(Relaxed) {
+        if self.locked_future.load(Relaxed) {
             return Err(Counter::PassNotQueued);
         }
         self.bound_entries(os);
-        self.make_room(os, t, e.len);
-        if t.queued_bytes() + e.len > self.max_bytes.load(Relaxed) {
+        if !self.make_room(os, t, e.len) {
             return Err(Counter::PassNotQueued);
         }
         t.enqueue(e.slot);
+        self.sizing.note_queued(e.len);
         self.stats.bump(Counter::Deferred);
         self.stats.peak(Counter::PeakQueued, t.queued() as u64);
         self.stats
@@ -519,6 +517,7 @@ impl Engine {
             }
         }
         self.dirty.reset_after_fork();
+        self.sizing.reset_after_fork();
         self.stats.reset();
     }
 
@@ -650,7 +649,9 @@ impl Engine {
         });
     }
 
-    /// Evicts so that one more mapping of `len` bytes fits under both caps:
+    /// Evicts so that one more mapping of `len` bytes fits under the caps
+    /// [`crate::sizing`] sets, and answers whether it does. Over the count
+    /// or length caps:
     /// - `aged` (the default): the least recently unmapped, until the queue
     ///   is at 15/16 of its caps, each unmapped together with its touching
     ///   queued neighbours that are old enough: among the oldest 7/8 of the
@@ -663,68 +664,79 @@ impl Engine {
     ///   queued mapping touching it, until the queue is at 3/4 of its caps
     ///   (on git log --raw: flush munmaps from 800 to 24).
     /// - `all`: everything, the seed's way.
-    fn make_room<O: Os>(&self, os: &O, t: &mut Table, len: usize) {
-        let (max_n, mut max_b) = (self.max_entries.load(Relaxed), self.max_bytes.load(Relaxed));
-        if t.queued() < max_n && t.queued_bytes() + len <= max_b {
-            return;
+    ///
+    /// Over the resident budget, the queued mappings' pages are dropped
+    /// (Linux); where they cannot be (macOS), the oldest quarter of the
+    /// queued length goes at a time, RSS re-read after each, until the queue
+    /// is under 3/4 of its budget.
+    fn make_room<O: Os>(&self, os: &O, t: &mut Table, len: usize) -> bool {
+        let caps = self.sizing.caps(os, t.queued(), t.queued_bytes(), len);
+        let fits = |t: &Table| t.queued() < caps.entries && t.queued_bytes() + len <= caps.bytes;
+        if caps.entries == 0 || len > caps.bytes {
+            return false;
         }
-        if t.queued() < max_n {
-            max_b = self.resize_byte_cap(os);
-            if t.queued_bytes() + len <= max_b {
-                return;
-            }
+        if fits(t) && !caps.resident_over {
+            return true;
         }
         let mode = self.evict.load(Relaxed);
-        if mode == evict_code(Evict::All) {
-            t.mark_all();
-        } else if mode == evict_code(Evict::Aged) {
-            // Only down to 15/16 of the caps: each flush frees little, so
-            // young windows stay.
-            let (low_n, low_b) = (max_n - max_n / 16, max_b - max_b / 16);
-            let (qn, qb) = (t.queued(), t.queued_bytes());
-            let bytes = qb
-                .saturating_sub(low_b)
-                .max((qb + len).saturating_sub(max_b));
-            let count = (qn + 1).saturating_sub(low_n.max(1));
-            t.mark_by_age(bytes, count, qb / 8 * 7, DEFERRED_PER_EVICTION_MUNMAP);
-        } else {
-            let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
-            while (t.queued() >= low_n.max(1)
-                || t.queued_bytes() > low_b
-                || t.queued_bytes() + len > max_b)
-                && t.mark_oldest_run() > 0
-            {}
+        let evict_all = mode == evict_code(Evict::All);
+        if !fits(t) {
+            let (max_n, max_b) = (caps.entries, caps.bytes);
+            if evict_all {
+                t.mark_all();
+            } else if mode == evict_code(Evict::Aged) {
+                // Only down to 15/16 of the caps: each flush frees little, so
+                // young windows stay.
+                let (low_n, low_b) = (max_n - max_n / 16, max_b - max_b / 16);
+                let (qn, qb) = (t.queued(), t.queued_bytes());
+                let bytes = qb
+                    .saturating_sub(low_b)
+                    .max((qb + len).saturating_sub(max_b));
+                let count = (qn + 1).saturating_sub(low_n.max(1));
+                t.mark_by_age(bytes, count, qb / 8 * 7, DEFERRED_PER_EVICTION_MUNMAP);
+            } else {
+                let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
+                while (t.queued() >= low_n.max(1)
+                    || t.queued_bytes() > low_b
+                    || t.queued_bytes() + len > max_b)
+                    && t.mark_oldest_run() > 0
+                {}
+            }
+            self.flush_marked(os, t);
         }
-        self.flush_marked(os, t);
+        if caps.resident_over && self.drop_queued_pages(os, t) {
+            self.sizing.after_eviction(os, 0, 0);
+        } else if caps.resident_over {
+            loop {
+                let before = t.queued_bytes();
+                if evict_all {
+                    t.mark_all();
+                } else {
+                    let target = before - before / 4;
+                    while t.queued_bytes() > target && t.mark_oldest_run() > 0 {}
+                }
+                self.flush_marked(os, t);
+                let after = t.queued_bytes();
+                if !self.sizing.after_eviction(os, before - after, after) {
+                    break;
+                }
+            }
+        }
+        fits(t)
     }
 
-    /// The largest mapping that may be queued: the byte cap, or where it
-    /// adapts, its ceiling (the cap is re-sized before the mapping is
-    /// queued).
-    fn byte_limit(&self) -> usize {
-        match self.bytes_ceiling.load(Relaxed) {
-            0 => self.max_bytes.load(Relaxed),
-            c => c,
+    /// Drops the pages of every queued mapping, keeping the mappings (one
+    /// madvise per run of touching ones): the queue's resident cost goes
+    /// back to nothing and every reuse stays possible.
+    fn drop_queued_pages<O: Os>(&self, os: &O, t: &mut Table) -> bool {
+        let mut ok = true;
+        t.queued_runs(|start, len| {
+            ok &= os.drop_pages(start, len);
+        });
+        if ok {
+            self.stats.bump(Counter::PagesDropped);
         }
-    }
-
-    /// Where the byte cap adapts: a quarter of the peak RSS, within
-    /// `[floor, ceiling]`. One `getrusage` per flush, not per call.
-    fn resize_byte_cap<O: Os>(&self, os: &O) -> usize {
-        let (floor, ceiling) = (
-            self.bytes_floor.load(Relaxed),
-            self.bytes_ceiling.load(Relaxed),
-        );
-        let current = self.max_bytes.load(Relaxed);
-        if ceiling == 0 {
-            return current;
-        }
-        let Some(rss) = os.peak_rss() else {
-            return current;
-        };
-        let cap = (rss / 4).max(floor).min(ceiling);
-        self.max_bytes.store(cap, Relaxed);
-        cap
+        ok
     }
 
     fn flush_marked<O: Os>(&self, os: &O, t: &mut Table) {
@@ -766,7 +778,7 @@ impl Engine {
 
     /// The byte cap in force now (it adapts where the default is used).
     pub fn byte_cap(&self) -> usize {
-        self.max_bytes.load(Relaxed)
+        self.sizing.byte_cap()
     }
 
     /// Queued mappings and bytes right now (None if the table is busy).

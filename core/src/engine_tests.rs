@@ -4,6 +4,7 @@ use super::*;
 use crate::config::{Config, System};
 use crate::file::{FileFacts, FileStamp};
 use crate::holder::{PerThread, Taken};
+use crate::sizing::Usage;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::vec::Vec;
@@ -24,10 +25,19 @@ struct FakeOs {
     munmaps: RefCell<Vec<(usize, usize)>>,
     /// Fails mmap with ENOMEM once this many pages are mapped.
     page_limit: Option<usize>,
-    peak_rss: Option<usize>,
-    map_count: Option<usize>,
     /// How many times each fd's file was rewritten (its fstat stamp).
     rewrites: RefCell<BTreeMap<i32, i64>>,
+    /// What `usage()` answers: address space, resident.
+    usage: Option<Usage>,
+    /// Resident bytes per mapped page (the fake's RSS counts mapped pages
+    /// at this rate) when `usage` is None and `rss_per_page` is set.
+    rss_per_page: Option<usize>,
+    map_count: Option<usize>,
+    /// What `max_map_count()` answers (`vm.max_map_count`).
+    max_map_count: Option<usize>,
+    as_limit: Option<usize>,
+    can_drop: bool,
+    drops: RefCell<usize>,
 }
 
 impl FakeOs {
@@ -79,7 +89,7 @@ impl Os for FakeOs {
     }
 
     fn max_map_count(&self) -> Option<usize> {
-        self.map_count
+        self.max_map_count
     }
 
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno> {
@@ -108,8 +118,41 @@ impl Os for FakeOs {
         })
     }
 
-    fn peak_rss(&self) -> Option<usize> {
-        self.peak_rss
+    fn usage(&self) -> Option<Usage> {
+        self.usage.or_else(|| {
+            let pages = self.pages.borrow().len();
+            self.rss_per_page.map(|r| Usage {
+                size: pages * PAGE,
+                resident: pages * r,
+            })
+        })
+    }
+
+    /// `map_count` is the program's own mappings; the fake's are added as
+    /// the kernel counts them (one per run of pages contiguous in address
+    /// and in the same file), so queued mappings count, as they do.
+    fn map_count(&self) -> Option<usize> {
+        let pages = self.pages.borrow();
+        let mut runs = 0;
+        let mut prev: Option<(usize, (i32, i64))> = None;
+        for (&p, &(fd, off)) in pages.iter() {
+            let joins =
+                prev.is_some_and(|(q, (pfd, poff))| q + 1 == p && pfd == fd && poff + 1 == off);
+            if !joins {
+                runs += 1;
+            }
+            prev = Some((p, (fd, off)));
+        }
+        self.map_count.map(|c| c + runs)
+    }
+
+    fn address_space_limit(&self) -> Option<usize> {
+        self.as_limit
+    }
+
+    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
+        *self.drops.borrow_mut() += 1;
+        self.can_drop
     }
 }
 
@@ -431,7 +474,7 @@ fn byte_cap_holds_and_oversized_mappings_are_not_queued() {
     static E: Engine = Engine::new();
     let os = FakeOs::default();
     let mut cfg = linux_defaults();
-    cfg.max_bytes = 5 * PAGE;
+    cfg.max_bytes = Some(5 * PAGE);
     E.start(&cfg, PAGE);
     for i in 0..10 {
         let a = map(&E, &os, 3, 2 * i * PAGE as i64);
@@ -451,34 +494,147 @@ fn byte_cap_holds_and_oversized_mappings_are_not_queued() {
 }
 
 #[test]
-fn default_byte_cap_follows_peak_rss() {
+fn long_mappings_that_cost_little_resident_memory_are_queued() {
     static E: Engine = Engine::new();
-    // A program whose own peak RSS is 40 pages of 4 KiB x 4: the cap may
-    // grow to a quarter of it (40 pages) from a floor of 4 pages.
+    // 64 MiB windows of which the program touched little: RSS grows by a
+    // page per window mapped, far under the 4 MiB floor of the budget.
     let os = FakeOs {
-        peak_rss: Some(160 * PAGE),
+        usage: Some(Usage {
+            size: 200 << 20,
+            resident: 20 << 20,
+        }),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 64 << 20;
+    for i in 0..8 {
+        let a = E
+            .mmap(
+                &os,
+                0,
+                win,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                3,
+                i * win as i64,
+            )
+            .unwrap();
+        E.munmap(&os, a, win).unwrap();
+    }
+    assert_eq!(E.stats.get(Counter::Deferred), 8);
+    assert_eq!(os.munmap_count(), 0);
+}
+
+#[test]
+fn resident_budget_evicts_when_the_queue_holds_too_much() {
+    static E: Engine = Engine::new();
+    // Every mapped page is resident: the queue's cost is its length. The
+    // budget is the 4 MiB floor; the queue must stay near it.
+    let os = FakeOs {
+        rss_per_page: Some(PAGE),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 256 << 10;
+    for i in 0..64 {
+        let a = E
+            .mmap(
+                &os,
+                0,
+                win,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                3,
+                i * win as i64,
+            )
+            .unwrap();
+        E.munmap(&os, a, win).unwrap();
+    }
+    let peak = E.stats.get(Counter::PeakQueuedBytes) as usize;
+    // The budget (4 MiB floor) plus one step (half of it) unmeasured.
+    assert!(peak <= (4 << 20) + (2 << 20), "peak {peak}");
+    assert!(E.stats.get(Counter::Flushes) > 0);
+}
+
+#[test]
+fn resident_budget_drops_pages_and_keeps_the_mappings() {
+    static E: Engine = Engine::new();
+    // Where pages can be dropped, the queue keeps every mapping for reuse.
+    let os = FakeOs {
+        rss_per_page: Some(PAGE),
+        can_drop: true,
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 256 << 10;
+    for i in 0..64 {
+        let a = E
+            .mmap(
+                &os,
+                0,
+                win,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                3,
+                i * win as i64,
+            )
+            .unwrap();
+        E.munmap(&os, a, win).unwrap();
+    }
+    assert_eq!(E.stats.get(Counter::Deferred), 64);
+    assert_eq!(os.munmap_count(), 0);
+    assert!(*os.drops.borrow() > 0);
+    assert!(E.stats.get(Counter::PagesDropped) > 0);
+}
+
+#[test]
+fn address_space_limit_keeps_the_queue_small() {
+    static E: Engine = Engine::new();
+    // 12 MiB of room under RLIMIT_AS: at most 1.5 MiB... and 1 MiB at most.
+    let os = FakeOs {
+        usage: Some(Usage {
+            size: 100 << 20,
+            resident: 10 << 20,
+        }),
+        as_limit: Some(112 << 20),
         ..FakeOs::default()
     };
     let mut cfg = linux_defaults();
-    cfg.max_bytes = 4 * PAGE;
-    cfg.max_bytes_ceiling = Some(100 * PAGE);
-    // The run rule, whose flush this test counts on (see below).
-    cfg.evict = crate::config::Evict::Oldest;
+    cfg.address_space_limit = Some(112 << 20);
     E.start(&cfg, PAGE);
-    for i in 0..30 {
-        let a = map(&E, &os, 3, 2 * i * PAGE as i64);
+    for i in 0..12 {
+        let a = E
+            .mmap(
+                &os,
+                0,
+                256 << 10,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                3,
+                i << 18,
+            )
+            .unwrap();
+        E.munmap(&os, a, 256 << 10).unwrap();
+        assert!(E.queued().unwrap().1 <= 1 << 20);
+    }
+    assert!(E.stats.get(Counter::Deferred) > 0);
+}
+
+#[test]
+fn map_count_room_bounds_the_queue() {
+    static E: Engine = Engine::new();
+    // 65,530 allowed, 65,400 in use: a quarter of the 130 left.
+    let os = FakeOs {
+        map_count: Some(65_400),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    for i in 0..100 {
+        let a = map(&E, &os, 3, 4 * i * PAGE as i64);
         E.munmap(&os, a, 2 * PAGE).unwrap();
     }
-    // It grew past the 4-page floor to exactly rss/4, never further (the
-    // windows all touch, so the eviction at the cap took them as one run).
-    assert_eq!(E.stats.get(Counter::PeakQueuedBytes), 40 * PAGE as u64);
-    assert_eq!(E.queued(), Some((10, 20 * PAGE)));
-    // A mapping larger than the floor but within the grown cap is queued.
-    let big = E
-        .mmap(&os, 0, 8 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0)
-        .unwrap();
-    E.munmap(&os, big, 8 * PAGE).unwrap();
-    assert!(os.mapped(big).is_some());
+    let peak = E.stats.get(Counter::PeakQueued);
+    assert!(peak <= 32, "{peak}");
 }
 
 #[test]
@@ -486,7 +642,7 @@ fn each_munmap_is_counted_once() {
     static E: Engine = Engine::new();
     let os = FakeOs::default();
     let mut cfg = linux_defaults();
-    cfg.max_bytes = 4 * PAGE;
+    cfg.max_bytes = Some(4 * PAGE);
     E.start(&cfg, PAGE);
     let a = map(&E, &os, 3, 0);
     let b = map(&E, &os, 3, 2 * PAGE as i64);
@@ -563,18 +719,17 @@ fn calls_far_from_every_entry_skip_the_lock() {
 fn max_map_count_bounds_the_queue_from_the_first_deferral() {
     static E: Engine = Engine::new();
     let os = FakeOs {
-        map_count: Some(3 * 16),
+        max_map_count: Some(3 * 16),
         ..FakeOs::default()
     };
     E.start(&linux_defaults(), PAGE);
     E.bound_entries_later();
-    assert!(E.max_entries.load(Relaxed) > 3, "not read at start");
     for i in 0..6 {
         let a = map(&E, &os, 3, 2 * i * PAGE as i64);
         E.munmap(&os, a, 2 * PAGE).unwrap();
         assert!(E.queued().unwrap().0 <= 3);
     }
-    assert_eq!(E.max_entries.load(Relaxed), 3);
+    assert_eq!(E.stats.get(Counter::PeakQueued), 3);
 }
 
 #[test]

@@ -13,5 +13,7 @@ pub mod engine;
 pub mod file;
 #[cfg(not(loom))]
 pub mod holder;
+#[cfg(not(loom))]
+pub mod sizing;
 pub mod stats;
 pub mod table;

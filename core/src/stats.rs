@@ -69,6 +69,7 @@ counters! {
     PeakQueuedBytes = "peak_queued_bytes" Peak: "most bytes queued at once",
     Stale = "stale" Sum: "queued mappings unmapped, not reused: their file changed since they were mapped",
     Recovered = "recovered" Sum: "times the queue was found held by a hook a longjmp had left, and recovered",
+    PagesDropped = "pages_dropped" Sum: "times the queue's resident pages were dropped (madvise, mappings kept) to stay within its memory budget",
 }
 
 pub const COUNTERS: usize = Counter::ALL.len();

@@ -515,6 +515,28 @@ impl Table {
         }
         self.land();
     }
+
+    /// Calls `f` once per run of queued entries that touch each other, in
+    /// address order, leaving the table as it is (the sizing rule drops
+    /// their pages; see crate::sizing).
+    pub fn queued_runs(&self, mut f: impl FnMut(usize, usize)) {
+        let mut run: Option<(usize, usize)> = None;
+        for i in 0..self.used {
+            let s = self.slots[self.by_addr[i] as usize];
+            let queued = s.state == State::Queued;
+            run = match run {
+                Some((start, end)) if queued && end == s.start => Some((start, s.start + s.len)),
+                Some((start, end)) => {
+                    f(start, end - start);
+                    queued.then_some((s.start, s.start + s.len))
+                }
+                None => queued.then_some((s.start, s.start + s.len)),
+            };
+        }
+        if let Some((start, end)) = run {
+            f(start, end - start);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ extern "C" fn init() {
     announce_load();
     // vm.max_map_count is read only if something is ever queued (a file
     // read at load would cost every process): see bound_entries_later.
+    crate::usage::set_page(page);
     let sys = System {
         max_map_count: None,
         address_space_limit: address_space_limit(),
@@ -122,15 +123,7 @@ fn remember_stats_file() {
 }
 
 fn address_space_limit() -> Option<usize> {
-    // SAFETY: plain out-parameter.
-    let mut rl: libc::rlimit = unsafe { core::mem::zeroed() };
-    // SAFETY: valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) } != 0
-        || rl.rlim_cur == libc::RLIM_INFINITY
-    {
-        return None;
-    }
-    Some(rl.rlim_cur as usize)
+    crate::usage::address_space_limit()
 }
 
 fn write_all(fd: libc::c_int, mut data: &[u8]) {

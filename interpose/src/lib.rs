@@ -28,6 +28,7 @@ mod trace;
 #[cfg(target_os = "macos")]
 #[path = "real_macos.rs"]
 mod real;
+mod usage;
 
 #[cfg(target_os = "linux")]
 mod exports_linux;

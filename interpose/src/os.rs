@@ -3,6 +3,7 @@
 use crate::{errno, real};
 use munmapq_core::engine::{Errno, Os};
 use munmapq_core::file::{readable_open_flags, FileFacts, PATH_ONLY};
+use munmapq_core::sizing::Usage;
 
 pub struct RealOs;
 
@@ -36,16 +37,33 @@ impl Os for RealOs {
         readable_open_flags(get_fl(fd), PATH_ONLY).then_some(facts)
     }
 
-    fn peak_rss(&self) -> Option<usize> {
-        // SAFETY: plain out-parameter.
-        let mut ru: libc::rusage = unsafe { core::mem::zeroed() };
-        // SAFETY: valid out-pointer.
-        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-            return None;
-        }
-        // Linux reports KiB, macOS bytes.
-        let unit = if cfg!(target_os = "macos") { 1 } else { 1024 };
-        Some((ru.ru_maxrss as usize).saturating_mul(unit))
+    fn usage(&self) -> Option<Usage> {
+        crate::usage::usage()
+    }
+
+    fn map_count(&self) -> Option<usize> {
+        crate::usage::map_count()
+    }
+
+    fn address_space_limit(&self) -> Option<usize> {
+        crate::usage::address_space_limit()
+    }
+
+    #[cfg(target_os = "linux")]
+    fn drop_pages(&self, addr: usize, len: usize) -> bool {
+        // The raw system call: madvise is hooked. On a read-only private
+        // file mapping never written (tracked entries are), MADV_DONTNEED
+        // only removes the page-table entries; the next access faults the
+        // file's pages in again (mm/madvise.c, madvise_dontneed_single_vma).
+        // SAFETY: a queued range munmapq alone owns.
+        unsafe { libc::syscall(libc::SYS_madvise, addr, len, libc::MADV_DONTNEED) == 0 }
+    }
+
+    /// macOS's MADV_DONTNEED only deactivates pages; the queue is bounded
+    /// by unmapping instead.
+    #[cfg(not(target_os = "linux"))]
+    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
+        false
     }
 
     #[cfg(target_os = "linux")]

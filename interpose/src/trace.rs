@@ -116,10 +116,10 @@ pub fn write(r: &Record) {
     unsafe { libc::write(fd, b.as_ptr().cast(), b.len()) };
 }
 
-/// Peak RSS in bytes, for munmap records (only asked when tracing).
+/// Resident set in bytes now, for munmap records (only asked when
+/// tracing): what the sizing rule reads (see `munmapq_core::sizing`).
 pub fn peak_rss() -> u64 {
-    use munmapq_core::engine::Os;
-    crate::os::RealOs.peak_rss().unwrap_or(0) as u64
+    crate::usage::usage().map_or(0, |u| u.resident) as u64
 }
 
 /// A range call's record.

@@ -5,14 +5,20 @@
 //! configuration's output is byte-identical.
 //!
 //!     mq-bench [--repo PATH] [--limit N] [--rounds N] [--commits N] [--files N] [--micro-only|--load-only]
+//!              [--seed-only] [--seed-pack-mib N] [--no-seed]
 //!
 //! `--micro-only` stops after the micro-benchmarks (file windows, load
 //! cost next to libeatmydata, anonymous memory cycling); `--load-only` runs
 //! just the last two.
 //!     mq-bench --eviction [--rounds N]   (probes/src/eviction.rs)
 //!
-//! `--limit N` passes `-n N` to `git log`.
+//! `--limit N` passes `-n N` to `git log`. The seed's setting (git's
+//! default windows under `core.packedGitLimit=128m`, and 64m windows under
+//! it) runs on a generated repository whose pack is `--seed-pack-mib`
+//! (default 1100) MiB, and with `--repo` on that repository too.
 
+#[path = "bench_seed.rs"]
+mod bench_seed;
 /// `--eviction`: eviction policies on short and long reuse distances.
 mod eviction;
 #[allow(dead_code)]
@@ -36,7 +42,7 @@ const TINY: [&str; 4] = [
 ];
 
 #[derive(Clone, Copy, PartialEq)]
-enum Preload {
+pub(crate) enum Preload {
     No,
     Seed,
     Munmapq,
@@ -71,7 +77,7 @@ const CONFIGS: [Config; 4] = [
     },
 ];
 
-struct Sample {
+pub(crate) struct Sample {
     secs: f64,
     /// user + system CPU time of the child: steadier than wall time on a
     /// shared machine.
@@ -100,7 +106,7 @@ fn lib() -> PathBuf {
     p
 }
 
-fn preload_env(cmd: &mut Command, p: Preload) {
+pub(crate) fn preload_env(cmd: &mut Command, p: Preload) {
     match p {
         Preload::No => {}
         Preload::Seed => {
@@ -120,7 +126,7 @@ fn preload_env(cmd: &mut Command, p: Preload) {
 
 /// Runs `cmd`, hashing its stdout; wall time and the child's peak RSS.
 #[allow(clippy::zombie_processes)] // reaped below with wait4, for its rusage
-fn measure(mut cmd: Command) -> Sample {
+pub(crate) fn measure(mut cmd: Command) -> Sample {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::null())
         .stdin(Stdio::null());
@@ -160,7 +166,7 @@ fn measure(mut cmd: Command) -> Sample {
 }
 
 /// Calls per syscall name that reached the kernel, by `strace -c`.
-fn strace_counts(cmd: Command, dir: &Path) -> (u64, u64, String) {
+pub(crate) fn strace_counts(cmd: Command, dir: &Path) -> (u64, u64, String) {
     let log = dir.join("strace.out");
     let prog = cmd.get_program().to_owned();
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
@@ -215,7 +221,7 @@ fn distinct_windows(trace: &str) -> usize {
     set.len()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
 }
@@ -623,20 +629,45 @@ fn main() {
         uname.unwrap_or_default(),
         git.unwrap_or_default()
     );
-    if args.iter().any(|a| a == "--eviction") {
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    if flag("--eviction") {
         eviction::run(&scratch, rounds.min(3));
         return;
     }
-    if !args.iter().any(|a| a == "--load-only") {
+    if !flag("--load-only") && !flag("--seed-only") {
         bench_micro(rounds, &scratch);
     }
-    bench_load(rounds);
-    bench_anon(rounds);
-    if args
-        .iter()
-        .any(|a| a == "--micro-only" || a == "--load-only")
-    {
+    if !flag("--seed-only") {
+        bench_load(rounds);
+        bench_anon(rounds);
+    }
+    if flag("--micro-only") || flag("--load-only") {
         return;
+    }
+    if !flag("--no-seed") {
+        let mib: usize = opt("--seed-pack-mib")
+            .map(|v| v.parse().unwrap())
+            .unwrap_or(1100);
+        let big = bench_seed::make_big_repo(&scratch, mib * 4, 256);
+        let mut seed_log = vec!["log", "--raw"];
+        if let Some(n) = limit.as_deref() {
+            seed_log.extend(["-n", n]);
+        }
+        bench_seed::bench_seed(
+            &big,
+            &["core.packedGitLimit=128m"],
+            &seed_log,
+            rounds,
+            &scratch,
+        );
+        let scaled = ["core.packedGitWindowSize=64m", "core.packedGitLimit=128m"];
+        bench_seed::bench_seed(&big, &scaled, &seed_log, rounds, &scratch);
+        if let Some(p) = opt("--repo") {
+            bench_seed::bench_seed(Path::new(&p), &scaled, &seed_log, rounds, &scratch);
+        }
+        if flag("--seed-only") {
+            return;
+        }
     }
     let repo = match opt("--repo") {
         Some(p) => PathBuf::from(p),

@@ -1,6 +1,7 @@
 //! `mq-probe SCENARIO ARGS...`: programs the integration tests run with and
 //! without libmunmapq. Exit status 0 means every check inside passed.
 
+mod headroom;
 // pkey_mprotect, shmat, mseal: Linux calls.
 #[cfg(target_os = "linux")]
 mod attacks;
@@ -38,6 +39,40 @@ fn main() {
                 .expect("write stream");
             0
         }
+        Some("fast-import-big") => {
+            let out = std::io::stdout();
+            let mut w = std::io::BufWriter::new(out.lock());
+            repo::fast_import_big(
+                arg(&args, 1, 3000),
+                arg(&args, 2, 1000),
+                arg(&args, 3, 200),
+                &mut w,
+            )
+            .expect("write stream");
+            0
+        }
+        Some("as-room") => {
+            headroom::as_room(
+                &file,
+                arg(&args, 2, 12),
+                arg(&args, 3, 3072),
+                arg(&args, 4, 10),
+            );
+            0
+        }
+        Some("as-headroom") => {
+            headroom::as_headroom(&file, arg(&args, 2, 3072));
+            0
+        }
+        Some("map-room") => {
+            headroom::map_room(
+                &file,
+                arg(&args, 2, 150),
+                arg(&args, 3, 100),
+                arg(&args, 4, 50),
+            );
+            0
+        }
         Some("random") => random::run(&file, arg(&args, 2, 1) as u64, arg(&args, 3, 200)),
         Some("invariants") => {
             invariants::run(&file);
@@ -59,7 +94,7 @@ fn main() {
         Some("rewrite") => rewrite::run(&file, arg(&args, 2, 6)),
         Some("signals") => stress::signals(&file, arg(&args, 2, 100000)),
         _ => {
-            eprintln!("usage: mq-probe mkfile|fast-import|random|invariants|attacks|cycle|threads|forks|signals|rewrite FILE [N...]");
+            eprintln!("usage: mq-probe mkfile|fast-import|fast-import-big|as-room|as-headroom|map-room|random|invariants|attacks|cycle|threads|forks|signals|rewrite FILE [N...]");
             2
         }
     };

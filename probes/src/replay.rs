@@ -58,8 +58,7 @@ fn config(cap: Option<u64>) -> Config {
     let mut cfg = config::parse(sys, |k| env.get(k).map(|v| v.as_slice()))
         .unwrap_or_else(|e| panic!("{}: accepts {}", e.var, e.accepts));
     if let Some(c) = cap {
-        cfg.max_bytes = c as usize;
-        cfg.max_bytes_ceiling = None;
+        cfg.max_bytes = Some(c as usize);
     }
     cfg.enabled = true;
     cfg

@@ -68,3 +68,66 @@ pub fn fast_import(commits: usize, files: usize, out: &mut impl Write) -> std::i
     }
     Ok(())
 }
+
+/// A stream whose pack is large and whose trees thrash big windows, like a
+/// kernel-sized repository under a small `core.packedGitLimit`: every
+/// commit adds one incompressible blob of `blob_kib` KiB (so the pack is
+/// about `commits * blob_kib` KiB) and edits a text file in one of `dirs`
+/// directories, so `git log --raw` reads, for each commit, the previous
+/// version of a directory tree last written far back in the pack (and its
+/// delta chain, further back still).
+pub fn fast_import_big(
+    commits: usize,
+    dirs: usize,
+    blob_kib: usize,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let mut rng = Rng(0xb16_5eed);
+    let mut mark = 0usize;
+    let mut text: Vec<Vec<String>> = (0..dirs).map(|_| initial_lines(&mut rng, 12)).collect();
+    let mut bin = vec![0u8; blob_kib * 1024];
+    for c in 0..commits {
+        let mut files = Vec::new();
+        let touched: Vec<usize> = if c == 0 {
+            (0..dirs).collect()
+        } else {
+            vec![rng.below(dirs as u64) as usize]
+        };
+        for &d in &touched {
+            if c > 0 {
+                let lines = &mut text[d];
+                let at = rng.below(lines.len() as u64) as usize;
+                lines[at] = format!("edit {c} {:016x}", rng.next());
+            }
+            mark += 1;
+            let data = text[d].join("\n") + "\n";
+            write!(out, "blob\nmark :{mark}\ndata {}\n{data}\n", data.len())?;
+            files.push((
+                format!("tree/d{:03}/s{:02}/notes.txt", d % 97, d / 97),
+                mark,
+            ));
+        }
+        for chunk in bin.chunks_mut(8) {
+            let v = rng.next().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+        mark += 1;
+        write!(out, "blob\nmark :{mark}\ndata {}\n", bin.len())?;
+        out.write_all(&bin)?;
+        writeln!(out)?;
+        files.push((format!("data/b{:02}/blob{c:05}.bin", c % 41), mark));
+        let msg = format!("commit {c}\n");
+        let when = 1_600_000_000 + c * 3600;
+        write!(
+            out,
+            "commit refs/heads/main\nauthor Probe <probe@example.com> {when} +0000\n\
+             committer Probe <probe@example.com> {when} +0000\ndata {}\n{msg}",
+            msg.len()
+        )?;
+        for (path, m) in files {
+            writeln!(out, "M 100644 :{m} {path}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}

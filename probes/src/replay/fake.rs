@@ -120,8 +120,28 @@ impl Os for FakeOs {
         })
     }
 
-    fn peak_rss(&self) -> Option<usize> {
-        Some(self.peak_rss.get() as usize)
+    /// The resident set the traced run had at that call (its munmap
+    /// records carry it); the address space as unlimited.
+    fn usage(&self) -> Option<munmapq_core::sizing::Usage> {
+        Some(munmapq_core::sizing::Usage {
+            size: 0,
+            resident: self.peak_rss.get() as usize,
+        })
+    }
+
+    /// The trace does not record the process's mapping count: no
+    /// `vm.max_map_count` room is replayed (the count cap is).
+    fn map_count(&self) -> Option<usize> {
+        None
+    }
+
+    fn address_space_limit(&self) -> Option<usize> {
+        None
+    }
+
+    /// Dropping pages changes no counter a replay compares.
+    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
+        true
     }
 }
 
