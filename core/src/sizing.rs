@@ -243,6 +243,8 @@ impl Sizing {
             || (queued_bytes.saturating_add(len) > self.quiet_len.load(Relaxed)
                 && unread.saturating_add(len) > self.read_step.load(Relaxed))
         {
+            // Reset first, for the same reason as in `check_map_count`.
+            self.unread_bytes.store(0, Relaxed);
             let usage = os.usage();
             if let Some(u) = usage {
                 self.read_usage(os, u, queued_bytes);
@@ -297,8 +299,11 @@ impl Sizing {
             return;
         }
         let max = self.max_entries.load(Relaxed);
+        // Not due again for a while even if this read never returns (a
+        // signal handler that longjmps out of the hook): a read that is
+        // interrupted every time must not be retried on every call.
+        self.until_map_check.store(MAP_CHECK_MIN, Relaxed);
         let Some(count) = os.map_count() else {
-            self.until_map_check.store(MAP_CHECK_MIN, Relaxed);
             return;
         };
         let room = limit.saturating_sub(count.saturating_sub(queued));
