@@ -244,8 +244,8 @@ pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
     hook_frame!();
     let saved = errno::get();
     let future = flags & libc::MCL_FUTURE != 0;
-    // SAFETY: the caller's own arguments.
     let r = ENGINE.lock_all(&RealOs, future, || {
+        // SAFETY: the caller's own arguments.
         int_result(unsafe { real::mlockall(flags) })
     });
     if trace::enabled() {

@@ -50,39 +50,54 @@ macro_rules! real_functions {
 // the libc wrapper would pass; the kernel validates them.
 real_functions! {
     mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) as *mut c_void };
     munmap(addr: *mut c_void, len: size_t) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int };
     mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_mprotect, addr, len, prot) as c_int };
     madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) as c_int };
     posix_madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int =
         posix_madvise_fallback(addr, len, advice);
     mremap(old: *mut c_void, old_size: size_t, new_size: size_t, flags: c_int, new_addr: *mut c_void) -> *mut c_void =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_mremap, old, old_size, new_size, flags, new_addr) as *mut c_void };
     mlock(addr: *const c_void, len: size_t) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_mlock, addr, len) as c_int };
     mlock2(addr: *const c_void, len: size_t, flags: libc::c_uint) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_mlock2, addr, len, flags) as c_int };
     munlock(addr: *const c_void, len: size_t) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_munlock, addr, len) as c_int };
     mlockall(flags: c_int) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_mlockall, flags) as c_int };
     munlockall() -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_munlockall) as c_int };
     msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_msync, addr, len, flags) as c_int };
     mincore(addr: *mut c_void, len: size_t, vec: *mut c_void) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_mincore, addr, len, vec) as c_int };
     pkey_mprotect(addr: *mut c_void, len: size_t, prot: c_int, pkey: c_int) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_pkey_mprotect, addr, len, prot, pkey) as c_int };
     shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_shmat, id, addr, flags) as *mut c_void };
     // Newer glibc wraps mseal (libc-alpha, "linux: Add mseal syscall
     // support", 2025); older ones, like this project's 2.36, have no such
     // name, so it does not resolve and the raw system call is used.
     mseal(addr: *mut c_void, len: size_t, flags: libc::c_ulong) -> c_int =
+        // SAFETY: the raw syscall, as said above.
         unsafe { libc::syscall(libc::SYS_mseal, addr, len, flags) as c_int };
 }
 

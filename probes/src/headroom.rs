@@ -142,6 +142,7 @@ pub fn map_room(file: &str, left: usize, windows: usize, threads: usize) {
     let mut barrier: libc::pthread_barrier_t = unsafe { std::mem::zeroed() };
     // SAFETY: a valid barrier for `threads + 1` waiters at most.
     unsafe { libc::pthread_barrier_init(&mut barrier, std::ptr::null(), threads as u32 + 1) };
+    // SAFETY: plain data; initialised by pthread_attr_init below.
     let mut attr: libc::pthread_attr_t = unsafe { std::mem::zeroed() };
     // SAFETY: a valid attribute object; 64 KiB stacks.
     unsafe {
