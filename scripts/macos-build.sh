@@ -50,9 +50,11 @@ if [ $all_targets = 1 ]; then
   # the tests link (zig as the linker); tests are built with panic=abort
   # as the profile's std is.
   for target in aarch64-apple-darwin x86_64-apple-darwin; do
-    RUSTFLAGS="-D warnings" xcargo cargo check --workspace --all-targets \
+    # The launcher's build script builds the library it embeds, for both
+    # Apple slices: with zig as the linker (plain cargo cannot link Mach-O).
+    MUNMAPQ_NESTED_CARGO=cargo-zigbuild RUSTFLAGS="-D warnings" xcargo cargo check --workspace --all-targets \
       -Zpanic-abort-tests --target "$target" --target-dir target/macos-check
-    xcargo cargo-zigbuild test --workspace --all-targets --no-run \
+    MUNMAPQ_NESTED_CARGO=cargo-zigbuild xcargo cargo-zigbuild test --workspace --all-targets --no-run \
       -Zpanic-abort-tests --target "$target" --target-dir target/macos
     echo "macos-build: $target: cargo check --workspace --all-targets and cargo test --no-run passed"
   done

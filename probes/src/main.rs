@@ -1,6 +1,8 @@
 //! `mq-probe SCENARIO ARGS...`: programs the integration tests run with and
 //! without libmunmapq. Exit status 0 means every check inside passed.
 
+// RLIMIT_AS, vm.max_map_count, pthread barriers: Linux.
+#[cfg(target_os = "linux")]
 mod headroom;
 // pkey_mprotect, shmat, mseal: Linux calls.
 #[cfg(target_os = "linux")]
@@ -51,6 +53,7 @@ fn main() {
             .expect("write stream");
             0
         }
+        #[cfg(target_os = "linux")]
         Some("as-room") => {
             headroom::as_room(
                 &file,
@@ -60,10 +63,12 @@ fn main() {
             );
             0
         }
+        #[cfg(target_os = "linux")]
         Some("as-headroom") => {
             headroom::as_headroom(&file, arg(&args, 2, 3072));
             0
         }
+        #[cfg(target_os = "linux")]
         Some("map-room") => {
             headroom::map_room(
                 &file,
