@@ -14,6 +14,9 @@
 // Linked whole: its exported hooks and its .init_array/.fini_array entries.
 extern crate munmapq_interpose;
 
+// (Not in a test build of this crate, which `cargo check --all-targets`
+// makes for Apple targets with -Zbuild-std: the test harness brings std's.)
+#[cfg(not(test))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     // SAFETY: abort has no preconditions and does not return.
@@ -25,27 +28,27 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 // is never called, but without a definition the library would not load
 // (undefined symbol). Defined here as a trap, and hidden: exported, it would
 // be found before libstd's by a program linked to libstd dynamically.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(test)))]
 core::arch::global_asm!(
     ".globl rust_eh_personality",
     ".hidden rust_eh_personality",
     ".type rust_eh_personality, @function",
     "rust_eh_personality: ud2",
 );
-#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+#[cfg(all(target_os = "linux", target_arch = "aarch64", not(test)))]
 core::arch::global_asm!(
     ".globl rust_eh_personality",
     ".hidden rust_eh_personality",
     ".type rust_eh_personality, @function",
     "rust_eh_personality: brk #1",
 );
-#[cfg(all(target_os = "macos", target_arch = "x86_64"))]
+#[cfg(all(target_os = "macos", target_arch = "x86_64", not(test)))]
 core::arch::global_asm!(
     ".globl _rust_eh_personality",
     ".private_extern _rust_eh_personality",
     "_rust_eh_personality: ud2",
 );
-#[cfg(all(target_os = "macos", target_arch = "aarch64"))]
+#[cfg(all(target_os = "macos", target_arch = "aarch64", not(test)))]
 core::arch::global_asm!(
     ".globl _rust_eh_personality",
     ".private_extern _rust_eh_personality",
