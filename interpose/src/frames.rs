@@ -24,6 +24,9 @@ use munmapq_core::holder::PerThread;
 core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
     ".p2align 3",
+    // Global (every codegen unit of this crate refers to it) but hidden
+    // (not exported from the library).
+    ".globl munmapq_frame_cells",
     ".hidden munmapq_frame_cells",
     ".type munmapq_frame_cells, @tls_object",
     ".size munmapq_frame_cells, 16",
