@@ -12,7 +12,7 @@ use crate::file::FileFacts;
 use crate::holder::{PerThread, TableGuard, TableLock, Taken};
 use crate::sizing::{Sizing, Usage};
 use crate::stats::{Counter, Stats};
-use crate::table::{FileKey, Lookup, State, Table};
+use crate::table::{Entry, FileKey, Lookup, State, Table};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
 
 pub type Errno = i32;
@@ -292,17 +292,7 @@ impl Engine {
                         }
                         // The file changed since that mapping was made: it
                         // may show the old contents (see `FileStamp`).
-                        Lookup::Stale(e) => {
-                            // In flight until it is out of the table (see
-                            // `recover_abandoned`).
-                            t.unmap_in_flight(e.start, e.len, || {
-                                let _ = os.munmap(e.start, e.len);
-                            });
-                            t.remove(e.slot);
-                            t.land();
-                            self.stats.bump(Counter::Stale);
-                            self.stats.bump(Counter::MunmapSyscalls);
-                        }
+                        Lookup::Stale(e) => self.unmap_queued(os, &mut t, e, Counter::Stale),
                         Lookup::Miss => break,
                     }
                 }
@@ -596,21 +586,24 @@ impl Engine {
         while let Some(e) = t.last_overlap(span.start, hi) {
             hi = e.start;
             match e.state {
-                State::Queued => {
-                    // In flight until it is out of the table, so that a
-                    // recovery (`recover_abandoned`) never unmaps it twice.
-                    t.unmap_in_flight(e.start, e.len, || {
-                        let _ = os.munmap(e.start, e.len);
-                    });
-                    t.remove(e.slot);
-                    t.land();
-                    self.stats.bump(Counter::Released);
-                    self.stats.bump(Counter::MunmapSyscalls);
-                }
+                State::Queued => self.unmap_queued(os, t, e, Counter::Released),
                 State::Live if span.effect == Effect::Modify => t.remove(e.slot),
                 _ => {}
             }
         }
+    }
+
+    /// Really unmaps one queued mapping and takes it out of the table,
+    /// counting it under `why`. In flight until it is out of the table, so
+    /// that a recovery (`recover_abandoned`) never unmaps it twice.
+    fn unmap_queued<O: Os>(&self, os: &O, t: &mut Table, e: Entry, why: Counter) {
+        t.unmap_in_flight(e.start, e.len, || {
+            let _ = os.munmap(e.start, e.len);
+        });
+        t.remove(e.slot);
+        t.land();
+        self.stats.bump(why);
+        self.stats.bump(Counter::MunmapSyscalls);
     }
 
     /// Drops entries overlapping `[start, end)` inserted at or before

@@ -124,8 +124,6 @@ fn on_overlayfs(fd: i32) -> Option<bool> {
 }
 
 /// Where `statx` is refused: `fstat`, then `fstatfs` every time.
-// The stat fields' widths differ between targets.
-#[allow(clippy::unnecessary_cast)]
 fn fstat_facts(fd: i32) -> Option<FileFacts> {
     // SAFETY: `stat` is plain data; fstat writes it or fails.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
@@ -134,15 +132,5 @@ fn fstat_facts(fd: i32) -> Option<FileFacts> {
     if r != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG || on_overlayfs(fd)? {
         return None;
     }
-    Some(FileFacts {
-        dev: st.st_dev as u64,
-        ino: st.st_ino as u64,
-        stamp: FileStamp {
-            size: st.st_size as i64,
-            mtime_sec: st.st_mtime as i64,
-            mtime_nsec: st.st_mtime_nsec as i64,
-            ctime_sec: st.st_ctime as i64,
-            ctime_nsec: st.st_ctime_nsec as i64,
-        },
-    })
+    Some(crate::os::facts_of(&st))
 }

@@ -104,9 +104,7 @@ fn get_fl(fd: i32) -> i32 {
 use crate::file_linux::regular_file_facts;
 
 /// Device, inode and stamp of `fd` if it is a regular file.
-// The stat fields' widths differ between targets.
 #[cfg(not(target_os = "linux"))]
-#[allow(clippy::unnecessary_cast)]
 fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     // SAFETY: `stat` is plain data; fstat writes it or fails.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
@@ -114,20 +112,26 @@ fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return None;
     }
-    use munmapq_core::file::FileStamp;
     // XNU has no copy-up filesystem (`bsd/miscfs/union/` holds only a
     // header), so what fstat says is what a mapping shows.
-    Some(FileFacts {
+    Some(facts_of(&st))
+}
+
+/// What `fstat` said, as the engine keeps it.
+// The stat fields' widths differ between targets.
+#[allow(clippy::unnecessary_cast)]
+pub fn facts_of(st: &libc::stat) -> FileFacts {
+    FileFacts {
         dev: st.st_dev as u64,
         ino: st.st_ino as u64,
-        stamp: FileStamp {
+        stamp: munmapq_core::file::FileStamp {
             size: st.st_size as i64,
             mtime_sec: st.st_mtime as i64,
             mtime_nsec: st.st_mtime_nsec as i64,
             ctime_sec: st.st_ctime as i64,
             ctime_nsec: st.st_ctime_nsec as i64,
         },
-    })
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
