@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const RECORD: usize = 80;
+use munmapq_core::trace::{Record, KIND_LOCK_ALL, KIND_MMAP, KIND_MUNMAP, RECORD_BYTES as RECORD};
 
 fn git(repo: &Path) -> Command {
     let mut c = Command::new("git");
@@ -141,13 +141,15 @@ fn forked_children_and_threads_append_whole_records_under_their_own_pid() {
     // Per pid: (mmap records, munmap records).
     let mut per_pid: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
     for r in data.chunks_exact(RECORD) {
-        let kind = u32::from_le_bytes(r[0..4].try_into().unwrap());
-        let pid = u32::from_le_bytes(r[4..8].try_into().unwrap());
-        assert!((1..=5).contains(&kind), "record kind {kind}");
+        let Record { kind, pid, .. } = Record::decode(r.try_into().unwrap());
+        assert!(
+            (KIND_MMAP..=KIND_LOCK_ALL).contains(&kind),
+            "record kind {kind}"
+        );
         let e = per_pid.entry(pid).or_default();
         match kind {
-            1 => e.0 += 1,
-            2 => e.1 += 1,
+            KIND_MMAP => e.0 += 1,
+            KIND_MUNMAP => e.1 += 1,
             _ => {}
         }
     }

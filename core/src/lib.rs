@@ -17,3 +17,4 @@ pub mod holder;
 pub mod sizing;
 pub mod stats;
 pub mod table;
+pub mod trace;

@@ -140,7 +140,7 @@ pub unsafe extern "C" fn mmap(
             ino,
             off,
             result: result_word(r),
-            peak_rss: 0,
+            ..Record::default()
         });
     }
     ptr_result(r, saved)

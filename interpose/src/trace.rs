@@ -17,45 +17,17 @@
 //! from the variable. A failed write is ignored (the trace is then short, the
 //! program unaffected).
 //!
-//! Layout, little-endian, 80 bytes (see `probes/src/replay.rs`, which reads
-//! it): kind u32, pid u32, addr u64, len u64, prot i32, flags i32, fd i32,
-//! pad u32, dev u64, ino u64, off i64, result i64 (address or 0; `-errno` on
-//! failure), peak RSS in bytes u64 (munmap records only: what a flush at that
-//! call would have seen).
+//! The record and its layout: `munmapq_core::trace`.
 
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering::Relaxed};
 
 pub use munmapq_core::config::VAR_TRACE;
-pub const RECORD_BYTES: usize = 80;
-
-/// Record kinds.
-pub const KIND_MMAP: u32 = 1;
-pub const KIND_MUNMAP: u32 = 2;
-/// A range call that changes mappings (mprotect, madvise, mlock, mremap's old range).
-pub const KIND_MODIFY: u32 = 3;
-/// A range call that only needs the range as the program left it.
-pub const KIND_INSPECT: u32 = 4;
-/// mlockall (flags in `flags`).
-pub const KIND_LOCK_ALL: u32 = 5;
+pub use munmapq_core::trace::{
+    Record, KIND_INSPECT, KIND_LOCK_ALL, KIND_MMAP, KIND_MODIFY, KIND_MUNMAP,
+};
 
 static FD: AtomicI32 = AtomicI32::new(-1);
 static PID: AtomicU32 = AtomicU32::new(0);
-
-/// One call, as the program made it and what it got back.
-#[derive(Clone, Copy, Default)]
-pub struct Record {
-    pub kind: u32,
-    pub addr: usize,
-    pub len: usize,
-    pub prot: i32,
-    pub flags: i32,
-    pub fd: i32,
-    pub dev: u64,
-    pub ino: u64,
-    pub off: i64,
-    pub result: i64,
-    pub peak_rss: u64,
-}
 
 /// Opens the trace file named by `path` (called once, from the constructor).
 pub fn open(path: &[u8]) {
@@ -94,23 +66,11 @@ pub fn write(r: &Record) {
     if fd < 0 {
         return;
     }
-    let mut b = [0u8; RECORD_BYTES];
-    let words: [u64; 9] = [
-        r.addr as u64,
-        r.len as u64,
-        (r.prot as u32 as u64) | ((r.flags as u32 as u64) << 32),
-        r.fd as u32 as u64,
-        r.dev,
-        r.ino,
-        r.off as u64,
-        r.result as u64,
-        r.peak_rss,
-    ];
-    b[0..4].copy_from_slice(&r.kind.to_le_bytes());
-    b[4..8].copy_from_slice(&PID.load(Relaxed).to_le_bytes());
-    for (i, w) in words.iter().enumerate() {
-        b[8 + 8 * i..16 + 8 * i].copy_from_slice(&w.to_le_bytes());
+    let b = Record {
+        pid: PID.load(Relaxed),
+        ..*r
     }
+    .encode();
     // SAFETY: `b` is valid for its length; a failed or short write only
     // shortens the trace.
     unsafe { libc::write(fd, b.as_ptr().cast(), b.len()) };
