@@ -2,7 +2,7 @@
 //! of `files` files in nested directories, each commit editing a few lines
 //! of a few files, so packs hold long delta chains and many trees.
 
-use crate::sys::Rng;
+use munmapq_check::sys::Rng;
 use std::io::Write;
 
 fn file_path(i: usize) -> String {
@@ -11,7 +11,7 @@ fn file_path(i: usize) -> String {
 
 fn initial_lines(rng: &mut Rng, n: usize) -> Vec<String> {
     (0..n)
-        .map(|_| format!("line {:016x} {:016x}", rng.next(), rng.next()))
+        .map(|_| format!("line {:016x} {:016x}", rng.next_u64(), rng.next_u64()))
         .collect()
 }
 
@@ -45,10 +45,10 @@ pub fn fast_import(commits: usize, files: usize, out: &mut impl Write) -> std::i
                 let lines = &mut contents[f];
                 for _ in 0..1 + rng.below(3) {
                     let at = rng.below(lines.len() as u64) as usize;
-                    lines[at] = format!("edit {c} {:016x}", rng.next());
+                    lines[at] = format!("edit {c} {:016x}", rng.next_u64());
                 }
                 if rng.below(4) == 0 {
-                    lines.push(format!("grow {c} {:016x}", rng.next()));
+                    lines.push(format!("grow {c} {:016x}", rng.next_u64()));
                 }
             }
             marks.push((f, blob(out, &contents[f], &mut mark)?));
@@ -97,7 +97,7 @@ pub fn fast_import_big(
             if c > 0 {
                 let lines = &mut text[d];
                 let at = rng.below(lines.len() as u64) as usize;
-                lines[at] = format!("edit {c} {:016x}", rng.next());
+                lines[at] = format!("edit {c} {:016x}", rng.next_u64());
             }
             mark += 1;
             let data = text[d].join("\n") + "\n";
@@ -108,7 +108,7 @@ pub fn fast_import_big(
             ));
         }
         for chunk in bin.chunks_mut(8) {
-            let v = rng.next().to_le_bytes();
+            let v = rng.next_u64().to_le_bytes();
             chunk.copy_from_slice(&v[..chunk.len()]);
         }
         mark += 1;

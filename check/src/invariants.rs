@@ -2,7 +2,7 @@
 //! with and without libmunmapq and require identical output (and, for the
 //! cases where the kernel's answer is certain, that exact answer).
 
-use super::sys::*;
+use crate::sys::*;
 
 pub fn run(file: &str) {
     let pg = page();

@@ -13,7 +13,7 @@
 //! the engine's byte cap at each call, so at the default caps all four
 //! policies are bounded by the count cap alone.
 
-use super::{git_command, make_repo, measure, median, preload_env, print_ratios, Preload};
+use crate::measure::{git_command, make_repo, measure, median, preload_env, print_ratios, Preload};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,16 +1,5 @@
-//! `munmapq [OPTIONS] [--] COMMAND [ARGS...]`: runs COMMAND with libmunmapq
-//! preloaded, its options passed as `MUNMAPQ_*` variables.
-
-mod check;
-mod doctor;
-mod embedded;
-mod gitcheck;
-mod macho;
-mod platform;
-mod report;
-mod run;
-mod selftest;
-mod shell;
+//! The command line: the usage text, the options and their checks, and
+//! how a launcher error is reported.
 
 use munmapq_core::config::{self, System, VARIABLES};
 use std::ffi::OsString;
@@ -74,13 +63,13 @@ pub enum StatsFormat {
     Json,
 }
 
-enum Parsed {
+pub enum Parsed {
     Run(Options),
     PrintLib(Option<PathBuf>),
     Exit(ExitCode),
 }
 
-fn usage() -> String {
+pub fn usage() -> String {
     let mut s = USAGE.to_string();
     for (var, accepts) in VARIABLES {
         s.push_str(&format!("  {var:<20} {accepts}\n"));
@@ -94,7 +83,7 @@ pub fn fail(msg: &str, status: u8) -> ExitCode {
     ExitCode::from(status)
 }
 
-fn parse_args(args: Vec<OsString>) -> Result<Parsed, String> {
+pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, String> {
     let mut o = Options {
         lib: None,
         stats: None,
@@ -196,64 +185,4 @@ fn check_values(vars: &[(&'static str, String)]) -> Result<(), String> {
             e.accepts
         )
     })
-}
-
-fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let print = |r: Result<String, String>| match r {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(msg) => fail(&msg, 2),
-    };
-    match args.first().and_then(|a| a.to_str()) {
-        Some("shell-init") => {
-            let rest: Vec<String> = args[1..]
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
-            return match rest.split_first() {
-                Some((shell, cmds)) => print(shell::shell_init(shell, cmds)),
-                None => fail("shell-init needs a shell: bash, zsh or fish", 2),
-            };
-        }
-        Some("env") if args.len() == 1 => return print(shell::env()),
-        _ => {}
-    }
-    match args.first().and_then(|a| a.to_str()) {
-        Some("__check") => {
-            let rest: Vec<String> = args[1..]
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
-            return selftest::child(&rest);
-        }
-        Some("selftest") => {
-            return match args.get(1..).unwrap_or_default() {
-                [] => selftest::run(None),
-                [flag, path] if flag == "--lib" => selftest::run(Some(PathBuf::from(path))),
-                _ => fail("usage: munmapq selftest [--lib PATH]", 2),
-            }
-        }
-        _ => {}
-    }
-    if args.first().is_some_and(|a| a == "doctor") {
-        return match args.get(1).and_then(|a| a.to_str()) {
-            Some(cmd) => ExitCode::from(doctor::run(cmd)),
-            None => fail("doctor needs a command (munmapq doctor COMMAND)", 2),
-        };
-    }
-    match parse_args(args) {
-        Err(msg) => fail(&msg, 2),
-        Ok(Parsed::Exit(code)) => code,
-        Ok(Parsed::PrintLib(lib)) => match run::find_library(lib) {
-            Ok(p) => {
-                println!("{}", p.display());
-                ExitCode::SUCCESS
-            }
-            Err(msg) => fail(&msg, 1),
-        },
-        Ok(Parsed::Run(o)) => run::run(o),
-    }
 }

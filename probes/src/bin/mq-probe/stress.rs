@@ -1,7 +1,7 @@
 //! Long runs: many mappings in a row, threads, fork, signal handlers.
 //! Each verifies the bytes it reads and prints what it covered.
 
-use crate::sys::*;
+use munmapq_check::sys::*;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Maps window `i % windows` of the file `n` times in a row, reading a byte

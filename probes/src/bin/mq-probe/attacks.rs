@@ -3,7 +3,7 @@
 //! `mseal`. Each prints `name: result`; the tests require the same output
 //! with and without the library, with default and tiny queues.
 
-use crate::sys::*;
+use munmapq_check::sys::*;
 
 extern "C" {
     // glibc 2.27+; the libc crate does not declare it.

@@ -25,7 +25,7 @@ const CHILD_LIMIT: Duration = Duration::from_secs(10);
 
 /// `munmapq __check WHAT ARGS...`: the child side. Answers its exit status.
 pub fn child(args: &[String]) -> ExitCode {
-    use crate::check::{invariants, random, sys};
+    use munmapq_check::{invariants, random, sys};
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
     let num = |i: usize| arg(i).parse::<usize>().unwrap_or(0);
     let code = match arg(0).as_str() {
@@ -48,7 +48,7 @@ pub fn child(args: &[String]) -> ExitCode {
 /// Maps window `i % REUSE_WINDOWS` of the file again and again, checking
 /// its bytes: with the library most maps are answered from the queue.
 fn reuse_cycles(file: &str) -> i32 {
-    use crate::check::sys::*;
+    use munmapq_check::sys::*;
     let pg = page();
     let fd = open(file, libc::O_RDONLY);
     if fd < 0 {
@@ -360,18 +360,18 @@ fn library_kind(lib: &Path) -> String {
 
 pub fn run(lib: Option<PathBuf>) -> ExitCode {
     let started = Instant::now();
-    let lib = match crate::run::find_library(lib) {
+    let lib = match crate::library::find_library(lib) {
         Ok(l) => l,
-        Err(msg) => return crate::fail(&format!("selftest: {msg}"), 1),
+        Err(msg) => return crate::cli::fail(&format!("selftest: {msg}"), 1),
     };
     let exe = match std::env::current_exe() {
         Ok(e) => e,
-        Err(e) => return crate::fail(&format!("selftest: cannot find myself: {e}"), 1),
+        Err(e) => return crate::cli::fail(&format!("selftest: cannot find myself: {e}"), 1),
     };
     let dir = std::env::temp_dir().join(format!("munmapq-selftest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        return crate::fail(&format!("selftest: {}: {e}", dir.display()), 1);
+        return crate::cli::fail(&format!("selftest: {}: {e}", dir.display()), 1);
     }
     let mut t = Selftest {
         exe,

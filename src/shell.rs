@@ -2,8 +2,8 @@
 //! to put in a shell so that commands (git by default) always run through
 //! munmapq, or the raw variables for those who prefer them.
 
+use crate::library::find_library;
 use crate::platform::{self, PRELOAD_LIST, PRELOAD_VAR};
-use crate::run::find_library;
 
 /// Single-quotes `s` for sh-like shells.
 fn sh_quote(s: &str) -> String {

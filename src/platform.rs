@@ -90,8 +90,8 @@ pub fn would_kill(program: &Path, lib: &Path) -> Option<String> {
             if let Some(archs) = macho::archs(&head) {
                 return macho::would_kill(&archs, &library_archs(lib), macho::Host::this());
             }
-            let interp = crate::doctor::shebang(&head)?;
-            if crate::doctor::sip_protected(Path::new(&interp)) {
+            let interp = crate::program::shebang(&head)?;
+            if crate::program::sip_protected(Path::new(&interp)) {
                 return None;
             }
             program = interp.into();

@@ -8,7 +8,7 @@
 //! else there in one run and not the other (munmapq keeps freed ranges
 //! mapped), and touching it would then be a program bug, not a finding.
 
-use super::sys::*;
+use crate::sys::*;
 
 const FILES: usize = 3;
 const FILE_PAGES: usize = 64;

@@ -3,7 +3,7 @@
 //! under `RLIMIT_AS` and `vm.max_map_count`. Each scenario prints what the
 //! program saw; the tests compare it with the same run without munmapq.
 
-use crate::sys;
+use munmapq_check::sys;
 
 fn statm_size() -> usize {
     let s = std::fs::read_to_string("/proc/self/statm").unwrap();

@@ -7,6 +7,7 @@
 //! facts.
 
 use crate::macho::{self, Arch, Host};
+use crate::program::{resolve, shebang, sip_protected};
 use std::path::{Path, PathBuf};
 
 /// What decides whether a preloaded library reaches a program.
@@ -82,24 +83,6 @@ pub fn judge_linux(f: &Facts) -> Verdict {
         ),
         Some(_) => Verdict::Loads,
     }
-}
-
-/// Paths System Integrity Protection covers: programs there drop every
-/// `DYLD_*` variable (including `/bin/sh`, which git runs subprocesses with).
-#[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
-pub fn sip_protected(path: &Path) -> bool {
-    let p = path.to_string_lossy();
-    [
-        "/usr/bin/",
-        "/bin/",
-        "/sbin/",
-        "/usr/sbin/",
-        "/usr/libexec/",
-        "/System/",
-    ]
-    .iter()
-    .any(|d| p.starts_with(d))
-        && !p.starts_with("/usr/local/")
 }
 
 /// The macOS rules.
@@ -200,23 +183,6 @@ pub fn parse_codesign(text: &str, f: &mut Facts) {
     f.disables_library_validation = entitled("com.apple.security.cs.disable-library-validation");
 }
 
-/// Finds `cmd` as a shell would (a path, or a name in `$PATH`).
-pub fn resolve(cmd: &str) -> Option<PathBuf> {
-    if cmd.contains('/') {
-        let p = PathBuf::from(cmd);
-        return p.is_file().then_some(p);
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(cmd))
-            .find(|p| {
-                use std::os::unix::fs::PermissionsExt;
-                p.metadata()
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
-    })
-}
-
 /// What the file itself says: set-id bits, script or ELF, interpreter.
 pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
     use std::os::unix::fs::PermissionsExt;
@@ -238,19 +204,6 @@ pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
         f.interpreter = elf_interpreter(&data);
     }
     Ok(f)
-}
-
-/// The interpreter a `#!` line names, if the file starts with one.
-pub fn shebang(head: &[u8]) -> Option<String> {
-    let rest = head.strip_prefix(b"#!")?;
-    let line = rest.split(|&c| c == b'\n').next().unwrap_or(b"");
-    Some(
-        String::from_utf8_lossy(line)
-            .split_whitespace()
-            .next()
-            .unwrap_or("")
-            .to_string(),
-    )
 }
 
 /// PT_INTERP of a 64- or 32-bit little-endian ELF file.
@@ -317,7 +270,7 @@ fn platform_facts(f: &mut Facts) {
         f,
     );
     f.host = Host::this();
-    if let Ok(lib) = crate::run::find_library(None) {
+    if let Ok(lib) = crate::library::find_library(None) {
         f.lib_archs = crate::platform::library_archs(&lib);
     }
 }

@@ -3,7 +3,7 @@
 //! larger than one window, and the scaled 64m/128m variant. Printed next to
 //! the seed's figures.
 
-use super::{measure, median, preload_env, strace_counts, Preload};
+use crate::measure::{measure, median, preload_env, strace_counts, Preload};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -112,7 +112,7 @@ pub fn bench_seed(repo: &Path, settings: &[&str], what: &[&str], rounds: usize, 
         }
         c
     };
-    let mut samples: Vec<Vec<super::Sample>> = (0..3).map(|_| Vec::new()).collect();
+    let mut samples: Vec<Vec<crate::measure::Sample>> = (0..3).map(|_| Vec::new()).collect();
     for r in 0..rounds {
         for k in 0..3 {
             let i = (k + r) % 3;

@@ -1,24 +1,17 @@
 //! `mq-probe SCENARIO ARGS...`: programs the integration tests run with and
 //! without libmunmapq. Exit status 0 means every check inside passed.
 
-// RLIMIT_AS, vm.max_map_count, pthread barriers: Linux.
-#[cfg(target_os = "linux")]
-mod headroom;
 // pkey_mprotect, shmat, mseal: Linux calls.
 #[cfg(target_os = "linux")]
 mod attacks;
-// The invariant cases, the random differential steps and the call
-// wrappers live in the launcher package, whose `munmapq selftest` runs
-// them too (an installed munmapq has no mq-probe).
-#[path = "../../launcher/check/invariants.rs"]
-mod invariants;
-#[path = "../../launcher/check/random.rs"]
-mod random;
-mod repo;
+// RLIMIT_AS, vm.max_map_count, pthread barriers: Linux.
+#[cfg(target_os = "linux")]
+mod headroom;
 mod rewrite;
 mod stress;
-#[path = "../../launcher/check/sys.rs"]
-mod sys;
+
+use munmapq_check::{invariants, random, sys};
+use munmapq_probes::repo;
 
 fn arg(args: &[String], i: usize, default: usize) -> usize {
     args.get(i)

@@ -1,0 +1,46 @@
+//! Which libmunmapq the launcher preloads.
+
+use crate::platform::{self, LIB_NAME};
+use std::path::{Path, PathBuf};
+
+/// `--lib`, else `$MUNMAPQ_LIB`, else next to this executable or in
+/// `../lib` beside it (a build tree, a package), else the library built into
+/// this executable (what `cargo install` gives), written to a private cache
+/// directory. The answer is absolute: the command may chdir.
+pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(p) = explicit.or_else(|| std::env::var_os("MUNMAPQ_LIB").map(PathBuf::from)) {
+        std::fs::File::open(&p).map_err(|e| format!("library {}: {e}", p.display()))?;
+        return p
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", p.display()));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    let beside = [dir.join(LIB_NAME), dir.join("../lib").join(LIB_NAME)];
+    if let Some(p) = beside.iter().find(|p| p.is_file()) {
+        // macOS: `cargo build` leaves a library of the build's one
+        // architecture beside munmapq; the embedded one is universal
+        // (build.rs), so it serves more programs.
+        if cfg!(target_os = "macos") {
+            if let Some(Ok(embedded)) = crate::embedded::library() {
+                let (b, e) = (
+                    platform::library_archs(p),
+                    platform::library_archs(&embedded),
+                );
+                if b.len() < e.len() && b.iter().all(|a| e.contains(a)) {
+                    return Ok(embedded);
+                }
+            }
+        }
+        return p
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", p.display()));
+    }
+    match crate::embedded::library() {
+        Some(r) => r,
+        None => Err(format!(
+            "{LIB_NAME} not found next to munmapq ({}) and none is built in; build it (cargo build --release) or give --lib PATH",
+            beside[0].display()
+        )),
+    }
+}
