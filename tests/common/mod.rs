@@ -210,3 +210,238 @@ pub fn strace_count(cmd: &[&str], preload: bool, env: &[(&str, &str)], syscall: 
     let needle = format!("{syscall}(");
     text.lines().filter(|l| l.contains(&needle)).count()
 }
+
+/// Like [`output_within`], but a command still running after `limit` is
+/// killed and reported (`true`) instead of failing the test here, so a
+/// differential test can say which run hung. Output read after the kill is
+/// waited for at most 5 s (a grandchild may still hold the pipes).
+pub fn output_or_kill(cmd: &mut Command, limit: Duration) -> (Output, bool) {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let read = |mut s: Box<dyn std::io::Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = s.read_to_end(&mut v);
+            let _ = tx.send(v);
+        });
+        rx
+    };
+    let o = read(Box::new(child.stdout.take().unwrap()));
+    let e = read(Box::new(child.stderr.take().unwrap()));
+    let start = Instant::now();
+    let mut hung = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            hung = true;
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let wait = if hung {
+        Duration::from_secs(5)
+    } else {
+        Duration::from_secs(60)
+    };
+    let output = Output {
+        status,
+        stdout: o.recv_timeout(wait).unwrap_or_default(),
+        stderr: e.recv_timeout(wait).unwrap_or_default(),
+    };
+    (output, hung)
+}
+
+/// A run of [`run_bounded`].
+pub struct Bounded {
+    pub ran: Ran,
+    /// Killed after the time limit.
+    pub hung: bool,
+    /// Processes that announced the library at load (a process that execs
+    /// or ends with `_exit` never reports at exit).
+    pub loaded: usize,
+}
+
+/// [`run`] with [`output_or_kill`]: a hang is reported, not a failure
+/// here. `("MUNMAPQ_STATS_FILE", "")` in `env` turns the library's reports
+/// off (it ignores an empty path).
+pub fn run_bounded(
+    cmd: &mut Command,
+    preload: bool,
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> Bounded {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stats =
+        std::env::temp_dir().join(format!("munmapq-test-bstats-{}-{n}", std::process::id()));
+    if preload {
+        cmd.env(PRELOAD_VAR, lib());
+        cmd.env("MUNMAPQ_STATS_FILE", &stats);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (out, hung) = output_or_kill(cmd, limit);
+    let text = std::fs::read_to_string(&stats).unwrap_or_default();
+    let _ = std::fs::remove_file(&stats);
+    let mut totals = Totals::default();
+    totals.add_text(&text);
+    let ran = Ran {
+        out,
+        counters: totals.values,
+        processes: totals.reported,
+    };
+    Bounded {
+        ran,
+        hung,
+        loaded: totals.loaded,
+    }
+}
+
+/// How a process ended: `exit N`, `killed by signal N` (with its name for
+/// the usual ones), or `hung` when it had to be killed.
+#[cfg(unix)]
+pub fn ending(out: &Output, hung: bool) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if hung {
+        return "hung (killed by the test)".into();
+    }
+    match (out.status.code(), out.status.signal()) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => {
+            let name = match s {
+                libc::SIGSEGV => " (SIGSEGV)",
+                libc::SIGSYS => " (SIGSYS)",
+                libc::SIGBUS => " (SIGBUS)",
+                libc::SIGABRT => " (SIGABRT)",
+                libc::SIGKILL => " (SIGKILL)",
+                _ => "",
+            };
+            format!("killed by signal {s}{name}")
+        }
+        _ => "unknown".into(),
+    }
+}
+
+/// The differential check of issue 18: the run with the library must end
+/// as the run without it (same status, same stdout). None when it does,
+/// else what differs, both outputs shown.
+#[cfg(unix)]
+pub fn differs(plain: (&Output, bool), with: (&Output, bool)) -> Option<String> {
+    let (p, w) = (ending(plain.0, plain.1), ending(with.0, with.1));
+    if p == w && plain.0.stdout == with.0.stdout {
+        return None;
+    }
+    let text = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    Some(format!(
+        "without munmapq: {p}\n{}with munmapq: {w}\n{}stderr with munmapq: {}",
+        text(plain.0),
+        text(with.0),
+        String::from_utf8_lossy(&with.0.stderr).trim()
+    ))
+}
+
+/// `tests/c/NAME.c`, built with the system's C compiler into `dir`.
+pub fn c_program(name: &str, dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let exe = dir.join(name);
+    let out = Command::new("cc")
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("cc (the C compiler) must be installed");
+    assert!(
+        out.status.success(),
+        "cc {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// The settings issue 18's scenarios run under: the defaults and a
+/// one-entry queue.
+pub const ISSUE18_SETTINGS: [(&str, &[(&str, &str)]); 2] = [
+    ("defaults", &[]),
+    ("MUNMAPQ_MAX_ENTRIES=1", &[("MUNMAPQ_MAX_ENTRIES", "1")]),
+];
+
+/// Runs `make(dir)` without the library and then with it, under each of
+/// [`ISSUE18_SETTINGS`] (plus `env`), every run killed after `limit`. The
+/// run without must succeed; if it prints a line `SKIPPED: why`, the
+/// scenario cannot run here: that is printed and nothing is compared.
+/// Each run with the library must end as the one without (status or
+/// signal, stdout) and must have loaded the library (announced at load,
+/// unless `env` turns reports off). Every setting runs before the test
+/// fails, and the failure names each difference. Answers the runs with the
+/// library.
+///
+/// `MUNMAPQ_TEST_CONTROL=disable` in the test's environment adds
+/// `MUNMAPQ_DISABLE=1` to the runs with the library (loaded, passing every
+/// call through): the control that shows a scenario passes when the
+/// library does nothing.
+pub fn same_as_without(
+    name: &str,
+    make: impl Fn(&Path) -> Command,
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> Vec<Ran> {
+    let reports = !env
+        .iter()
+        .any(|(k, v)| *k == "MUNMAPQ_STATS_FILE" && v.is_empty());
+    let control = std::env::var_os("MUNMAPQ_TEST_CONTROL").is_some_and(|v| v == "disable");
+    let mut failures = Vec::new();
+    let mut runs = Vec::new();
+    for (i, (label, settings)) in ISSUE18_SETTINGS.iter().enumerate() {
+        let dir = scratch(&format!("{name}-{i}"));
+        let Bounded {
+            ran: plain,
+            hung: plain_hung,
+            ..
+        } = run_bounded(&mut make(&dir), false, &[], limit);
+        assert!(
+            !plain_hung && plain.out.status.success(),
+            "{name} without munmapq: {}\n{}{}",
+            ending(&plain.out, plain_hung),
+            plain.stdout(),
+            plain.stderr()
+        );
+        if let Some(l) = plain.stdout().lines().find(|l| l.starts_with("SKIPPED:")) {
+            println!("{name}: {l}");
+            return runs;
+        }
+        let mut all: Vec<(&str, &str)> = settings.iter().chain(env).copied().collect();
+        if control {
+            all.push(("MUNMAPQ_DISABLE", "1"));
+        }
+        let Bounded {
+            ran: with,
+            hung: with_hung,
+            loaded,
+        } = run_bounded(&mut make(&dir), true, &all, limit);
+        match differs((&plain.out, plain_hung), (&with.out, with_hung)) {
+            Some(d) => failures.push(format!("{name} [{label}] differs:\n{d}")),
+            None if reports && loaded == 0 => failures.push(format!(
+                "{name} [{label}]: no process announced the library (not loaded?)"
+            )),
+            None => println!(
+                "{name} [{label}]: same as without munmapq ({}; deferred {}, reused {}):\n{}",
+                ending(&with.out, false),
+                with.get(munmapq_core::stats::Counter::Deferred),
+                with.get(munmapq_core::stats::Counter::Reused),
+                with.stdout().trim_end()
+            ),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        runs.push(with);
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n\n"));
+    runs
+}
