@@ -5,7 +5,7 @@
 
 use munmapq_check::sys;
 
-fn statm_size() -> usize {
+pub fn statm_size() -> usize {
     let s = std::fs::read_to_string("/proc/self/statm").unwrap();
     let pages: usize = s.split(' ').next().unwrap().parse().unwrap();
     pages * sys::page()
@@ -31,7 +31,7 @@ fn cycle_windows(file: &str, total: usize, win: usize) {
     sys::close(fd);
 }
 
-fn try_malloc(len: usize) -> bool {
+pub fn try_malloc(len: usize) -> bool {
     // SAFETY: malloc/free of our own block; one byte per page touched is
     // not needed: the question is whether the address space is there.
     unsafe {
@@ -43,7 +43,7 @@ fn try_malloc(len: usize) -> bool {
     }
 }
 
-fn set_as_limit(limit: usize) {
+pub fn set_as_limit(limit: usize) {
     let rl = libc::rlimit {
         rlim_cur: limit as libc::rlim_t,
         rlim_max: libc::RLIM_INFINITY,

@@ -7,6 +7,9 @@ mod attacks;
 // RLIMIT_AS, vm.max_map_count, pthread barriers: Linux.
 #[cfg(target_os = "linux")]
 mod headroom;
+// flock/OFD locks, mount namespaces, inotify, leases: Linux (issue 18).
+#[cfg(target_os = "linux")]
+mod lastclose;
 mod rewrite;
 mod stress;
 
@@ -81,6 +84,8 @@ fn main() {
             attacks::run(&file, args.get(2).map(String::as_str));
             0
         }
+        #[cfg(target_os = "linux")]
+        Some("last-close") => last_close(&args),
         Some("cycle") => stress::cycle(
             &file,
             arg(&args, 2, 1000),
@@ -92,9 +97,36 @@ fn main() {
         Some("rewrite") => rewrite::run(&file, arg(&args, 2, 6)),
         Some("signals") => stress::signals(&file, arg(&args, 2, 100000)),
         _ => {
-            eprintln!("usage: mq-probe mkfile|fast-import|fast-import-big|as-room|as-headroom|map-room|random|invariants|attacks|cycle|threads|forks|signals|rewrite FILE [N...]");
+            eprintln!("usage: mq-probe mkfile|fast-import|fast-import-big|as-room|as-headroom|map-room|random|invariants|attacks|last-close|cycle|threads|forks|signals|rewrite FILE [N...]");
             2
         }
     };
     std::process::exit(code);
+}
+
+/// `mq-probe last-close SCENARIO DIR|FILE [ARG]` (issue 18, lastclose.rs).
+#[cfg(target_os = "linux")]
+fn last_close(args: &[String]) -> i32 {
+    let at = args.get(2).map(String::as_str).unwrap_or(".");
+    let extra = args.get(3).map(String::as_str).unwrap_or("");
+    match args.get(1).map(String::as_str) {
+        Some("flock") => lastclose::locks(at, "flock"),
+        Some("ofd") => lastclose::locks(at, "ofd"),
+        Some("exec") => lastclose::exec_written(at),
+        Some("tmpfs-space") => lastclose::tmpfs_space(at),
+        Some("tmpfs-umount") => lastclose::tmpfs_umount(at),
+        Some("noexec") => lastclose::noexec(at),
+        Some("inotify") => lastclose::inotify(at),
+        Some("lease") => lastclose::lease(at),
+        Some("shm-space") => lastclose::shm_space(at),
+        Some("maps-name") => lastclose::maps_name_after_unlink(at),
+        Some("rlimit-malloc") => lastclose::rlimit_lowered(at, "malloc"),
+        Some("rlimit-map") => lastclose::rlimit_lowered(at, "map"),
+        Some("fork") => return lastclose::fork_queued(at, extra, arg(args, 4, 300)),
+        _ => {
+            eprintln!("usage: mq-probe last-close flock|ofd|exec|tmpfs-space|tmpfs-umount|noexec|inotify|lease|shm-space|maps-name|rlimit-malloc|rlimit-map|fork DIR|FILE [OTHER N]");
+            return 2;
+        }
+    }
+    0
 }
