@@ -225,6 +225,7 @@ fn git_loose_objects_reuse_figures() {
             );
         }
     }
+    let _ = std::fs::remove_dir_all(&repo);
 }
 
 fn walk_count(dir: &Path) -> usize {

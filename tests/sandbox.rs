@@ -39,6 +39,7 @@ fn c_scenario(name: &str, program: &str, pages: usize, args: &[&str], env: &[(&s
     for r in runs {
         println!("{name}: {}", r.stderr().trim());
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // Scenario 6: a program that installs a seccomp filter allowing read,
@@ -70,6 +71,7 @@ fn seccomp(how: &str) {
             r.stderr()
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -99,6 +101,7 @@ fn rlimit(what: &str) {
         &[],
         LIMIT,
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -159,6 +162,7 @@ fn fdleak(nofile: Option<u64>) {
     for r in runs {
         println!("{name}: {}", r.stderr().trim());
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -197,6 +201,7 @@ fn fork_child_finds_the_parents_queue_unmapped() {
             LIMIT,
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // Less common: clone(CLONE_VM) without CLONE_SETTLS (tests/c/clonevm.c):
