@@ -785,5 +785,4 @@ impl Engine {
 }
 
 #[cfg(test)]
-#[path = "engine_tests.rs"]
 mod tests;
