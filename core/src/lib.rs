@@ -13,6 +13,7 @@ pub mod engine;
 pub mod file;
 #[cfg(not(loom))]
 pub mod holder;
+pub mod os;
 #[cfg(not(loom))]
 pub mod sizing;
 pub mod stats;

@@ -42,17 +42,8 @@
 //! bounds always apply. Everything here runs under the table lock.
 
 use crate::config::Config;
-use crate::engine::Os;
+use crate::os::{Os, Usage};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-
-/// The process's memory as the kernel counts it, in bytes.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Usage {
-    /// Address space in use (`VmSize`, what `RLIMIT_AS` limits).
-    pub size: usize,
-    /// Resident set (`VmRSS`).
-    pub resident: usize,
-}
 
 /// The smallest resident budget: below it the queue would flush on the
 /// program's own small growth. Small-window git runs measured in

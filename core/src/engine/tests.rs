@@ -4,7 +4,7 @@ use super::*;
 use crate::config::{Config, System};
 use crate::file::{FileFacts, FileStamp};
 use crate::holder::{PerThread, Taken};
-use crate::sizing::Usage;
+use crate::os::Usage;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::vec::Vec;

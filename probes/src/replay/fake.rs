@@ -8,7 +8,8 @@
 //! put the mapping.
 
 use crate::trace::{self, Rec};
-use munmapq_core::engine::{Effect, Engine, Errno, Os};
+use munmapq_core::engine::{Effect, Engine};
+use munmapq_core::os::{Errno, Os};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
@@ -122,8 +123,8 @@ impl Os for FakeOs {
 
     /// The resident set the traced run had at that call (its munmap
     /// records carry it); the address space as unlimited.
-    fn usage(&self) -> Option<munmapq_core::sizing::Usage> {
-        Some(munmapq_core::sizing::Usage {
+    fn usage(&self) -> Option<munmapq_core::os::Usage> {
+        Some(munmapq_core::os::Usage {
             size: 0,
             resident: self.peak_rss.get() as usize,
         })
