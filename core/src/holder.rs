@@ -174,11 +174,6 @@ impl TableLock {
         }
     }
 
-    /// Taken by anyone?
-    pub fn is_locked(&self) -> bool {
-        self.owner.load(Relaxed) != 0
-    }
-
     /// Taken by a thread other than the calling one?
     pub fn held_elsewhere(&self) -> bool {
         let me = self

@@ -32,7 +32,7 @@ pub struct Record {
     pub ino: u64,
     pub off: i64,
     pub result: i64,
-    pub peak_rss: u64,
+    pub rss: u64,
 }
 
 impl Record {
@@ -49,7 +49,7 @@ impl Record {
             self.ino,
             self.off as u64,
             self.result as u64,
-            self.peak_rss,
+            self.rss,
         ];
         b[0..4].copy_from_slice(&self.kind.to_le_bytes());
         b[4..8].copy_from_slice(&self.pid.to_le_bytes());
@@ -78,7 +78,7 @@ impl Record {
             ino: w(5),
             off: w(6) as i64,
             result: w(7) as i64,
-            peak_rss: w(8),
+            rss: w(8),
         }
     }
 }
@@ -101,7 +101,7 @@ mod tests {
             ino: u64::MAX,
             off: -4096,
             result: -(libc::ENOMEM as i64),
-            peak_rss: 123 << 20,
+            rss: 123 << 20,
         };
         let b = r.encode();
         assert_eq!(Record::decode(&b), r);

@@ -163,7 +163,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
             addr: addr as usize,
             len,
             result: result_word(r.map(|_| 0)),
-            peak_rss,
+            rss: peak_rss,
             ..Record::default()
         });
     }

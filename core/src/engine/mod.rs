@@ -560,7 +560,7 @@ impl Engine {
             let _ = os.munmap(e.start, e.len);
         });
         t.remove(e.slot);
-        t.land();
+        t.finish_unmap();
         self.stats.bump(why);
         self.stats.bump(Counter::MunmapSyscalls);
     }

@@ -191,7 +191,7 @@ impl Table {
     }
 
     /// The unmap marked in flight is over and its entries are gone.
-    pub fn land(&mut self) {
+    pub fn finish_unmap(&mut self) {
         compiler_fence(SeqCst);
         self.in_flight = (0, 0);
     }
@@ -512,7 +512,7 @@ impl Table {
         for j in first..past {
             self.release_slot(self.by_addr[j]);
         }
-        self.land();
+        self.finish_unmap();
     }
 
     /// Calls `f` once per run of queued entries that touch each other, in

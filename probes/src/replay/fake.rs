@@ -160,8 +160,8 @@ impl FakeOs {
 /// Replays one record on `engine`.
 pub fn apply(engine: &Engine, os: &FakeOs, r: &Rec) {
     os.current.set(Some(*r));
-    if r.peak_rss != 0 {
-        os.peak_rss.set(r.peak_rss);
+    if r.rss != 0 {
+        os.peak_rss.set(r.rss);
     }
     match r.kind {
         trace::KIND_MMAP => {
