@@ -15,6 +15,8 @@ pub mod file;
 pub mod holder;
 pub mod os;
 #[cfg(not(loom))]
+pub mod queue;
+#[cfg(not(loom))]
 pub mod sizing;
 pub mod stats;
 pub mod table;

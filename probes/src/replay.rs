@@ -29,9 +29,10 @@ mod models;
 #[path = "replay/trace.rs"]
 mod trace;
 
-use munmapq_core::config::{self, Config, Evict, System};
+use munmapq_core::config::{self, Config, System};
 use munmapq_core::engine::Engine;
 use munmapq_core::stats::Counter;
+use munmapq_core::table::Evict;
 use std::collections::BTreeMap;
 
 pub struct Outcome {
@@ -71,7 +72,7 @@ fn run_engine(recs: &[trace::Rec], cfg: Config, pid: u32) -> Outcome {
     let os = fake::FakeOs::default();
     let mut caps = Vec::with_capacity(recs.len());
     for r in recs {
-        caps.push(engine.byte_cap());
+        caps.push(engine.byte_cap().expect("one thread: the table is free"));
         fake::apply(&engine, &os, r);
     }
     let s = &engine.stats;

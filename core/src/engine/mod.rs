@@ -6,10 +6,11 @@
 //! prints: the table is taken with `try_lock`, and a call that finds it taken
 //! goes straight to the kernel (see [`crate::dirty`]).
 
-use crate::config::{Config, Evict};
+use crate::config::Config;
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::holder::{PerThread, TableGuard, TableLock, Taken};
 use crate::os::{Errno, Os};
+use crate::queue::Queue;
 use crate::sizing::Sizing;
 use crate::stats::{Counter, Stats};
 use crate::table::{Entry, FileKey, Lookup, State, Table};
@@ -37,35 +38,31 @@ pub struct Span {
     pub effect: Effect,
 }
 
-fn evict_code(e: Evict) -> u8 {
-    match e {
-        Evict::Oldest => 0,
-        Evict::Aged => 1,
-        Evict::All => 2,
-    }
-}
-
-/// With [`Evict::Aged`], eviction munmaps are budgeted at one per this many
-/// deferred munmaps (1.6%: the bound is 2%), at least one per flush.
-const DEFERRED_PER_EVICTION_MUNMAP: u64 = 64;
-
 const OFF: u8 = 0;
 const ACTIVE: u8 = 1;
 
+/// What was asked for without the table, for its next holder to apply
+/// before it queues anything (bits of `Engine::pending`): the count cap
+/// has to follow `vm.max_map_count`; this is a child after fork.
+const BOUND_BY_MAP_COUNT: u8 = 1;
+const FORKED: u8 = 2;
+
+/// The engine: the [`Queue`] behind its lock, and what the hooks read or
+/// write without it.
 pub struct Engine {
     table: TableLock,
     dirty: DirtyRanges,
     pub stats: Stats,
     state: AtomicU8,
     page: AtomicUsize,
-    sizing: Sizing,
+    /// Read before the lock is taken: without reuse, an eligible mmap does
+    /// not take it to look for a queued mapping.
     reuse: AtomicBool,
-    /// [`Evict`] as a number (see `evict_code`).
-    evict: AtomicU8,
-    /// mlockall(MCL_FUTURE) is in force: nothing new is deferred.
+    /// mlockall(MCL_FUTURE) is in force: nothing new is deferred. Set
+    /// before mlockall takes the table, which it may find busy.
     locked_future: AtomicBool,
-    /// The count cap still has to follow `vm.max_map_count`.
-    map_count_pending: AtomicBool,
+    /// `BOUND_BY_MAP_COUNT` and `FORKED`.
+    pending: AtomicU8,
     /// Every table entry lies in `[tracked_lo, tracked_hi)` (see
     /// [`Engine::untracked`]).
     tracked_lo: AtomicUsize,
@@ -92,11 +89,9 @@ impl Engine {
             state: AtomicU8::new(OFF),
             // 0 until `start`: a new engine is all zero bytes (`.bss`).
             page: AtomicUsize::new(0),
-            sizing: Sizing::new(),
             reuse: AtomicBool::new(false),
-            evict: AtomicU8::new(0),
             locked_future: AtomicBool::new(false),
-            map_count_pending: AtomicBool::new(false),
+            pending: AtomicU8::new(0),
             tracked_lo: AtomicUsize::new(0),
             tracked_hi: AtomicUsize::new(0),
         }
@@ -106,9 +101,11 @@ impl Engine {
     /// `page` must be a power of two.
     pub fn start(&self, cfg: &Config, page: usize) {
         self.page.store(page, Relaxed);
-        self.sizing.start(cfg);
         self.reuse.store(cfg.reuse, Relaxed);
-        self.evict.store(evict_code(cfg.evict), Relaxed);
+        // Free: no hook takes the table before the engine is active (below).
+        if let Taken::Got(mut q) = self.table.try_lock() {
+            q.start(cfg);
+        }
         self.state
             .store(if cfg.enabled { ACTIVE } else { OFF }, Release);
     }
@@ -119,22 +116,28 @@ impl Engine {
     /// before the first mapping is queued. Until then nothing is queued, so
     /// nothing can count against the limit.
     pub fn bound_entries_later(&self) {
-        self.map_count_pending.store(true, Relaxed);
+        self.pending.fetch_or(BOUND_BY_MAP_COUNT, Relaxed);
     }
 
-    /// Applies a pending `vm.max_map_count` bound (under the lock).
-    fn bound_entries<O: Os>(&self, os: &O) {
-        if !self.map_count_pending.load(Relaxed) {
+    /// Applies what was asked for without the table (see `pending`), under
+    /// the lock, before anything is queued.
+    fn apply_pending<O: Os>(&self, os: &O, sizing: &mut Sizing) {
+        if self.pending.load(Relaxed) == 0 {
             return;
         }
-        self.map_count_pending.store(false, Relaxed);
-        if let Some(n) = os.max_map_count() {
-            let bound = Config::defaults(crate::config::System {
-                max_map_count: Some(n),
-                address_space_limit: None,
-            })
-            .max_entries;
-            self.sizing.bound_by_map_count(n, bound);
+        let pending = self.pending.swap(0, Relaxed);
+        if pending & FORKED != 0 {
+            sizing.reset_after_fork();
+        }
+        if pending & BOUND_BY_MAP_COUNT != 0 {
+            if let Some(n) = os.max_map_count() {
+                let bound = Config::defaults(crate::config::System {
+                    max_map_count: Some(n),
+                    address_space_limit: None,
+                })
+                .max_entries;
+                sizing.bound_by_map_count(n, bound);
+            }
         }
     }
 
@@ -225,9 +228,9 @@ impl Engine {
         }
         if let Some(s) = self.span(start, len, Effect::Modify) {
             if !self.untracked(s.start, s.end) {
-                if let Some(mut t) = self.lock(os) {
-                    self.forget(&mut t, s.start, s.end, u64::MAX, false);
-                    self.publish_bounds(&t);
+                if let Some(mut q) = self.lock(os) {
+                    self.forget(&mut q.table, s.start, s.end, u64::MAX, false);
+                    self.publish_bounds(&q.table);
                 }
             }
         }
@@ -242,16 +245,16 @@ impl Engine {
         off: i64,
     ) -> Result<usize, Errno> {
         if self.reuse.load(Relaxed) {
-            if let Some(mut t) = self.lock(os) {
+            if let Some(mut q) = self.lock(os) {
                 loop {
-                    match t.take_queued(&key) {
+                    match q.table.take_queued(&key) {
                         Lookup::Hit(start) => {
                             self.stats.bump(Counter::Reused);
                             return Ok(start);
                         }
                         // The file changed since that mapping was made: it
                         // may show the old contents (see `FileStamp`).
-                        Lookup::Stale(e) => self.unmap_queued(os, &mut t, e, Counter::Stale),
+                        Lookup::Stale(e) => self.unmap_queued(os, &mut q.table, e, Counter::Stale),
                         Lookup::Miss => break,
                     }
                 }
@@ -261,16 +264,16 @@ impl Engine {
         let start = self.retry_enomem(os, || {
             os.mmap(0, len, libc::PROT_READ, libc::MAP_PRIVATE, fd, off)
         })?;
-        let Some(mut t) = self.lock(os) else {
+        let Some(mut q) = self.lock(os) else {
             self.stats.bump(Counter::PassContention);
             return Ok(start);
         };
-        self.forget(&mut t, start, start + key.len, u64::MAX, false);
-        if t.is_full() && t.mark_oldest() {
-            self.flush_marked(os, &mut t);
+        self.forget(&mut q.table, start, start + key.len, u64::MAX, false);
+        if q.table.is_full() && q.table.mark_oldest() {
+            q.flush_marked(os, &self.stats);
         }
-        self.widen_bounds(&t, start, start + key.len);
-        if !t.insert_live(start, key.len, key, self.dirty.epoch()) {
+        self.widen_bounds(&q.table, start, start + key.len);
+        if !q.table.insert_live(start, key.len, key, self.dirty.epoch()) {
             self.stats.bump(Counter::PassTableFull);
         }
         Ok(start)
@@ -288,11 +291,11 @@ impl Engine {
             .filter(|s| s.start == addr)
         {
             Some(s) if !self.untracked(s.start, s.end) => match self.lock(os) {
-                Some(mut t) => match self.try_defer(os, &mut t, s) {
+                Some(mut q) => match self.try_defer(os, &mut q, s) {
                     Ok(()) => return Ok(()),
                     Err(why) => {
-                        self.release(os, &mut t, s);
-                        self.publish_bounds(&t);
+                        self.release(os, &mut q.table, s);
+                        self.publish_bounds(&q.table);
                         why
                     }
                 },
@@ -310,24 +313,25 @@ impl Engine {
 
     /// Queues the live mapping that is exactly `s`, if it may be; else
     /// answers the counter that says why not.
-    fn try_defer<O: Os>(&self, os: &O, t: &mut Table, s: Span) -> Result<(), Counter> {
-        let e = match t.find(s.start) {
+    fn try_defer<O: Os>(&self, os: &O, q: &mut Queue, s: Span) -> Result<(), Counter> {
+        let e = match q.table.find(s.start) {
             Some(e) if e.state == State::Live && e.end() == s.end => e,
             _ => return Err(Counter::PassUntracked),
         };
         if self.locked_future.load(Relaxed) {
             return Err(Counter::PassNotQueued);
         }
-        self.bound_entries(os);
-        if !self.make_room(os, t, e.len) {
+        self.apply_pending(os, &mut q.sizing);
+        if !q.make_room(os, &self.stats, e.len) {
             return Err(Counter::PassNotQueued);
         }
-        t.enqueue(e.slot);
-        self.sizing.note_queued(e.len);
+        q.table.enqueue(e.slot);
+        q.sizing.note_queued(e.len);
         self.stats.bump(Counter::Deferred);
-        self.stats.peak(Counter::PeakQueued, t.queued() as u64);
         self.stats
-            .peak(Counter::PeakQueuedBytes, t.queued_bytes() as u64);
+            .peak(Counter::PeakQueued, q.table.queued() as u64);
+        self.stats
+            .peak(Counter::PeakQueuedBytes, q.table.queued_bytes() as u64);
         Ok(())
     }
 
@@ -423,11 +427,10 @@ impl Engine {
             let before = self.locked_future.load(Relaxed);
             self.locked_future.store(before || future, Relaxed);
             match self.lock(os) {
-                Some(mut t) => {
-                    t.mark_all();
-                    self.flush_marked(os, &mut t);
-                    self.stats.add(Counter::Forgotten, t.len() as u64);
-                    t.clear();
+                Some(mut q) => {
+                    q.flush_all(os, &self.stats);
+                    self.stats.add(Counter::Forgotten, q.table.len() as u64);
+                    q.table.clear();
                 }
                 None => self.dirty.record(0, usize::MAX),
             }
@@ -461,12 +464,14 @@ impl Engine {
             // SAFETY: the holder was another thread of the parent; it does
             // not exist in this child, so nobody else uses the table.
             unsafe { self.table.force_unlock() };
-            if let Taken::Got(mut t) = self.table.try_lock() {
-                t.clear();
+            if let Taken::Got(mut q) = self.table.try_lock() {
+                q.table.clear();
             }
         }
         self.dirty.reset_after_fork();
-        self.sizing.reset_after_fork();
+        // The sizing rule reads its memory anew: applied by the next
+        // holder, since this thread may be the holder (see above).
+        self.pending.fetch_or(FORKED, Relaxed);
         self.stats.reset();
     }
 
@@ -480,18 +485,18 @@ impl Engine {
     /// busy) and applies what calls that found it busy recorded. A table
     /// held by a hook of this thread that a longjmp left is recovered first.
     fn lock<O: Os>(&self, os: &O) -> Option<TableGuard<'_>> {
-        let mut t = match self.table.try_lock() {
-            Taken::Got(t) => t,
+        let mut q = match self.table.try_lock() {
+            Taken::Got(q) => q,
             Taken::Busy => return None,
             Taken::Abandoned => {
                 // SAFETY: `try_lock` just answered `Abandoned`.
-                let mut t = unsafe { self.table.take_over() };
-                self.recover_abandoned(os, &mut t);
-                t
+                let mut q = unsafe { self.table.take_over() };
+                self.recover_abandoned(os, &mut q.table);
+                q
             }
         };
-        self.drain(&mut t);
-        Some(t)
+        self.drain(&mut q.table);
+        Some(q)
     }
 
     /// The table's holder was left by a longjmp in the middle of changing
@@ -527,9 +532,9 @@ impl Engine {
             return;
         }
         match self.lock(os) {
-            Some(mut t) => {
-                self.release(os, &mut t, span);
-                self.publish_bounds(&t);
+            Some(mut q) => {
+                self.release(os, &mut q.table, span);
+                self.publish_bounds(&q.table);
             }
             None => {
                 self.stats.bump(Counter::PassContention);
@@ -601,107 +606,6 @@ impl Engine {
         });
     }
 
-    /// Evicts so that one more mapping of `len` bytes fits under the caps
-    /// [`crate::sizing`] sets, and answers whether it does. Over the count
-    /// or length caps:
-    /// - `aged` (the default): the least recently unmapped, until the queue
-    ///   is at 15/16 of its caps, each unmapped together with its touching
-    ///   queued neighbours that are old enough: among the oldest 7/8 of the
-    ///   queued bytes, and older still where that is needed to stay within
-    ///   a budget of one eviction munmap per 64 deferred munmaps. Windows
-    ///   younger than that stay. Replayed on git with 16 KiB windows
-    ///   (BENCHMARKS.md), real mmaps 1.00x-1.40x exact LRU's (`oldest`:
-    ///   1.00x-1.49x) with eviction munmaps at most 1.6% of deferred ones.
-    /// - `oldest`: the least recently unmapped, each together with every
-    ///   queued mapping touching it, until the queue is at 3/4 of its caps
-    ///   (on git log --raw: flush munmaps from 800 to 24).
-    /// - `all`: everything, the seed's way.
-    ///
-    /// Over the resident budget, the queued mappings' pages are dropped
-    /// (Linux); where they cannot be (macOS), the oldest quarter of the
-    /// queued length goes at a time, RSS re-read after each, until the queue
-    /// is under 3/4 of its budget.
-    fn make_room<O: Os>(&self, os: &O, t: &mut Table, len: usize) -> bool {
-        let caps = self.sizing.caps(os, t.queued(), t.queued_bytes(), len);
-        let fits = |t: &Table| t.queued() < caps.entries && t.queued_bytes() + len <= caps.bytes;
-        if caps.entries == 0 || len > caps.bytes {
-            return false;
-        }
-        if fits(t) && !caps.resident_over {
-            return true;
-        }
-        let mode = self.evict.load(Relaxed);
-        let evict_all = mode == evict_code(Evict::All);
-        if !fits(t) {
-            let (max_n, max_b) = (caps.entries, caps.bytes);
-            if evict_all {
-                t.mark_all();
-            } else if mode == evict_code(Evict::Aged) {
-                // Only down to 15/16 of the caps: each flush frees little, so
-                // young windows stay.
-                let (low_n, low_b) = (max_n - max_n / 16, max_b - max_b / 16);
-                let (qn, qb) = (t.queued(), t.queued_bytes());
-                let bytes = qb
-                    .saturating_sub(low_b)
-                    .max((qb + len).saturating_sub(max_b));
-                let count = (qn + 1).saturating_sub(low_n.max(1));
-                t.mark_by_age(bytes, count, qb / 8 * 7, DEFERRED_PER_EVICTION_MUNMAP);
-            } else {
-                let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
-                while (t.queued() >= low_n.max(1)
-                    || t.queued_bytes() > low_b
-                    || t.queued_bytes() + len > max_b)
-                    && t.mark_oldest_run() > 0
-                {}
-            }
-            self.flush_marked(os, t);
-        }
-        if caps.resident_over && self.drop_queued_pages(os, t) {
-            self.sizing.after_eviction(os, 0, 0);
-        } else if caps.resident_over {
-            loop {
-                let before = t.queued_bytes();
-                if evict_all {
-                    t.mark_all();
-                } else {
-                    let target = before - before / 4;
-                    while t.queued_bytes() > target && t.mark_oldest_run() > 0 {}
-                }
-                self.flush_marked(os, t);
-                let after = t.queued_bytes();
-                if !self.sizing.after_eviction(os, before - after, after) {
-                    break;
-                }
-            }
-        }
-        fits(t)
-    }
-
-    /// Drops the pages of every queued mapping, keeping the mappings (one
-    /// madvise per run of touching ones): the queue's resident cost goes
-    /// back to nothing and every reuse stays possible.
-    fn drop_queued_pages<O: Os>(&self, os: &O, t: &mut Table) -> bool {
-        let mut ok = true;
-        t.queued_runs(|start, len| {
-            ok &= os.drop_pages(start, len);
-        });
-        if ok {
-            self.stats.bump(Counter::PagesDropped);
-        }
-        ok
-    }
-
-    fn flush_marked<O: Os>(&self, os: &O, t: &mut Table) {
-        let n = t.evict_marked(|start, len| {
-            let _ = os.munmap(start, len);
-            self.stats.bump(Counter::MunmapSyscalls);
-        });
-        if n > 0 {
-            self.stats.bump(Counter::Flushes);
-            self.stats.add(Counter::Flushed, n as u64);
-        }
-    }
-
     /// Runs `call`; if it fails with ENOMEM while mappings are queued, unmaps
     /// them all and runs it once more, so the queue is never why a call fails.
     fn retry_enomem<O: Os, T>(
@@ -714,9 +618,8 @@ impl Engine {
             return r;
         }
         let flushed = match self.lock(os) {
-            Some(mut t) if t.queued() > 0 => {
-                t.mark_all();
-                self.flush_marked(os, &mut t);
+            Some(mut q) if q.table.queued() > 0 => {
+                q.flush_all(os, &self.stats);
                 true
             }
             _ => false,
@@ -728,16 +631,20 @@ impl Engine {
         call()
     }
 
-    /// The byte cap in force now (it adapts where the default is used).
-    pub fn byte_cap(&self) -> usize {
-        self.sizing.byte_cap()
+    /// The byte cap in force now (it adapts where the default is used;
+    /// None if the table is busy).
+    pub fn byte_cap(&self) -> Option<usize> {
+        match self.table.try_lock() {
+            Taken::Got(q) => Some(q.sizing.byte_cap()),
+            _ => None,
+        }
     }
 
     /// Queued mappings and bytes right now (None if the table is busy).
     #[cfg(test)]
     pub fn queued(&self) -> Option<(usize, usize)> {
         match self.table.try_lock() {
-            Taken::Got(t) => Some((t.queued(), t.queued_bytes())),
+            Taken::Got(q) => Some((q.table.queued(), q.table.queued_bytes())),
             _ => None,
         }
     }

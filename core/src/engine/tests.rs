@@ -5,6 +5,7 @@ use crate::config::{Config, System};
 use crate::file::{FileFacts, FileStamp};
 use crate::holder::{PerThread, Taken};
 use crate::os::Usage;
+use crate::table::Evict;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::vec::Vec;

@@ -1,11 +1,85 @@
-//! Which queued mappings a flush unmaps: the choices of
-//! `MUNMAPQ_EVICT=oldest` (a run at a time) and `aged` (by age, with old
-//! neighbours, within a munmap budget). Both only mark entries; the table's
-//! `evict_marked` unmaps each run of marked entries with one munmap.
+//! Which queued mappings a flush unmaps: the policies of `MUNMAPQ_EVICT`
+//! and the marking they are made of. Over the count or length caps:
+//! - `aged` (the default): the least recently unmapped, until the queue is
+//!   at 15/16 of its caps, each unmapped together with its touching queued
+//!   neighbours that are old enough: among the oldest 7/8 of the queued
+//!   bytes, and older still where that is needed to stay within a budget of
+//!   one eviction munmap per 64 deferred munmaps. Windows younger than that
+//!   stay, so a flush frees little and costs few munmaps.
+//! - `oldest`: the least recently unmapped, each together with every queued
+//!   mapping touching it (one munmap each), until the queue is at 3/4 of
+//!   its caps.
+//! - `all`: everything.
+//!
+//! Over the resident budget where pages cannot be dropped, the oldest
+//! quarter of the queued length goes at a time (everything with `all`).
+//!
+//! Everything here only marks entries; [`Table::evict_marked`] unmaps each
+//! run of marked entries with one munmap.
 
 use super::{State, Table, NIL};
 
+/// How a full queue is evicted (`MUNMAPQ_EVICT`; see the module's text).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Evict {
+    /// The least recently unmapped, each with every queued mapping touching
+    /// it, down to 3/4 of the caps.
+    Oldest,
+    /// The least recently unmapped down to 15/16 of the caps, each with its
+    /// touching queued neighbours that are old themselves, within a budget
+    /// of munmaps: keeps the young windows that `Oldest` throws out with
+    /// their old neighbours.
+    Aged,
+    /// Everything queued.
+    All,
+}
+
+/// With [`Evict::Aged`], eviction munmaps are budgeted at one per this many
+/// deferred munmaps, at least one per flush.
+const DEFERRED_PER_EVICTION_MUNMAP: u64 = 64;
+
 impl Table {
+    /// Marks what `policy` evicts so that one more mapping of `len` bytes
+    /// fits under `entries` queued mappings and `bytes` queued bytes.
+    pub fn mark_to_fit(&mut self, policy: Evict, entries: usize, bytes: usize, len: usize) {
+        let (max_n, max_b) = (entries, bytes);
+        match policy {
+            Evict::All => self.mark_all(),
+            Evict::Aged => {
+                // Only down to 15/16 of the caps: each flush frees little, so
+                // young windows stay.
+                let (low_n, low_b) = (max_n - max_n / 16, max_b - max_b / 16);
+                let (qn, qb) = (self.queued(), self.queued_bytes());
+                let bytes = qb
+                    .saturating_sub(low_b)
+                    .max((qb + len).saturating_sub(max_b));
+                let count = (qn + 1).saturating_sub(low_n.max(1));
+                self.mark_by_age(bytes, count, qb / 8 * 7, DEFERRED_PER_EVICTION_MUNMAP);
+            }
+            Evict::Oldest => {
+                let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
+                while (self.queued() >= low_n.max(1)
+                    || self.queued_bytes() > low_b
+                    || self.queued_bytes() + len > max_b)
+                    && self.mark_oldest_run() > 0
+                {}
+            }
+        }
+    }
+
+    /// Marks what `policy` evicts when the queue holds more resident memory
+    /// than its budget and its pages cannot be dropped: the oldest quarter
+    /// of the queued length, or everything with [`Evict::All`].
+    pub fn mark_over_budget(&mut self, policy: Evict) {
+        if policy == Evict::All {
+            self.mark_all();
+            return;
+        }
+        let before = self.queued_bytes();
+        let target = before - before / 4;
+        while self.queued_bytes() > target && self.mark_oldest_run() > 0 {}
+    }
+
     /// Marks the oldest queued entry and every queued entry touching it, on
     /// either side, transitively: one run of address space that a single
     /// munmap frees. Answers how many were marked.

@@ -9,6 +9,7 @@
 //! - a doubly linked FIFO of queued slots, oldest first, for eviction.
 
 mod evict;
+pub use evict::Evict;
 
 /// Most mappings the table can hold, live and queued together.
 pub const SLOTS: usize = 16384;
