@@ -22,6 +22,7 @@ pub struct Config {
     /// `RLIMIT_AS` at start-up, if set (re-read as the queue grows).
     pub address_space_limit: Option<usize>,
     pub reuse: bool,
+    /// How a full queue is evicted (`MUNMAPQ_EVICT`).
     pub evict: Evict,
     pub stats: bool,
 }
