@@ -2,160 +2,12 @@
 
 use super::*;
 use crate::config::{Config, System};
-use crate::file::{FileFacts, FileStamp};
+use crate::fake::{FakeOs, BASE, NOREPLACE, PAGE, WRITE_ONLY_FD};
+use crate::file::FileStamp;
 use crate::holder::{PerThread, Taken};
-use crate::os::{Errno, Os, Usage};
+use crate::os::{Errno, Usage};
 use crate::table::{Evict, FileKey};
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::vec::Vec;
-
-const PAGE: usize = 4096;
-#[cfg(target_os = "linux")]
-const NOREPLACE: i32 = libc::MAP_FIXED_NOREPLACE;
-/// macOS has no MAP_FIXED_NOREPLACE; the fake kernel only needs a bit.
-#[cfg(not(target_os = "linux"))]
-const NOREPLACE: i32 = 0x0010_0000;
-const BASE: usize = 0x10_0000;
-
-/// Page-granular fake of the kernel's view: page -> (fd, file page) or anon.
-#[derive(Default)]
-struct FakeOs {
-    pages: RefCell<BTreeMap<usize, (i32, i64)>>,
-    mmaps: RefCell<usize>,
-    munmaps: RefCell<Vec<(usize, usize)>>,
-    /// Fails mmap with ENOMEM once this many pages are mapped.
-    page_limit: Option<usize>,
-    /// How many times each fd's file was rewritten (its fstat stamp).
-    rewrites: RefCell<BTreeMap<i32, i64>>,
-    /// What `usage()` answers: address space, resident.
-    usage: Option<Usage>,
-    /// Resident bytes per mapped page (the fake's RSS counts mapped pages
-    /// at this rate) when `usage` is None and `rss_per_page` is set.
-    rss_per_page: Option<usize>,
-    map_count: Option<usize>,
-    /// What `max_map_count()` answers (`vm.max_map_count`).
-    max_map_count: Option<usize>,
-    as_limit: Option<usize>,
-    can_drop: bool,
-    drops: RefCell<usize>,
-}
-
-impl FakeOs {
-    fn mapped(&self, addr: usize) -> Option<(i32, i64)> {
-        self.pages.borrow().get(&(addr / PAGE)).copied()
-    }
-    fn munmap_count(&self) -> usize {
-        self.munmaps.borrow().len()
-    }
-    /// Another process writes the file behind `fd`: its ctime moves.
-    fn rewrite(&self, fd: i32) {
-        *self.rewrites.borrow_mut().entry(fd).or_default() += 1;
-    }
-}
-
-impl Os for FakeOs {
-    fn mmap(
-        &self,
-        addr: usize,
-        len: usize,
-        _p: i32,
-        flags: i32,
-        fd: i32,
-        off: i64,
-    ) -> Result<usize, Errno> {
-        *self.mmaps.borrow_mut() += 1;
-        let n = len.div_ceil(PAGE);
-        let mut pages = self.pages.borrow_mut();
-        if self.page_limit.is_some_and(|l| pages.len() + n > l) {
-            return Err(libc::ENOMEM);
-        }
-        let first = if flags & (libc::MAP_FIXED | NOREPLACE) != 0 {
-            let first = addr / PAGE;
-            if flags & NOREPLACE != 0 && (first..first + n).any(|p| pages.contains_key(&p)) {
-                return Err(libc::EEXIST);
-            }
-            first
-        } else {
-            let mut first = BASE / PAGE;
-            while (first..first + n).any(|p| pages.contains_key(&p)) {
-                first += 1;
-            }
-            first
-        };
-        for i in 0..n {
-            pages.insert(first + i, (fd, off / PAGE as i64 + i as i64));
-        }
-        Ok(first * PAGE)
-    }
-
-    fn max_map_count(&self) -> Option<usize> {
-        self.max_map_count
-    }
-
-    fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno> {
-        if !addr.is_multiple_of(PAGE) || len == 0 {
-            return Err(libc::EINVAL);
-        }
-        self.munmaps.borrow_mut().push((addr, len));
-        let mut pages = self.pages.borrow_mut();
-        for p in addr / PAGE..(addr + len).div_ceil(PAGE) {
-            pages.remove(&p);
-        }
-        Ok(())
-    }
-
-    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
-        // fd 9 is "open O_WRONLY".
-        let ctime_nsec = self.rewrites.borrow().get(&fd).copied().unwrap_or(0);
-        (fd != 9).then_some(FileFacts {
-            dev: 1,
-            ino: fd as u64,
-            stamp: FileStamp {
-                size: 2 * PAGE as i64,
-                ctime_nsec,
-                ..FileStamp::default()
-            },
-        })
-    }
-
-    fn usage(&self) -> Option<Usage> {
-        self.usage.or_else(|| {
-            let pages = self.pages.borrow().len();
-            self.rss_per_page.map(|r| Usage {
-                size: pages * PAGE,
-                resident: pages * r,
-            })
-        })
-    }
-
-    /// `map_count` is the program's own mappings; the fake's are added as
-    /// the kernel counts them (one per run of pages contiguous in address
-    /// and in the same file), so queued mappings count, as they do.
-    fn map_count(&self) -> Option<usize> {
-        let pages = self.pages.borrow();
-        let mut runs = 0;
-        let mut prev: Option<(usize, (i32, i64))> = None;
-        for (&p, &(fd, off)) in pages.iter() {
-            let joins =
-                prev.is_some_and(|(q, (pfd, poff))| q + 1 == p && pfd == fd && poff + 1 == off);
-            if !joins {
-                runs += 1;
-            }
-            prev = Some((p, (fd, off)));
-        }
-        self.map_count.map(|c| c + runs)
-    }
-
-    fn address_space_limit(&self) -> Option<usize> {
-        self.as_limit
-    }
-
-    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
-        *self.drops.borrow_mut() += 1;
-        self.can_drop
-    }
-}
 
 /// The defaults on a stock Linux kernel without RLIMIT_AS.
 fn linux_defaults() -> Config {
@@ -204,7 +56,7 @@ fn ineligible_calls_pass_through() {
         (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE, 3),
         (libc::PROT_READ, libc::MAP_SHARED, 3),
         (libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
-        (libc::PROT_READ, libc::MAP_PRIVATE, 9),
+        (libc::PROT_READ, libc::MAP_PRIVATE, WRITE_ONLY_FD),
     ] {
         let a = E.mmap(&os, 0, PAGE, prot, flags, fd, 0).unwrap();
         assert_eq!(E.munmap(&os, a, PAGE), Ok(()));
