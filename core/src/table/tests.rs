@@ -21,6 +21,25 @@ fn hit(t: &mut Table, k: &FileKey) -> Option<usize> {
     }
 }
 
+/// Pages 1 to `n` (page `i` at `0x1000 * i`) mapped, then the pages in
+/// `queued` queued in that order.
+fn queue_pages(t: &mut Table, n: usize, queued: &[usize]) {
+    for i in 1..=n {
+        assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
+    }
+    for &i in queued {
+        let e = t.find(0x1000 * i).unwrap();
+        t.enqueue(e.slot);
+    }
+}
+
+/// What unmapping the marked entries unmaps.
+fn evicted(t: &mut Table) -> Vec<(usize, usize)> {
+    let mut calls = Vec::new();
+    t.evict_marked(|s, l| calls.push((s, l)));
+    calls
+}
+
 /// The table is too large for a test thread's stack: each test gets a
 /// static one.
 macro_rules! table {
@@ -108,18 +127,10 @@ fn eviction_merges_touching_runs() {
 fn oldest_run_takes_touching_queued_neighbours() {
     let mut t = table!();
     // Pages 1..=6 mapped; 1,2,3 and 5,6 queued, 4 live.
-    for i in 1..=6usize {
-        assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
-    }
-    for i in [2usize, 6, 1, 3, 5] {
-        let e = t.find(0x1000 * i).unwrap();
-        t.enqueue(e.slot);
-    }
+    queue_pages(&mut t, 6, &[2, 6, 1, 3, 5]);
     // The oldest is page 2: its run is pages 1-3, not 5-6 (4 is live).
     assert_eq!(t.mark_oldest_run(), 3);
-    let mut calls = Vec::new();
-    t.evict_marked(|s, l| calls.push((s, l)));
-    assert_eq!(calls, [(0x1000, 0x3000)]);
+    assert_eq!(evicted(&mut t), [(0x1000, 0x3000)]);
     assert_eq!(t.queued(), 2);
     assert_eq!(t.oldest_queued().unwrap().start, 0x6000);
 }
@@ -128,38 +139,22 @@ fn oldest_run_takes_touching_queued_neighbours() {
 fn by_age_keeps_young_neighbours_within_the_budget() {
     let mut t = table!();
     // Pages 1..=6 all queued and touching, in this order (oldest first).
-    for i in 1..=6usize {
-        assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
-    }
-    for i in [1usize, 3, 5, 2, 4, 6] {
-        let e = t.find(0x1000 * i).unwrap();
-        t.enqueue(e.slot);
-    }
+    queue_pages(&mut t, 6, &[1, 3, 5, 2, 4, 6]);
     // The oldest three (1, 3, 5) must go; with no budget (one munmap),
     // the neighbours between them (2, 4) join, the youngest (6) stays.
     assert_eq!(t.mark_by_age(0x3000, 1, 0, u64::MAX), 1);
-    let mut calls = Vec::new();
-    t.evict_marked(|s, l| calls.push((s, l)));
-    assert_eq!(calls, [(0x1000, 0x5000)]);
+    assert_eq!(evicted(&mut t), [(0x1000, 0x5000)]);
     assert_eq!(t.oldest_queued().unwrap().start, 0x6000);
 }
 
 #[test]
 fn by_age_with_budget_leaves_younger_neighbours() {
     let mut t = table!();
-    for i in 1..=6usize {
-        assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
-    }
-    for i in [1usize, 3, 5, 2, 4, 6] {
-        let e = t.find(0x1000 * i).unwrap();
-        t.enqueue(e.slot);
-    }
+    queue_pages(&mut t, 6, &[1, 3, 5, 2, 4, 6]);
     // A budget of one munmap per queued entry: 1, 3 and 5 go alone.
     assert_eq!(t.mark_by_age(0x3000, 1, 0, 1), 3);
-    let mut calls = Vec::new();
-    t.evict_marked(|s, l| calls.push((s, l)));
     assert_eq!(
-        calls,
+        evicted(&mut t),
         [(0x1000, 0x1000), (0x3000, 0x1000), (0x5000, 0x1000)]
     );
     assert_eq!(t.queued(), 3);
