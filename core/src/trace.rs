@@ -1,5 +1,6 @@
 //! The `MUNMAPQ_TRACE` record, once: the library writes it
-//! (`interpose/src/trace.rs`), `mq-replay` reads it (`probes/src/replay/`).
+//! (`interpose/src/trace.rs`), `mq-replay` reads it
+//! (`probes/src/bin/mq-replay/`).
 //!
 //! Layout, little-endian, 80 bytes: kind u32, pid u32, addr u64, len u64,
 //! prot i32, flags i32, fd i32, pad u32, dev u64, ino u64, off i64, result
