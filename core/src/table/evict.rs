@@ -14,8 +14,8 @@
 //! Over the resident budget where pages cannot be dropped, the oldest
 //! quarter of the queued length goes at a time (everything with `all`).
 //!
-//! Everything here only marks entries; [`Table::evict_marked`] unmaps each
-//! run of marked entries with one munmap.
+//! The policies only mark entries; [`Table::evict_marked`] unmaps each run
+//! of marked entries with one munmap.
 
 use super::{State, Table, NIL};
 
@@ -200,5 +200,78 @@ impl Table {
         let n = self.old_pieces(must, lo, true);
         self.aged_munmaps += n as u64;
         n
+    }
+
+    /// Marks the oldest queued entry for [`Table::evict_marked`].
+    pub fn mark_oldest(&mut self) -> bool {
+        let slot = self.oldest;
+        if slot == NIL {
+            return false;
+        }
+        self.detach_as(slot, State::Evicting);
+        true
+    }
+
+    /// Marks every queued entry for [`Table::evict_marked`].
+    pub fn mark_all(&mut self) {
+        while self.mark_oldest() {}
+    }
+
+    /// Removes every marked entry in one pass over the address index and
+    /// calls `unmap` once per run of marked entries that touch each other.
+    /// Each run stays marked until its unmap has returned (in flight while
+    /// it runs), so that a recovery unmaps exactly the runs not yet begun.
+    /// Answers how many entries were removed.
+    pub fn evict_marked(&mut self, mut unmap: impl FnMut(usize, usize)) -> usize {
+        let used = self.used;
+        let mut kept = 0;
+        let mut removed = 0;
+        // (start, end, index of its first entry) of the run being gathered.
+        let mut run: Option<(usize, usize, usize)> = None;
+        for i in 0..used {
+            let slot = self.by_addr[i];
+            let s = self.slots[slot as usize];
+            if s.state != State::Evicting {
+                // Entries of a pending run sit at `kept..i`: unmap them
+                // before `by_addr[kept]` is overwritten.
+                if let Some(r) = run.take() {
+                    self.unmap_run(r, i, &mut unmap);
+                }
+                self.by_addr[kept] = slot;
+                kept += 1;
+                continue;
+            }
+            removed += 1;
+            run = match run {
+                Some((start, end, first)) if end == s.start => {
+                    Some((start, s.start + s.len, first))
+                }
+                Some(r) => {
+                    self.unmap_run(r, i, &mut unmap);
+                    Some((s.start, s.start + s.len, i))
+                }
+                None => Some((s.start, s.start + s.len, i)),
+            };
+        }
+        if let Some(r) = run {
+            self.unmap_run(r, used, &mut unmap);
+        }
+        self.used = kept;
+        removed
+    }
+
+    /// Unmaps one run (its entries are `by_addr[first..past]`), then frees
+    /// their slots.
+    fn unmap_run(
+        &mut self,
+        (start, end, first): (usize, usize, usize),
+        past: usize,
+        unmap: &mut impl FnMut(usize, usize),
+    ) {
+        self.unmap_in_flight(start, end - start, || unmap(start, end - start));
+        for j in first..past {
+            self.release_slot(self.by_addr[j]);
+        }
+        self.finish_unmap();
     }
 }
