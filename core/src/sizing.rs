@@ -7,8 +7,8 @@
 //!   touches it), so the queue's resident cost only changes when something
 //!   is queued, reused or unmapped. Reading the process's current RSS
 //!   ([`Os::usage`]: `/proc/self/statm` opened, read and closed, no
-//!   descriptor kept; Mach `task_info` on macOS) costs system calls, so it
-//!   is read only when the length queued since the last read (reused
+//!   descriptor kept; Mach `task_info` on macOS) costs system calls: it is
+//!   read only when the length queued since the last read (reused
 //!   mappings queued again included: the program may have touched more of
 //!   them) reaches a step of half the budget, so the unmeasured part is at
 //!   most half the budget, and only while the queue is longer than the
@@ -272,7 +272,8 @@ impl Sizing {
         }
         // Not due again for a while even if this read never returns (a
         // signal handler that longjmps out of the hook): a read that is
-        // interrupted every time must not be retried on every call.
+        // interrupted every time must not be retried on every call. The
+        // fence keeps the store before the read.
         self.until_map_check = MAP_CHECK_MIN;
         compiler_fence(SeqCst);
         let Some(count) = os.map_count() else {

@@ -4,8 +4,8 @@
 //! Mappings are whole pages of [`PAGE`] bytes. On its own the fake places a
 //! mapping the caller lets it choose at the lowest free address from
 //! [`BASE`] (tests can tell where mappings go), fails mmap with ENOMEM past
-//! [`FakeOs::page_limit`] pages and `MAP_FIXED_NOREPLACE` over anything
-//! mapped with EEXIST, and takes every descriptor but [`WRITE_ONLY_FD`] for
+//! [`FakeOs::page_limit`] pages, `MAP_FIXED_NOREPLACE` over anything mapped
+//! with EEXIST and a zero length with EINVAL, and takes every descriptor but [`WRITE_ONLY_FD`] for
 //! a readable two-page file whose inode number is the descriptor's. Given
 //! what the real kernel answered ([`FakeOs::traced`]), it answers that
 //! instead: the same error, or the same address unless a file window it
@@ -52,7 +52,8 @@ pub struct Traced {
 
 /// The fake kernel, holding at most `N` mappings; the counters and the
 /// munmap log are for tests to read, the other public fields say what it
-/// answers.
+/// answers. (Every field is visible in the crate, for the unit tests'
+/// `FakeOs { .., ..FakeOs::default() }`.)
 pub struct FakeOs<const N: usize = 256> {
     pub(crate) space: RefCell<Space<N>>,
     pub mmaps: RefCell<usize>,
