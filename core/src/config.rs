@@ -1,26 +1,11 @@
 //! Configuration from `MUNMAPQ_*` environment variables, parsed from raw
 //! bytes without allocating.
 
-use crate::table::SLOTS;
+use crate::table::{Evict, SLOTS};
 
 /// Most queued mappings allowed: half the table, so live mappings always
 /// have room to be tracked.
 pub const MAX_ENTRIES_LIMIT: usize = SLOTS / 2;
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Evict {
-    /// Unmap the oldest queued mappings, each with the queued mappings
-    /// touching it, until the queue is back at 3/4 of
-    /// its caps (least recently unmapped first).
-    Oldest,
-    /// Unmap the oldest queued mappings down to 15/16 of the caps, each
-    /// with its touching queued neighbours that are old themselves (within
-    /// a budget of one eviction munmap per 64 deferred): keeps the young
-    /// windows that `Oldest` throws out with their old neighbours.
-    Aged,
-    /// Unmap everything queued, as the seed patch did.
-    All,
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Config {
@@ -37,6 +22,7 @@ pub struct Config {
     /// `RLIMIT_AS` at start-up, if set (re-read as the queue grows).
     pub address_space_limit: Option<usize>,
     pub reuse: bool,
+    /// How a full queue is evicted (`MUNMAPQ_EVICT`).
     pub evict: Evict,
     pub stats: bool,
 }

@@ -26,7 +26,7 @@
 //! Only the second is recovered (see `Engine::lock`); when in doubt, the call
 //! passes through as before.
 
-use crate::table::Table;
+use crate::queue::Queue;
 use core::cell::{Cell, UnsafeCell};
 use core::sync::atomic::{compiler_fence, AtomicUsize, Ordering::*};
 
@@ -69,14 +69,15 @@ fn this_thread() -> usize {
     unsafe { libc::pthread_self() as usize }
 }
 
-/// The table behind a try-only lock that knows its holder.
+/// The table (with the rest of the [`Queue`]) behind a try-only lock that
+/// knows its holder.
 pub struct TableLock {
     /// The holder's thread (its cells' address, else `pthread_self()`), 0
     /// when free.
     owner: AtomicUsize,
     /// `fn() -> &'static PerThread` for the calling thread (0: none).
     per_thread: AtomicUsize,
-    table: UnsafeCell<Table>,
+    queue: UnsafeCell<Queue>,
 }
 
 // SAFETY: the table is reached only through a `TableGuard`, which exists
@@ -105,7 +106,7 @@ impl TableLock {
         TableLock {
             owner: AtomicUsize::new(0),
             per_thread: AtomicUsize::new(0),
-            table: UnsafeCell::new(Table::new()),
+            queue: UnsafeCell::new(Queue::new()),
         }
     }
 
@@ -174,11 +175,6 @@ impl TableLock {
         }
     }
 
-    /// Taken by anyone?
-    pub fn is_locked(&self) -> bool {
-        self.owner.load(Relaxed) != 0
-    }
-
     /// Taken by a thread other than the calling one?
     pub fn held_elsewhere(&self) -> bool {
         let me = self
@@ -235,17 +231,17 @@ pub struct TableGuard<'a> {
 }
 
 impl core::ops::Deref for TableGuard<'_> {
-    type Target = Table;
-    fn deref(&self) -> &Table {
+    type Target = Queue;
+    fn deref(&self) -> &Queue {
         // SAFETY: this guard is the table's only user (see `TableLock`).
-        unsafe { &*self.lock.table.get() }
+        unsafe { &*self.lock.queue.get() }
     }
 }
 
 impl core::ops::DerefMut for TableGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Table {
+    fn deref_mut(&mut self) -> &mut Queue {
         // SAFETY: as above.
-        unsafe { &mut *self.lock.table.get() }
+        unsafe { &mut *self.lock.queue.get() }
     }
 }
 

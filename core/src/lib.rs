@@ -10,9 +10,15 @@ pub mod dirty;
 // (which cannot live in the engine's `const` statics).
 #[cfg(not(loom))]
 pub mod engine;
+/// The fake kernel of the unit tests and `mq-replay`.
+#[cfg(all(not(loom), any(test, feature = "fake-os")))]
+pub mod fake;
 pub mod file;
 #[cfg(not(loom))]
 pub mod holder;
+pub mod os;
+#[cfg(not(loom))]
+pub mod queue;
 #[cfg(not(loom))]
 pub mod sizing;
 pub mod stats;

@@ -5,19 +5,19 @@
 //!   faulted in (a 64 MiB pack window git read in three places costs a few
 //!   pages). Those pages cannot grow while the mapping is queued (nobody
 //!   touches it), so the queue's resident cost only changes when something
-//!   is queued, reused or unmapped. The guard reads the process's current
-//!   RSS (`/proc/self/statm` through an fd opened at load time; Mach
-//!   `task_info` on macOS) only when the length queued since the last read
-//!   (reused mappings queued again included: the program may have touched
-//!   more of them) reaches a step of half the budget, so the unmeasured
-//!   part is at most half the budget, and only while the queue is longer
-//!   than the budget (a shorter one cannot hold more resident memory than
-//!   its length). A read costs about 1-3 us (fstat + pread); with 16 KiB
-//!   windows and the 4 MiB floor that is at most one read per 128
-//!   deferrals. The queue's share of RSS is estimated as RSS less
-//!   a baseline taken when the queue was empty; each eviction re-reads RSS
-//!   and re-derives the baseline from what the eviction really freed, so
-//!   the program's own growth does not stay charged to the queue.
+//!   is queued, reused or unmapped. Reading the process's current RSS
+//!   ([`Os::usage`]: `/proc/self/statm` opened, read and closed, no
+//!   descriptor kept; Mach `task_info` on macOS) costs system calls: it is
+//!   read only when the length queued since the last read (reused
+//!   mappings queued again included: the program may have touched more of
+//!   them) reaches a step of half the budget, so the unmeasured part is at
+//!   most half the budget, and only while the queue is longer than the
+//!   budget (a shorter one cannot hold more resident memory than its
+//!   length). With 16 KiB windows and the 4 MiB floor that is at most one
+//!   read per 128 deferrals. The queue's share of RSS is estimated as RSS
+//!   less a baseline taken when the queue was empty; each eviction re-reads
+//!   RSS and re-derives the baseline from what the eviction really freed,
+//!   so the program's own growth does not stay charged to the queue.
 //!   Budget: a quarter of that baseline, from 4 MiB to 1 GiB. Over it, on
 //!   Linux the queued mappings' pages are dropped (`MADV_DONTNEED`, one
 //!   call per run of touching mappings) and the mappings stay queued: the
@@ -38,25 +38,16 @@
 //!   number of munmaps that grows with the room found: `max(64, left / 8)`.
 //!
 //! `MUNMAPQ_MAX_BYTES` replaces the resident guard by a fixed cap on the
-//! queued length (the earlier meaning); the address-space and map-count
-//! bounds always apply. Everything here runs under the table lock.
+//! queued length; the address-space and map-count bounds always apply.
+//! [`Sizing`] is part of what the table lock guards
+//! ([`crate::queue::Queue`]): plain fields, changed only by the holder.
 
 use crate::config::Config;
-use crate::engine::Os;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-
-/// The process's memory as the kernel counts it, in bytes.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Usage {
-    /// Address space in use (`VmSize`, what `RLIMIT_AS` limits).
-    pub size: usize,
-    /// Resident set (`VmRSS`).
-    pub resident: usize,
-}
+use crate::os::{Os, Usage};
+use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
 
 /// The smallest resident budget: below it the queue would flush on the
-/// program's own small growth. Small-window git runs measured in
-/// BENCHMARKS.md queue under 4 MiB at their best.
+/// program's own small growth.
 pub const RESIDENT_FLOOR: usize = 4 << 20;
 /// The largest resident budget.
 pub const RESIDENT_CEILING: usize = 1 << 30;
@@ -90,30 +81,30 @@ pub struct Caps {
 }
 
 pub struct Sizing {
-    max_entries: AtomicUsize,
+    max_entries: usize,
     /// `MUNMAPQ_MAX_BYTES`, or `usize::MAX`.
-    fixed_bytes: AtomicUsize,
-    resident_guard: AtomicBool,
+    fixed_bytes: usize,
+    resident_guard: bool,
     /// `vm.max_map_count`, or 0 where there is none.
-    map_limit: AtomicUsize,
-    entries_cap: AtomicUsize,
-    as_cap: AtomicUsize,
-    as_limited: AtomicBool,
+    map_limit: usize,
+    entries_cap: usize,
+    as_cap: usize,
+    as_limited: bool,
     /// RSS of the program without its queue (estimated), bytes.
-    rss_base: AtomicUsize,
+    rss_base: usize,
     /// RSS at the last read.
-    rss_last: AtomicUsize,
+    rss_last: usize,
     /// Queued length added since the last read.
-    unread_bytes: AtomicUsize,
+    unread_bytes: usize,
     /// Deferral candidates left before the map count is re-read.
-    until_map_check: AtomicUsize,
+    until_map_check: usize,
     /// The last read of the process's usage failed.
-    no_usage: AtomicBool,
+    no_usage: bool,
     /// Derived by `refresh`: queue length below which no read is needed,
     /// length queued between reads, and the length cap.
-    quiet_len: AtomicUsize,
-    read_step: AtomicUsize,
-    bytes_cap: AtomicUsize,
+    quiet_len: usize,
+    read_step: usize,
+    bytes_cap: usize,
 }
 
 impl Default for Sizing {
@@ -127,69 +118,63 @@ impl Sizing {
     /// read before [`Sizing::start`] sets every field the caps use.
     pub const fn new() -> Self {
         Sizing {
-            max_entries: AtomicUsize::new(0),
-            fixed_bytes: AtomicUsize::new(0),
-            resident_guard: AtomicBool::new(false),
-            map_limit: AtomicUsize::new(0),
-            entries_cap: AtomicUsize::new(0),
-            as_cap: AtomicUsize::new(0),
-            as_limited: AtomicBool::new(false),
-            rss_base: AtomicUsize::new(0),
-            rss_last: AtomicUsize::new(0),
-            unread_bytes: AtomicUsize::new(0),
-            until_map_check: AtomicUsize::new(0),
-            no_usage: AtomicBool::new(false),
-            quiet_len: AtomicUsize::new(0),
-            read_step: AtomicUsize::new(0),
-            bytes_cap: AtomicUsize::new(0),
+            max_entries: 0,
+            fixed_bytes: 0,
+            resident_guard: false,
+            map_limit: 0,
+            entries_cap: 0,
+            as_cap: 0,
+            as_limited: false,
+            rss_base: 0,
+            rss_last: 0,
+            unread_bytes: 0,
+            until_map_check: 0,
+            no_usage: false,
+            quiet_len: 0,
+            read_step: 0,
+            bytes_cap: 0,
         }
     }
 
-    pub fn start(&self, cfg: &Config) {
-        self.max_entries.store(cfg.max_entries, Relaxed);
-        self.entries_cap.store(cfg.max_entries, Relaxed);
-        self.fixed_bytes
-            .store(cfg.max_bytes.unwrap_or(usize::MAX), Relaxed);
-        self.resident_guard.store(cfg.max_bytes.is_none(), Relaxed);
-        self.map_limit
-            .store(cfg.map_count_limit.unwrap_or(0), Relaxed);
-        self.as_limited
-            .store(cfg.address_space_limit.is_some(), Relaxed);
-        self.as_cap.store(
-            if cfg.address_space_limit.is_some() {
-                0
-            } else {
-                usize::MAX
-            },
-            Relaxed,
-        );
+    pub fn start(&mut self, cfg: &Config) {
+        self.max_entries = cfg.max_entries;
+        self.entries_cap = cfg.max_entries;
+        self.fixed_bytes = cfg.max_bytes.unwrap_or(usize::MAX);
+        self.resident_guard = cfg.max_bytes.is_none();
+        self.map_limit = cfg.map_count_limit.unwrap_or(0);
+        self.as_limited = cfg.address_space_limit.is_some();
+        self.as_cap = if cfg.address_space_limit.is_some() {
+            0
+        } else {
+            usize::MAX
+        };
         // Read everything at the first deferral.
-        self.unread_bytes.store(usize::MAX, Relaxed);
-        self.until_map_check.store(0, Relaxed);
-        self.no_usage.store(false, Relaxed);
+        self.unread_bytes = usize::MAX;
+        self.until_map_check = 0;
+        self.no_usage = false;
         self.refresh();
     }
 
     /// `vm.max_map_count` is `limit`, learnt only now (it is read just
     /// before the first mapping is queued, not at load): the count cap is
     /// at most `cap`, and the mappings left are counted at the next call.
-    pub fn bound_by_map_count(&self, limit: usize, cap: usize) {
-        self.map_limit.store(limit, Relaxed);
-        self.max_entries.fetch_min(cap, Relaxed);
-        self.entries_cap.fetch_min(cap, Relaxed);
-        self.until_map_check.store(0, Relaxed);
+    pub fn bound_by_map_count(&mut self, limit: usize, cap: usize) {
+        self.map_limit = limit;
+        self.max_entries = self.max_entries.min(cap);
+        self.entries_cap = self.entries_cap.min(cap);
+        self.until_map_check = 0;
     }
 
     /// The cap on the queued length in force now (`usize::MAX`: only the
     /// resident budget bounds it).
     pub fn byte_cap(&self) -> usize {
-        self.bytes_cap.load(Relaxed)
+        self.bytes_cap
     }
 
     /// In a child after fork: its memory is its own from now on.
-    pub fn reset_after_fork(&self) {
-        self.unread_bytes.store(usize::MAX, Relaxed);
-        self.until_map_check.store(0, Relaxed);
+    pub fn reset_after_fork(&mut self) {
+        self.unread_bytes = usize::MAX;
+        self.until_map_check = 0;
     }
 
     /// The resident budget for a baseline RSS.
@@ -198,131 +183,116 @@ impl Sizing {
     }
 
     fn budget(&self) -> usize {
-        Self::budget_for(self.rss_base.load(Relaxed))
+        Self::budget_for(self.rss_base)
     }
 
     /// Recomputes what `caps` compares against on every call, after
     /// anything they derive from changed (kept apart so the common call is
     /// a few loads).
-    fn refresh(&self) {
-        let (as_limited, guard) = (
-            self.as_limited.load(Relaxed),
-            self.resident_guard.load(Relaxed),
-        );
+    fn refresh(&mut self) {
+        let (as_limited, guard) = (self.as_limited, self.resident_guard);
         let budget = self.budget();
         // A queue no longer than the budget cannot hold more resident
-        // memory than it: no need to ask (the micro-benchmark's 64 windows
-        // never do).
-        self.quiet_len
-            .store(if as_limited || !guard { 0 } else { budget }, Relaxed);
-        let step = if as_limited {
+        // memory than it: no need to ask.
+        self.quiet_len = if as_limited || !guard { 0 } else { budget };
+        self.read_step = if as_limited {
             0
         } else if guard {
             budget >> 1
         } else {
             FIXED_STEP
         };
-        self.read_step.store(step, Relaxed);
-        let mut bytes = self
-            .fixed_bytes
-            .load(Relaxed)
-            .min(self.as_cap.load(Relaxed));
-        if self.no_usage.load(Relaxed) && guard {
+        let mut bytes = self.fixed_bytes.min(self.as_cap);
+        if self.no_usage && guard {
             bytes = bytes.min(NO_USAGE_BYTES);
         }
-        self.bytes_cap.store(bytes, Relaxed);
+        self.bytes_cap = bytes;
     }
 
     /// The caps for queueing one more mapping of `len` bytes onto a queue of
     /// `queued` mappings spanning `queued_bytes`; re-reads what is due.
-    pub fn caps<O: Os>(&self, os: &O, queued: usize, queued_bytes: usize, len: usize) -> Caps {
+    pub fn caps<O: Os>(&mut self, os: &O, queued: usize, queued_bytes: usize, len: usize) -> Caps {
         self.check_map_count(os, queued);
-        let unread = self.unread_bytes.load(Relaxed);
+        let unread = self.unread_bytes;
         let mut resident_over = false;
         if unread == usize::MAX
-            || (queued_bytes.saturating_add(len) > self.quiet_len.load(Relaxed)
-                && unread.saturating_add(len) > self.read_step.load(Relaxed))
+            || (queued_bytes.saturating_add(len) > self.quiet_len
+                && unread.saturating_add(len) > self.read_step)
         {
             // Reset first, for the same reason as in `check_map_count`.
-            self.unread_bytes.store(0, Relaxed);
+            self.unread_bytes = 0;
+            compiler_fence(SeqCst);
             let usage = os.usage();
             if let Some(u) = usage {
                 self.read_usage(os, u, queued_bytes);
-                resident_over = self.resident_guard.load(Relaxed)
-                    && u.resident.saturating_sub(self.rss_base.load(Relaxed)) > self.budget();
+                resident_over =
+                    self.resident_guard && u.resident.saturating_sub(self.rss_base) > self.budget();
             }
-            self.no_usage.store(usage.is_none(), Relaxed);
-            self.unread_bytes.store(0, Relaxed);
+            self.no_usage = usage.is_none();
+            self.unread_bytes = 0;
             self.refresh();
         }
         Caps {
-            entries: self.entries_cap.load(Relaxed),
-            bytes: self.bytes_cap.load(Relaxed),
+            entries: self.entries_cap,
+            bytes: self.bytes_cap,
             resident_over,
         }
     }
 
     /// A mapping of `len` bytes was queued.
-    pub fn note_queued(&self, len: usize) {
-        let u = self.unread_bytes.load(Relaxed);
-        self.unread_bytes.store(u.saturating_add(len), Relaxed);
+    pub fn note_queued(&mut self, len: usize) {
+        self.unread_bytes = self.unread_bytes.saturating_add(len);
     }
 
-    fn read_usage<O: Os>(&self, os: &O, u: Usage, queued_bytes: usize) {
-        self.rss_last.store(u.resident, Relaxed);
-        let base = self.rss_base.load(Relaxed);
-        if queued_bytes == 0 || u.resident < base {
-            self.rss_base.store(u.resident, Relaxed);
+    fn read_usage<O: Os>(&mut self, os: &O, u: Usage, queued_bytes: usize) {
+        self.rss_last = u.resident;
+        if queued_bytes == 0 || u.resident < self.rss_base {
+            self.rss_base = u.resident;
         }
         match os.address_space_limit() {
             Some(limit) => {
                 let room = limit.saturating_sub(u.size.saturating_sub(queued_bytes));
-                self.as_cap
-                    .store(AS_QUEUE_MAX.min(room >> AS_ROOM_SHIFT), Relaxed);
-                self.as_limited.store(true, Relaxed);
+                self.as_cap = AS_QUEUE_MAX.min(room >> AS_ROOM_SHIFT);
+                self.as_limited = true;
             }
             None => {
-                self.as_cap.store(usize::MAX, Relaxed);
-                self.as_limited.store(false, Relaxed);
+                self.as_cap = usize::MAX;
+                self.as_limited = false;
             }
         }
     }
 
-    fn check_map_count<O: Os>(&self, os: &O, queued: usize) {
-        let limit = self.map_limit.load(Relaxed);
-        if limit == 0 {
+    fn check_map_count<O: Os>(&mut self, os: &O, queued: usize) {
+        if self.map_limit == 0 {
             return;
         }
-        let left = self.until_map_check.load(Relaxed);
-        if left > 0 {
-            self.until_map_check.store(left - 1, Relaxed);
+        if self.until_map_check > 0 {
+            self.until_map_check -= 1;
             return;
         }
-        let max = self.max_entries.load(Relaxed);
         // Not due again for a while even if this read never returns (a
         // signal handler that longjmps out of the hook): a read that is
-        // interrupted every time must not be retried on every call.
-        self.until_map_check.store(MAP_CHECK_MIN, Relaxed);
+        // interrupted every time must not be retried on every call. The
+        // fence keeps the store before the read.
+        self.until_map_check = MAP_CHECK_MIN;
+        compiler_fence(SeqCst);
         let Some(count) = os.map_count() else {
             return;
         };
-        let room = limit.saturating_sub(count.saturating_sub(queued));
-        self.entries_cap
-            .store(max.min(room >> MAP_ROOM_SHIFT), Relaxed);
-        self.until_map_check
-            .store(MAP_CHECK_MIN.max(room >> 3), Relaxed);
+        let room = self.map_limit.saturating_sub(count.saturating_sub(queued));
+        self.entries_cap = self.max_entries.min(room >> MAP_ROOM_SHIFT);
+        self.until_map_check = MAP_CHECK_MIN.max(room >> 3);
     }
 
     /// After evicting `freed` bytes of queued length, `remaining` still
     /// queued: re-reads RSS, charges the queue with the remaining length at
     /// the resident ratio the eviction showed, and answers whether the
     /// queue is still above 3/4 of its budget.
-    pub fn after_eviction<O: Os>(&self, os: &O, freed: usize, remaining: usize) -> bool {
+    pub fn after_eviction<O: Os>(&mut self, os: &O, freed: usize, remaining: usize) -> bool {
         let Some(u) = os.usage() else {
             return false;
         };
-        let before = self.rss_last.load(Relaxed);
-        let dropped = before.saturating_sub(u.resident);
+        let dropped = self.rss_last.saturating_sub(u.resident);
         let charged = if remaining == 0 {
             0
         } else if freed == 0 {
@@ -331,10 +301,9 @@ impl Sizing {
             let ratio = dropped as u128 * remaining as u128 / freed as u128;
             (ratio as usize).min(remaining)
         };
-        self.rss_last.store(u.resident, Relaxed);
-        self.rss_base
-            .store(u.resident.saturating_sub(charged), Relaxed);
-        self.unread_bytes.store(0, Relaxed);
+        self.rss_last = u.resident;
+        self.rss_base = u.resident.saturating_sub(charged);
+        self.unread_bytes = 0;
         self.refresh();
         let budget = self.budget();
         remaining > 0 && charged > budget - budget / 4

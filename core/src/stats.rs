@@ -5,8 +5,8 @@
 //! whether it sums or peaks).
 //!
 //! They sit on every hooked call's path, so an update is a relaxed load and
-//! store, not a locked read-modify-write (which cost the cycling benchmark
-//! more than its own bookkeeping). Exact in a single-threaded program; when
+//! store, not a locked read-modify-write (which would cost a call more
+//! than the rest of its bookkeeping). Exact in a single-threaded program; when
 //! threads update the same counter at the same instant one update can be
 //! lost, which statistics can afford.
 

@@ -1,5 +1,6 @@
 //! The `MUNMAPQ_TRACE` record, once: the library writes it
-//! (`interpose/src/trace.rs`), `mq-replay` reads it (`probes/src/replay/`).
+//! (`interpose/src/trace.rs`), `mq-replay` reads it
+//! (`probes/src/bin/mq-replay/`).
 //!
 //! Layout, little-endian, 80 bytes: kind u32, pid u32, addr u64, len u64,
 //! prot i32, flags i32, fd i32, pad u32, dev u64, ino u64, off i64, result
@@ -32,7 +33,7 @@ pub struct Record {
     pub ino: u64,
     pub off: i64,
     pub result: i64,
-    pub peak_rss: u64,
+    pub rss: u64,
 }
 
 impl Record {
@@ -49,7 +50,7 @@ impl Record {
             self.ino,
             self.off as u64,
             self.result as u64,
-            self.peak_rss,
+            self.rss,
         ];
         b[0..4].copy_from_slice(&self.kind.to_le_bytes());
         b[4..8].copy_from_slice(&self.pid.to_le_bytes());
@@ -78,7 +79,7 @@ impl Record {
             ino: w(5),
             off: w(6) as i64,
             result: w(7) as i64,
-            peak_rss: w(8),
+            rss: w(8),
         }
     }
 }
@@ -101,7 +102,7 @@ mod tests {
             ino: u64::MAX,
             off: -4096,
             result: -(libc::ENOMEM as i64),
-            peak_rss: 123 << 20,
+            rss: 123 << 20,
         };
         let b = r.encode();
         assert_eq!(Record::decode(&b), r);

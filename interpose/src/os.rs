@@ -1,9 +1,8 @@
 //! The engine's view of the real system.
 
 use crate::{errno, real};
-use munmapq_core::engine::{Errno, Os};
 use munmapq_core::file::{readable_open_flags, FileFacts, PATH_ONLY};
-use munmapq_core::sizing::Usage;
+use munmapq_core::os::{Errno, Os, Usage};
 
 pub struct RealOs;
 

@@ -16,7 +16,7 @@
 //! no map-count limit.
 
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use munmapq_core::sizing::Usage;
+use munmapq_core::os::Usage;
 
 static PAGE: AtomicUsize = AtomicUsize::new(4096);
 

@@ -5,7 +5,7 @@
 //!     mq-replay TRACE [--cap SIZE] [--stats POLICY] [--distances]
 //!
 //! `today` (`MUNMAPQ_EVICT=oldest`), `aged` and `all` are the real core
-//! [`Engine`] driven by a fake address space ([`fake::FakeOs`]); `lru` (exact,
+//! engine on the core's fake kernel ([`engine_replay`]); `lru` (exact,
 //! one munmap per evicted window) and `opt` (Belady: evict the window reused
 //! furthest in the future) are models over the same window sequence, under
 //! the byte cap the engine had at each call. Configuration variables
@@ -22,27 +22,13 @@
 //! makes while another thread holds the table pass through in the real run;
 //! the replay, single-threaded, has no contention.
 
-#[path = "replay/fake.rs"]
-mod fake;
-#[path = "replay/models.rs"]
+mod engine_replay;
 mod models;
-#[path = "replay/trace.rs"]
 mod trace;
 
-use munmapq_core::config::{self, Config, Evict, System};
-use munmapq_core::engine::Engine;
-use munmapq_core::stats::Counter;
+use munmapq_core::config::{self, Config, System};
+use munmapq_core::table::Evict;
 use std::collections::BTreeMap;
-
-pub struct Outcome {
-    pub misses: u64,
-    pub evict_munmaps: u64,
-    pub peak_bytes: u64,
-    pub deferred: u64,
-    pub stats_line: String,
-    /// The byte cap before each record.
-    pub caps: Vec<usize>,
-}
 
 fn config(cap: Option<u64>) -> Config {
     let sys = System {
@@ -62,32 +48,6 @@ fn config(cap: Option<u64>) -> Config {
     }
     cfg.enabled = true;
     cfg
-}
-
-/// The real engine on one process's records.
-fn run_engine(recs: &[trace::Rec], cfg: Config, pid: u32) -> Outcome {
-    let engine = Engine::new();
-    engine.start(&cfg, 4096);
-    let os = fake::FakeOs::default();
-    let mut caps = Vec::with_capacity(recs.len());
-    for r in recs {
-        caps.push(engine.byte_cap());
-        fake::apply(&engine, &os, r);
-    }
-    let s = &engine.stats;
-    let g = |c| s.get(c);
-    let mut buf = [0u8; 1024];
-    let n = s.write_line(pid as u64, &mut buf);
-    Outcome {
-        misses: g(Counter::Eligible) - g(Counter::Reused),
-        evict_munmaps: g(Counter::MunmapSyscalls)
-            - g(Counter::PassUntracked)
-            - g(Counter::Released),
-        peak_bytes: g(Counter::PeakQueuedBytes),
-        deferred: g(Counter::Deferred),
-        stats_line: String::from_utf8_lossy(&buf[..n]).into_owned(),
-        caps,
-    }
 }
 
 /// Runs `f` on a thread with room for the engine's table on its stack.
@@ -124,7 +84,7 @@ fn main() {
             let mut cfg = config(cap);
             cfg.evict = evict;
             let rc = recs.clone();
-            let o = big_stack(move || run_engine(&rc, cfg, pid));
+            let o = big_stack(move || engine_replay::run(&rc, cfg, pid));
             if stats_policy.as_deref() == Some(name) {
                 print!("{}", o.stats_line);
             }

@@ -1,0 +1,322 @@
+//! What each hooked call does: mmap and munmap, the calls that act on a
+//! range (mprotect, madvise, mlock, msync, mincore, mremap, ...) and
+//! mlockall / munlockall.
+
+use super::{round_up, Effect, Engine, Span};
+use crate::os::{Errno, Os};
+use crate::queue::Queue;
+use crate::stats::Counter;
+use crate::table::{Entry, FileKey, Lookup, State, Table};
+use core::sync::atomic::Ordering::Relaxed;
+
+impl Engine {
+    #[allow(clippy::too_many_arguments)] // mirrors C mmap(2)
+    pub fn mmap<O: Os>(
+        &self,
+        os: &O,
+        addr: usize,
+        len: usize,
+        prot: i32,
+        flags: i32,
+        fd: i32,
+        off: i64,
+    ) -> Result<usize, Errno> {
+        if !self.active() {
+            return os.mmap(addr, len, prot, flags, fd, off);
+        }
+        self.stats.bump(Counter::MmapCalls);
+        let fixed = flags & libc::MAP_FIXED != 0;
+        if addr != 0 {
+            let effect = if fixed {
+                Effect::Modify
+            } else {
+                Effect::Inspect
+            };
+            if let Some(span) = self.span(addr, len, effect) {
+                self.prepare(os, span);
+            }
+        }
+        let page = self.page();
+        if addr == 0
+            && prot == libc::PROT_READ
+            && flags == libc::MAP_PRIVATE
+            && fd >= 0
+            && len > 0
+            && off >= 0
+            && (off as u64).is_multiple_of(page as u64)
+        {
+            if let (Some(rlen), Some(file)) = (round_up(len, page), os.readable_file(fd)) {
+                self.stats.bump(Counter::Eligible);
+                let key = FileKey {
+                    dev: file.dev,
+                    ino: file.ino,
+                    off: off as u64,
+                    len: rlen,
+                    stamp: file.stamp,
+                };
+                return self.map_eligible(os, key, len, fd, off);
+            }
+        }
+        self.stats.bump(Counter::PassIneligible);
+        self.stats.bump(Counter::MmapSyscalls);
+        let r = self.retry_enomem(os, || os.mmap(addr, len, prot, flags, fd, off));
+        if let (Ok(start), false) = (r, fixed) {
+            self.placed_by_kernel(os, start, len);
+        }
+        r
+    }
+
+    /// The kernel handed out `[start, start + len)` to a call that let it
+    /// choose (mmap without `MAP_FIXED`, shmat without an address), so
+    /// anything we had there was unmapped behind our back: forget it.
+    pub fn placed_by_kernel<O: Os>(&self, os: &O, start: usize, len: usize) {
+        if !self.active() {
+            return;
+        }
+        if let Some(s) = self.span(start, len, Effect::Modify) {
+            if !self.untracked(s.start, s.end) {
+                if let Some(mut q) = self.lock(os) {
+                    self.forget(&mut q.table, s.start, s.end, u64::MAX, false);
+                    self.publish_bounds(&q.table);
+                }
+            }
+        }
+    }
+
+    fn map_eligible<O: Os>(
+        &self,
+        os: &O,
+        key: FileKey,
+        len: usize,
+        fd: i32,
+        off: i64,
+    ) -> Result<usize, Errno> {
+        if self.reuse.load(Relaxed) {
+            if let Some(mut q) = self.lock(os) {
+                loop {
+                    match q.table.take_queued(&key) {
+                        Lookup::Hit(start) => {
+                            self.stats.bump(Counter::Reused);
+                            return Ok(start);
+                        }
+                        // The file changed since that mapping was made: it
+                        // may show the old contents (see `FileStamp`).
+                        Lookup::Stale(e) => self.unmap_queued(os, &mut q.table, e, Counter::Stale),
+                        Lookup::Miss => break,
+                    }
+                }
+            }
+        }
+        self.stats.bump(Counter::MmapSyscalls);
+        let start = self.retry_enomem(os, || {
+            os.mmap(0, len, libc::PROT_READ, libc::MAP_PRIVATE, fd, off)
+        })?;
+        let Some(mut q) = self.lock(os) else {
+            self.stats.bump(Counter::PassContention);
+            return Ok(start);
+        };
+        self.forget(&mut q.table, start, start + key.len, u64::MAX, false);
+        if q.table.is_full() && q.table.mark_oldest() {
+            q.flush_marked(os, &self.stats);
+        }
+        self.widen_bounds(&q.table, start, start + key.len);
+        if !q.table.insert_live(start, key.len, key, self.dirty.epoch()) {
+            self.stats.bump(Counter::PassTableFull);
+        }
+        Ok(start)
+    }
+
+    pub fn munmap<O: Os>(&self, os: &O, addr: usize, len: usize) -> Result<(), Errno> {
+        if !self.active() {
+            return os.munmap(addr, len);
+        }
+        self.stats.bump(Counter::MunmapCalls);
+        // Each munmap is counted once: deferred, or passed through as not
+        // queueable, untracked, or for contention.
+        let passed = match self
+            .span(addr, len, Effect::Modify)
+            .filter(|s| s.start == addr)
+        {
+            Some(s) if !self.untracked(s.start, s.end) => match self.lock(os) {
+                Some(mut q) => match self.try_defer(os, &mut q, s) {
+                    Ok(()) => return Ok(()),
+                    Err(why) => {
+                        self.release(os, &mut q.table, s);
+                        self.publish_bounds(&q.table);
+                        why
+                    }
+                },
+                None => {
+                    self.dirty.record(s.start, s.end);
+                    Counter::PassContention
+                }
+            },
+            _ => Counter::PassUntracked,
+        };
+        self.stats.bump(passed);
+        self.stats.bump(Counter::MunmapSyscalls);
+        self.retry_enomem(os, || os.munmap(addr, len))
+    }
+
+    /// Queues the live mapping that is exactly `s`, if it may be; else
+    /// answers the counter that says why not.
+    fn try_defer<O: Os>(&self, os: &O, q: &mut Queue, s: Span) -> Result<(), Counter> {
+        let e = match q.table.find(s.start) {
+            Some(e) if e.state == State::Live && e.end() == s.end => e,
+            _ => return Err(Counter::PassUntracked),
+        };
+        if self.locked_future.load(Relaxed) {
+            return Err(Counter::PassNotQueued);
+        }
+        self.apply_pending(os, &mut q.sizing);
+        if !q.make_room(os, &self.stats, e.len) {
+            return Err(Counter::PassNotQueued);
+        }
+        q.table.enqueue(e.slot);
+        q.sizing.note_queued(e.len);
+        self.stats.bump(Counter::Deferred);
+        self.stats
+            .peak(Counter::PeakQueued, q.table.queued() as u64);
+        self.stats
+            .peak(Counter::PeakQueuedBytes, q.table.queued_bytes() as u64);
+        Ok(())
+    }
+
+    /// Any other call acting on address ranges (mprotect, madvise, mlock,
+    /// msync, mincore, mremap, ...): makes the ranges look as the program
+    /// left them, then makes the call, retrying once after a full flush if
+    /// it fails with ENOMEM.
+    pub fn range_call<O: Os, T>(
+        &self,
+        os: &O,
+        spans: &[Option<Span>],
+        mut call: impl FnMut() -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        if !self.active() {
+            return call();
+        }
+        self.stats.bump(Counter::OtherCalls);
+        for s in spans.iter().flatten() {
+            self.prepare(os, *s);
+        }
+        self.retry_enomem(os, call)
+    }
+
+    /// mlockall: queued mappings would be locked (and count against
+    /// RLIMIT_MEMLOCK) and live ones become locked, so flush and forget
+    /// everything first; with `future`, defer nothing until munlockall.
+    /// What is in force afterwards follows the real call's result: XNU's
+    /// mlockall always fails with ENOSYS (xnu `bsd/kern/kern_mman.c`), and
+    /// a failed call locks nothing, so the earlier state comes back (a
+    /// failed call costs the queue, nothing else). A successful one without
+    /// `MCL_FUTURE` ends an earlier `MCL_FUTURE` (Linux `mm/mlock.c`
+    /// `apply_mlockall_flags` clears the default lock flags first).
+    pub fn lock_all<O: Os, T>(
+        &self,
+        os: &O,
+        future: bool,
+        mut call: impl FnMut() -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        if self.active() {
+            self.stats.bump(Counter::OtherCalls);
+            // Set during the call, so that no munmap racing with it is
+            // queued (and then locked).
+            let before = self.locked_future.load(Relaxed);
+            self.locked_future.store(before || future, Relaxed);
+            match self.lock(os) {
+                Some(mut q) => {
+                    q.flush_all(os, &self.stats);
+                    self.stats.add(Counter::Forgotten, q.table.len() as u64);
+                    q.table.clear();
+                }
+                None => self.dirty.record(0, usize::MAX),
+            }
+            let r = self.retry_enomem(os, call);
+            self.locked_future
+                .store(if r.is_ok() { future } else { before }, Relaxed);
+            return r;
+        }
+        call()
+    }
+
+    /// munlockall: deferring may resume once the real call has succeeded
+    /// (on XNU it always fails with ENOSYS, and then nothing was locked by
+    /// mlockall either).
+    pub fn unlock_all<T>(&self, call: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errno> {
+        let r = call();
+        if r.is_ok() {
+            self.locked_future.store(false, Relaxed);
+        }
+        r
+    }
+
+    /// Releases what the program no longer has in `span`, as `span.effect`
+    /// says; if the table is busy, records a modifying span for its holder.
+    fn prepare<O: Os>(&self, os: &O, span: Span) {
+        if self.untracked(span.start, span.end) {
+            return;
+        }
+        match self.lock(os) {
+            Some(mut q) => {
+                self.release(os, &mut q.table, span);
+                self.publish_bounds(&q.table);
+            }
+            None => {
+                self.stats.bump(Counter::PassContention);
+                if span.effect == Effect::Modify {
+                    self.dirty.record(span.start, span.end);
+                }
+            }
+        }
+    }
+
+    fn release<O: Os>(&self, os: &O, t: &mut Table, span: Span) {
+        let mut hi = span.end;
+        while let Some(e) = t.last_overlap(span.start, hi) {
+            hi = e.start;
+            match e.state {
+                State::Queued => self.unmap_queued(os, t, e, Counter::Released),
+                State::Live if span.effect == Effect::Modify => t.remove(e.slot),
+                _ => {}
+            }
+        }
+    }
+
+    /// Really unmaps one queued mapping and takes it out of the table,
+    /// counting it under `why`. In flight until it is out of the table, so
+    /// that a recovery (`recover_abandoned`) never unmaps it twice.
+    fn unmap_queued<O: Os>(&self, os: &O, t: &mut Table, e: Entry, why: Counter) {
+        t.unmap_in_flight(e.start, e.len, || {
+            let _ = os.munmap(e.start, e.len);
+        });
+        t.remove(e.slot);
+        t.finish_unmap();
+        self.stats.bump(why);
+        self.stats.bump(Counter::MunmapSyscalls);
+    }
+
+    /// Runs `call`; if it fails with ENOMEM while mappings are queued, unmaps
+    /// them all and runs it once more, so the queue is never why a call fails.
+    fn retry_enomem<O: Os, T>(
+        &self,
+        os: &O,
+        mut call: impl FnMut() -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        let r = call();
+        if !matches!(r, Err(libc::ENOMEM)) {
+            return r;
+        }
+        let flushed = match self.lock(os) {
+            Some(mut q) if q.table.queued() > 0 => {
+                q.flush_all(os, &self.stats);
+                true
+            }
+            _ => false,
+        };
+        if !flushed {
+            return r;
+        }
+        self.stats.bump(Counter::EnomemRetries);
+        call()
+    }
+}

@@ -1,0 +1,346 @@
+//! What each hooked call does, independent of how it was hooked
+//! (`calls.rs`), and the state it keeps: the [`Queue`](crate::queue::Queue)
+//! behind the table lock, and what the hooks use without it (here).
+//!
+//! The export layer (`interpose/`) turns C calls into calls on an [`Engine`]
+//! with an [`Os`] that reaches the real functions; the unit tests use a fake
+//! address space instead. Nothing here allocates, panics on purpose, blocks or
+//! prints: the table is taken with `try_lock`, and a call that finds it taken
+//! goes straight to the kernel (see [`crate::dirty`]).
+
+use crate::config::Config;
+use crate::dirty::{Dirty, DirtyRanges};
+use crate::holder::{PerThread, TableGuard, TableLock, Taken};
+use crate::os::Os;
+use crate::sizing::Sizing;
+use crate::stats::{Counter, Stats};
+use crate::table::{State, Table};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
+
+/// What a call does to the mappings in a range of addresses.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Effect {
+    /// Needs the range to look as the program left it, changes nothing
+    /// (msync, mincore, munlock, mprotect to `PROT_READ`,
+    /// `MAP_FIXED_NOREPLACE`, an address hint): queued mappings there are
+    /// really unmapped first.
+    Inspect,
+    /// Changes the mappings (munmap, `MAP_FIXED`, mprotect, madvise, mlock,
+    /// mremap): queued mappings there are unmapped first and live ones stop
+    /// being tracked (they are no longer clean read-only views of a file).
+    Modify,
+}
+
+/// A range a call is about to act on.
+#[derive(Clone, Copy, Debug)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+    pub effect: Effect,
+}
+
+const OFF: u8 = 0;
+const ACTIVE: u8 = 1;
+
+/// What was asked for without the table, for its next holder to apply
+/// before it queues anything (bits of `Engine::pending`): the count cap
+/// has to follow `vm.max_map_count`; this is a child after fork.
+const BOUND_BY_MAP_COUNT: u8 = 1;
+const FORKED: u8 = 2;
+
+/// The engine: the [`Queue`](crate::queue::Queue) behind its lock, and what
+/// the hooks read or write without it.
+pub struct Engine {
+    table: TableLock,
+    dirty: DirtyRanges,
+    pub stats: Stats,
+    state: AtomicU8,
+    page: AtomicUsize,
+    /// Read before the lock is taken: without reuse, an eligible mmap does
+    /// not take it to look for a queued mapping.
+    reuse: AtomicBool,
+    /// mlockall(MCL_FUTURE) is in force: nothing new is deferred. Set
+    /// before mlockall takes the table, which it may find busy.
+    locked_future: AtomicBool,
+    /// `BOUND_BY_MAP_COUNT` and `FORKED`.
+    pending: AtomicU8,
+    /// Every table entry lies in `[tracked_lo, tracked_hi)` (see
+    /// [`Engine::untracked`]).
+    tracked_lo: AtomicUsize,
+    tracked_hi: AtomicUsize,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[inline]
+fn round_up(len: usize, page: usize) -> Option<usize> {
+    len.checked_add(page - 1).map(|l| l & !(page - 1))
+}
+
+impl Engine {
+    pub const fn new() -> Self {
+        Engine {
+            table: TableLock::new(),
+            dirty: DirtyRanges::new(),
+            stats: Stats::new(),
+            state: AtomicU8::new(OFF),
+            // 0 until `start`: a new engine is all zero bytes (`.bss`).
+            page: AtomicUsize::new(0),
+            reuse: AtomicBool::new(false),
+            locked_future: AtomicBool::new(false),
+            pending: AtomicU8::new(0),
+            tracked_lo: AtomicUsize::new(0),
+            tracked_hi: AtomicUsize::new(0),
+        }
+    }
+
+    /// Applies a configuration; with `cfg.enabled` the hooks start working.
+    /// `page` must be a power of two.
+    pub fn start(&self, cfg: &Config, page: usize) {
+        self.page.store(page, Relaxed);
+        self.reuse.store(cfg.reuse, Relaxed);
+        // Free: no hook takes the table before the engine is active (below).
+        if let Taken::Got(mut q) = self.table.try_lock() {
+            q.start(cfg);
+        }
+        self.state
+            .store(if cfg.enabled { ACTIVE } else { OFF }, Release);
+    }
+
+    /// The count cap was configured without `vm.max_map_count` (reading it
+    /// costs every process at load, and most never queue anything): lower
+    /// it as [`Config::defaults`] would, from [`Os::max_map_count`], just
+    /// before the first mapping is queued. Until then nothing is queued, so
+    /// nothing can count against the limit.
+    pub fn bound_entries_later(&self) {
+        self.pending.fetch_or(BOUND_BY_MAP_COUNT, Relaxed);
+    }
+
+    /// Applies what was asked for without the table (see `pending`), under
+    /// the lock, before anything is queued.
+    fn apply_pending<O: Os>(&self, os: &O, sizing: &mut Sizing) {
+        if self.pending.load(Relaxed) == 0 {
+            return;
+        }
+        let pending = self.pending.swap(0, Relaxed);
+        if pending & FORKED != 0 {
+            sizing.reset_after_fork();
+        }
+        if pending & BOUND_BY_MAP_COUNT != 0 {
+            if let Some(n) = os.max_map_count() {
+                let bound = Config::defaults(crate::config::System {
+                    max_map_count: Some(n),
+                    address_space_limit: None,
+                })
+                .max_entries;
+                sizing.bound_by_map_count(n, bound);
+            }
+        }
+    }
+
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.state.load(Acquire) == ACTIVE
+    }
+
+    #[inline]
+    fn page(&self) -> usize {
+        match self.page.load(Relaxed) {
+            0 => 4096,
+            p => p,
+        }
+    }
+
+    /// The pages `[addr, addr + len)` covers, if it is a range at all.
+    #[inline]
+    pub fn span(&self, addr: usize, len: usize, effect: Effect) -> Option<Span> {
+        let page = self.page();
+        let start = addr & !(page - 1);
+        let end = round_up(addr.checked_add(len)?, page)?;
+        (end > start).then_some(Span { start, end, effect })
+    }
+
+    /// True when no table entry can overlap `[start, end)`, decided without
+    /// the lock (for the calls that can never concern the queue: anonymous
+    /// memory, other libraries' mappings).
+    ///
+    /// `[tracked_lo, tracked_hi)` covers every entry, live or queued, at
+    /// every instant: it is widened *before* an entry is inserted and
+    /// narrowed only to the exact extent of the table, both under the lock
+    /// (entries are added and removed only there), one bound at a time,
+    /// each store keeping it valid for every entry that exists. Each half
+    /// of the test reads one bound once, so the answer was true at the
+    /// instant of that read: an entry that overlaps the range later was
+    /// inserted later, with a later epoch (crate::dirty), exactly as if this
+    /// call had taken the lock first and found nothing. That is why nothing
+    /// need be recorded for a call decided here. The range a program
+    /// unmaps or changes is one it was given before the call, so its entry
+    /// (if any) was inserted, and the bound widened, before that mmap
+    /// returned: Release/Acquire make the widening visible to any thread
+    /// the program told about the address. All zero (the initial state)
+    /// is the empty bound.
+    #[inline]
+    fn untracked(&self, start: usize, end: usize) -> bool {
+        end <= self.tracked_lo.load(Acquire) || start >= self.tracked_hi.load(Acquire)
+    }
+
+    /// Widens the tracked bound to cover `[start, end)`; before the entry
+    /// is inserted, under the lock.
+    fn widen_bounds(&self, t: &Table, start: usize, end: usize) {
+        if t.is_empty() {
+            // Empty: any bound is valid; lo first, then hi.
+            self.tracked_lo.store(start, Release);
+            self.tracked_hi.store(end, Release);
+            return;
+        }
+        if start < self.tracked_lo.load(Relaxed) {
+            self.tracked_lo.store(start, Release);
+        }
+        if end > self.tracked_hi.load(Relaxed) {
+            self.tracked_hi.store(end, Release);
+        }
+    }
+
+    /// Narrows the tracked bound to the table's exact extent, under the
+    /// lock, after entries were removed (elsewhere the bound may stay wider
+    /// than the table: only a cost, never wrong).
+    fn publish_bounds(&self, t: &Table) {
+        let (lo, hi) = t.extent().unwrap_or((0, 0));
+        self.tracked_lo.store(lo, Release);
+        self.tracked_hi.store(hi, Release);
+    }
+
+    /// In a child after `fork`: only the forking thread survives, so a lock
+    /// held by another thread would never be released. Such a child forgets
+    /// the table (its queued mappings stay mapped until it exits or execs).
+    /// Counters restart so parent and child each report their own calls.
+    pub fn after_fork_in_child(&self) {
+        // A holder that is this very thread (fork from a signal handler that
+        // interrupted a hook) carries on in the child: leave it be.
+        if self.table.held_elsewhere() {
+            // SAFETY: the holder was another thread of the parent; it does
+            // not exist in this child, so nobody else uses the table.
+            unsafe { self.table.force_unlock() };
+            if let Taken::Got(mut q) = self.table.try_lock() {
+                q.table.clear();
+            }
+        }
+        self.dirty.reset_after_fork();
+        // The sizing rule reads its memory anew: applied by the next
+        // holder, since this thread may be the holder (see above).
+        self.pending.fetch_or(FORKED, Relaxed);
+        self.stats.reset();
+    }
+
+    /// Where the calling thread's cells are found (see [`crate::holder`]);
+    /// without them a lock abandoned by a longjmp is never recovered.
+    pub fn set_per_thread(&self, f: fn() -> &'static PerThread) {
+        self.table.set_per_thread(f);
+    }
+
+    /// The one way in to the table: takes it without waiting (None if it is
+    /// busy) and applies what calls that found it busy recorded. A table
+    /// held by a hook of this thread that a longjmp left is recovered first.
+    fn lock<O: Os>(&self, os: &O) -> Option<TableGuard<'_>> {
+        let mut q = match self.table.try_lock() {
+            Taken::Got(q) => q,
+            Taken::Busy => return None,
+            Taken::Abandoned => {
+                // SAFETY: `try_lock` just answered `Abandoned`.
+                let mut q = unsafe { self.table.take_over() };
+                self.recover_abandoned(os, &mut q.table);
+                q
+            }
+        };
+        self.drain(&mut q.table);
+        Some(q)
+    }
+
+    /// The table's holder was left by a longjmp in the middle of changing
+    /// it: no index in it can be trusted, only each slot's own state. A slot
+    /// still `Queued` or `Evicting` is a mapping the program gave up and
+    /// nobody else has, unless it is in the one unmap that was in flight
+    /// (done or not: it stays mapped): a reuse moves its slot out of
+    /// `Queued` before handing the address out, and an eviction or release
+    /// frees the slots only after their unmap returned. So those are
+    /// unmapped (each freed first, so that a recovery interrupted the same
+    /// way never unmaps one twice), except where a call that found the
+    /// table busy recorded a change (the range may be someone else's now:
+    /// that mapping is left mapped); everything else is forgotten.
+    fn recover_abandoned<O: Os>(&self, os: &O, t: &mut Table) {
+        self.stats.bump(Counter::Recovered);
+        t.take_each_unmappable_slot(|start, len| {
+            if self.dirty.pending_overlaps(start, start + len) {
+                self.stats.bump(Counter::ForgottenQueued);
+            } else {
+                let _ = os.munmap(start, len);
+                self.stats.bump(Counter::Released);
+                self.stats.bump(Counter::MunmapSyscalls);
+            }
+        });
+        t.clear();
+        self.publish_bounds(t);
+    }
+
+    /// Drops entries overlapping `[start, end)` inserted at or before
+    /// `epoch` (only live ones with `live_only`), without unmapping them.
+    fn forget(&self, t: &mut Table, start: usize, end: usize, epoch: u64, live_only: bool) {
+        let mut hi = end;
+        while let Some(e) = t.last_overlap(start, hi) {
+            hi = e.start;
+            let queued = e.state == State::Queued;
+            if e.epoch <= epoch && !(queued && live_only) {
+                t.remove(e.slot);
+                self.stats.bump(if queued {
+                    Counter::ForgottenQueued
+                } else {
+                    Counter::Forgotten
+                });
+            }
+        }
+    }
+
+    /// Applies what calls that found the table busy recorded. A lost record
+    /// (ring full: a lock holder was preempted while others kept calling)
+    /// drops every live entry older than it: the common busy call is a
+    /// munmap of the caller's own mapping. Queued entries stay: only a
+    /// program acting on memory it had already unmapped could have changed
+    /// them, which a multi-threaded program cannot do without racing its
+    /// own threads' mmaps.
+    #[inline]
+    fn drain(&self, t: &mut Table) {
+        self.dirty.drain(|d| match d {
+            Dirty::Range(start, end, epoch) => self.forget(t, start, end, epoch, false),
+            Dirty::Upto(epoch) => {
+                self.stats.bump(Counter::LostRecords);
+                self.forget(t, 0, usize::MAX, epoch, true)
+            }
+        });
+    }
+
+    /// The byte cap in force now (it adapts where the default is used;
+    /// None if the table is busy).
+    pub fn byte_cap(&self) -> Option<usize> {
+        match self.table.try_lock() {
+            Taken::Got(q) => Some(q.sizing.byte_cap()),
+            _ => None,
+        }
+    }
+
+    /// Queued mappings and bytes right now (None if the table is busy).
+    #[cfg(test)]
+    pub fn queued(&self) -> Option<(usize, usize)> {
+        match self.table.try_lock() {
+            Taken::Got(q) => Some((q.table.queued(), q.table.queued_bytes())),
+            _ => None,
+        }
+    }
+}
+
+mod calls;
+#[cfg(test)]
+mod tests;

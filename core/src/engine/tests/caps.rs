@@ -1,0 +1,238 @@
+//! The caps: what may stay queued, and what a full queue evicts.
+
+use super::*;
+
+/// Maps window `i` of `win` bytes of fd 3.
+fn map_window(e: &Engine, os: &FakeOs, win: usize, i: usize) -> usize {
+    e.mmap(
+        os,
+        0,
+        win,
+        libc::PROT_READ,
+        libc::MAP_PRIVATE,
+        3,
+        (i * win) as i64,
+    )
+    .unwrap()
+}
+
+/// Maps and unmaps windows 0 to `n - 1` of `win` bytes of fd 3, in turn.
+fn cycle_windows(e: &Engine, os: &FakeOs, win: usize, n: usize) {
+    for i in 0..n {
+        let a = map_window(e, os, win, i);
+        e.munmap(os, a, win).unwrap();
+    }
+}
+
+#[test]
+fn full_queue_evicts_oldest_and_merges_touching_ranges() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 3);
+    // Five windows side by side; the middle one stays mapped.
+    let a: Vec<usize> = (0..5)
+        .map(|i| map(&E, &os, 3, 2 * i * PAGE as i64))
+        .collect();
+    for i in [0, 1, 3] {
+        E.munmap(&os, a[i], 2 * PAGE).unwrap();
+    }
+    assert_eq!(os.munmap_count(), 0);
+    // The fourth does not fit under 3: the oldest (a0) goes with the queued
+    // window touching it (a1) in one munmap; a3 is not touching (a2 is
+    // live) and stays.
+    E.munmap(&os, a[4], 2 * PAGE).unwrap();
+    assert_eq!(os.munmaps.borrow().clone(), [(a[0], 4 * PAGE)]);
+    assert_eq!(E.queued(), Some((2, 4 * PAGE)));
+    assert_eq!(E.stats.get(Counter::PeakQueued), 3, "never above the cap");
+    assert_eq!(E.stats.get(Counter::Flushed), 2);
+    assert!(os.mapped(a[3]).is_some() && os.mapped(a[2]).is_some());
+}
+
+#[test]
+fn seed_mode_flushes_everything_and_never_reuses() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    let mut cfg = linux_defaults();
+    cfg.max_entries = 3;
+    cfg.reuse = false;
+    cfg.evict = Evict::All;
+    E.start(&cfg, PAGE);
+    for _ in 0..4 {
+        let a = map(&E, &os, 3, 0);
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+    }
+    assert_eq!(*os.mmaps.borrow(), 4, "never reused");
+    // The fourth finds the queue full: all three go, then it is queued.
+    assert_eq!(E.queued(), Some((1, 2 * PAGE)));
+    assert_eq!(E.stats.get(Counter::Flushed), 3);
+}
+
+#[test]
+fn byte_cap_holds_and_oversized_mappings_are_not_queued() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    let mut cfg = linux_defaults();
+    cfg.max_bytes = Some(5 * PAGE);
+    E.start(&cfg, PAGE);
+    for i in 0..10 {
+        let a = map(&E, &os, 3, 2 * i * PAGE as i64);
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+        assert!(E.queued().unwrap().1 <= 5 * PAGE);
+    }
+    assert!(E.stats.get(Counter::PeakQueuedBytes) <= 5 * PAGE as u64);
+    let big = E
+        .mmap(&os, 0, 6 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0)
+        .unwrap();
+    E.munmap(&os, big, 6 * PAGE).unwrap();
+    assert_eq!(
+        os.mapped(big),
+        None,
+        "larger than the byte cap: unmapped now"
+    );
+}
+
+#[test]
+fn long_mappings_that_cost_little_resident_memory_are_queued() {
+    static E: Engine = Engine::new();
+    // 64 MiB windows of which the program touched little: RSS grows by a
+    // page per window mapped, far under the 4 MiB floor of the budget.
+    let os = FakeOs {
+        usage: Some(Usage {
+            size: 200 << 20,
+            resident: 20 << 20,
+        }),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 64 << 20;
+    cycle_windows(&E, &os, win, 8);
+    assert_eq!(E.stats.get(Counter::Deferred), 8);
+    assert_eq!(os.munmap_count(), 0);
+}
+
+#[test]
+fn resident_budget_evicts_when_the_queue_holds_too_much() {
+    static E: Engine = Engine::new();
+    // Every mapped page is resident: the queue's cost is its length. The
+    // budget is the 4 MiB floor; the queue must stay near it.
+    let os = FakeOs {
+        rss_per_page: Some(PAGE),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 256 << 10;
+    cycle_windows(&E, &os, win, 64);
+    let peak = E.stats.get(Counter::PeakQueuedBytes) as usize;
+    // The budget (4 MiB floor) plus one step (half of it) unmeasured.
+    assert!(peak <= (4 << 20) + (2 << 20), "peak {peak}");
+    assert!(E.stats.get(Counter::Flushes) > 0);
+}
+
+#[test]
+fn resident_budget_drops_pages_and_keeps_the_mappings() {
+    static E: Engine = Engine::new();
+    // Where pages can be dropped, the queue keeps every mapping for reuse.
+    let os = FakeOs {
+        rss_per_page: Some(PAGE),
+        can_drop: true,
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 256 << 10;
+    cycle_windows(&E, &os, win, 64);
+    assert_eq!(E.stats.get(Counter::Deferred), 64);
+    assert_eq!(os.munmap_count(), 0);
+    assert!(*os.drops.borrow() > 0);
+    assert!(E.stats.get(Counter::PagesDropped) > 0);
+}
+
+#[test]
+fn address_space_limit_keeps_the_queue_small() {
+    static E: Engine = Engine::new();
+    // 12 MiB of room under RLIMIT_AS: at most 1.5 MiB... and 1 MiB at most.
+    let os = FakeOs {
+        usage: Some(Usage {
+            size: 100 << 20,
+            resident: 10 << 20,
+        }),
+        as_limit: Some(112 << 20),
+        ..FakeOs::default()
+    };
+    let mut cfg = linux_defaults();
+    cfg.address_space_limit = Some(112 << 20);
+    E.start(&cfg, PAGE);
+    for i in 0..12 {
+        let a = map_window(&E, &os, 256 << 10, i);
+        E.munmap(&os, a, 256 << 10).unwrap();
+        assert!(E.queued().unwrap().1 <= 1 << 20);
+    }
+    assert!(E.stats.get(Counter::Deferred) > 0);
+}
+
+#[test]
+fn map_count_room_bounds_the_queue() {
+    static E: Engine = Engine::new();
+    // 65,530 allowed, 65,400 in use: a quarter of the 130 left.
+    let os = FakeOs {
+        map_count: Some(65_400),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    for i in 0..100 {
+        let a = map(&E, &os, 3, 4 * i * PAGE as i64);
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+    }
+    let peak = E.stats.get(Counter::PeakQueued);
+    assert!(peak <= 32, "{peak}");
+}
+
+#[test]
+fn max_map_count_bounds_the_queue_from_the_first_deferral() {
+    static E: Engine = Engine::new();
+    let os = FakeOs {
+        max_map_count: Some(3 * 16),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    E.bound_entries_later();
+    for i in 0..6 {
+        let a = map(&E, &os, 3, 2 * i * PAGE as i64);
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+        assert!(E.queued().unwrap().0 <= 3);
+    }
+    assert_eq!(E.stats.get(Counter::PeakQueued), 3);
+}
+
+#[test]
+fn aged_eviction_keeps_young_windows_touching_an_evicted_run() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16); // the default policy, `aged`, with a 16-entry queue
+                   // 16 windows side by side, unmapped oldest first: all queued.
+    let w: Vec<usize> = (0..16)
+        .map(|i| map(&E, &os, 3, 2 * i * PAGE as i64))
+        .collect();
+    for (i, &a) in w.iter().enumerate() {
+        assert_eq!(
+            a,
+            w[0] + 2 * i * PAGE,
+            "the fake kernel places them in a row"
+        );
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+    }
+    assert_eq!(os.munmap_count(), 0);
+    // One more: the queue is full. The two oldest must go; their old
+    // neighbours (the oldest 7/8, 14 windows) share their munmap; the two
+    // youngest, though touching that run, stay (`oldest` would unmap all 16).
+    let extra = map(&E, &os, 3, 64 * PAGE as i64);
+    E.munmap(&os, extra, 2 * PAGE).unwrap();
+    assert_eq!(*os.munmaps.borrow(), [(w[0], 28 * PAGE)]);
+    assert_eq!(E.queued(), Some((3, 6 * PAGE)));
+    let mmaps = *os.mmaps.borrow();
+    assert_eq!(
+        map(&E, &os, 3, 30 * PAGE as i64),
+        w[15],
+        "still queued: reused"
+    );
+    assert_eq!(*os.mmaps.borrow(), mmaps);
+}

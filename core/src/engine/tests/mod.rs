@@ -1,0 +1,361 @@
+//! The engine against a fake address space that counts syscalls.
+
+use super::*;
+use crate::config::{Config, System};
+use crate::fake::{FakeOs, BASE, NOREPLACE, PAGE, WRITE_ONLY_FD};
+use crate::file::FileStamp;
+use crate::holder::{PerThread, Taken};
+use crate::os::{Errno, Usage};
+use crate::table::{Evict, FileKey};
+use std::vec::Vec;
+
+mod caps;
+mod recovery;
+
+/// The defaults on a stock Linux kernel without RLIMIT_AS.
+fn linux_defaults() -> Config {
+    Config::defaults(System {
+        max_map_count: Some(65530),
+        address_space_limit: None,
+    })
+}
+
+fn start(e: &Engine, max_entries: usize) {
+    let mut cfg = linux_defaults();
+    cfg.max_entries = max_entries;
+    e.start(&cfg, PAGE);
+}
+
+fn map(e: &Engine, os: &FakeOs, fd: i32, off: i64) -> usize {
+    e.mmap(os, 0, 2 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, fd, off)
+        .unwrap()
+}
+
+#[test]
+fn munmap_is_deferred_and_the_mapping_reused() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
+    assert_eq!(os.munmap_count(), 0, "deferred");
+    assert_eq!(os.mapped(a), Some((3, 0)), "still mapped");
+    assert_eq!(map(&E, &os, 3, 0), a, "reused");
+    assert_eq!(*os.mmaps.borrow(), 1, "no second mmap");
+    // A different offset or file is a fresh mapping.
+    assert_ne!(map(&E, &os, 3, PAGE as i64), a);
+    assert_ne!(map(&E, &os, 4, 0), a);
+    assert_eq!(E.stats.get(Counter::Reused), 1);
+    assert_eq!(E.stats.get(Counter::Deferred), 1);
+}
+
+#[test]
+fn ineligible_calls_pass_through() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    // Writable, shared, anonymous, write-only fd: all untracked.
+    for (prot, flags, fd) in [
+        (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE, 3),
+        (libc::PROT_READ, libc::MAP_SHARED, 3),
+        (libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
+        (libc::PROT_READ, libc::MAP_PRIVATE, WRITE_ONLY_FD),
+    ] {
+        let a = E.mmap(&os, 0, PAGE, prot, flags, fd, 0).unwrap();
+        assert_eq!(E.munmap(&os, a, PAGE), Ok(()));
+        assert_eq!(os.mapped(a), None);
+    }
+    assert_eq!(os.munmap_count(), 4);
+    assert_eq!(E.stats.get(Counter::Deferred), 0);
+}
+
+#[test]
+fn partial_unmap_really_unmaps_and_untracks() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    assert_eq!(E.munmap(&os, a, PAGE), Ok(()));
+    assert_eq!(os.mapped(a), None);
+    assert_eq!(os.mapped(a + PAGE), Some((3, 1)));
+    // The rest is no longer the tracked mapping: passes through too.
+    assert_eq!(E.munmap(&os, a + PAGE, PAGE), Ok(()));
+    assert_eq!(os.mapped(a + PAGE), None);
+    assert_eq!(os.munmap_count(), 2);
+}
+
+#[test]
+fn invalid_munmap_reaches_the_kernel() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    assert_eq!(E.munmap(&os, a + 1, PAGE), Err(libc::EINVAL));
+    assert_eq!(E.munmap(&os, a, 0), Err(libc::EINVAL));
+    assert_eq!(os.mapped(a), Some((3, 0)));
+}
+
+#[test]
+fn fixed_mapping_over_a_queued_range_unmaps_it_first() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    E.munmap(&os, a, 2 * PAGE).unwrap();
+    let r = E.mmap(
+        &os,
+        a,
+        PAGE,
+        libc::PROT_READ,
+        libc::MAP_PRIVATE | NOREPLACE,
+        5,
+        0,
+    );
+    assert_eq!(r, Ok(a), "NOREPLACE onto a freed range succeeds");
+    assert_eq!(os.munmaps.borrow()[0], (a, 2 * PAGE));
+    // The queued mapping is gone: no reuse of a replaced range.
+    assert_ne!(map(&E, &os, 3, 0), a);
+}
+
+#[test]
+fn range_calls_release_queued_and_untrack_live() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    let b = map(&E, &os, 4, 0);
+    E.munmap(&os, a, 2 * PAGE).unwrap();
+    // An mprotect over both: the freed one is really unmapped first (so the
+    // kernel can answer ENOMEM as it would), the live one stops being tracked.
+    let span = E.span(a.min(b), 4 * PAGE, Effect::Modify);
+    let r = E.range_call(&os, &[span], || Ok::<_, Errno>(()));
+    assert_eq!(r, Ok(()));
+    assert_eq!(os.mapped(a), None);
+    E.munmap(&os, b, 2 * PAGE).unwrap();
+    assert_eq!(os.mapped(b), None, "untracked mapping unmapped for real");
+}
+
+#[test]
+fn enomem_flushes_and_retries_once() {
+    static E: Engine = Engine::new();
+    let os = FakeOs {
+        page_limit: Some(4),
+        ..FakeOs::default()
+    };
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    let b = map(&E, &os, 4, 0);
+    E.munmap(&os, a, 2 * PAGE).unwrap();
+    E.munmap(&os, b, 2 * PAGE).unwrap();
+    // Four pages queued, limit four: a fresh mapping needs the queue gone.
+    let c = map(&E, &os, 5, 0);
+    assert!(os.mapped(c).is_some());
+    assert_eq!(E.stats.get(Counter::EnomemRetries), 1);
+    assert_eq!(E.queued(), Some((0, 0)));
+    // Without anything queued an ENOMEM stays an ENOMEM.
+    let r = E.mmap(&os, 0, 16 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 6, 0);
+    assert_eq!(r, Err(libc::ENOMEM));
+}
+
+#[test]
+fn contention_passes_through_and_is_reconciled() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    {
+        let Taken::Got(_held) = E.table.try_lock() else {
+            panic!("free")
+        };
+        // As from a signal handler while the table is held: straight through.
+        assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
+        assert_eq!(os.mapped(a), None);
+    }
+    // The stale live entry is dropped on the next locked call, so a new
+    // mapping at `a` is not mistaken for the old one.
+    let b = E
+        .mmap(
+            &os,
+            0,
+            2 * PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE,
+            7,
+            0,
+        )
+        .unwrap();
+    assert_eq!(b, a);
+    assert_eq!(E.munmap(&os, b, 2 * PAGE), Ok(()));
+    assert_eq!(os.mapped(b), None, "really unmapped, not deferred");
+    assert_eq!(E.stats.get(Counter::PassContention), 1);
+}
+
+#[test]
+fn disabled_engine_only_forwards() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    let a = map(&E, &os, 3, 0);
+    E.munmap(&os, a, 2 * PAGE).unwrap();
+    assert_eq!(os.munmap_count(), 1);
+    assert_eq!(E.stats.get(Counter::MmapCalls), 0);
+}
+
+#[test]
+fn mlockall_future_stops_deferral() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    let b = map(&E, &os, 4, 0);
+    E.munmap(&os, a, 2 * PAGE).unwrap();
+    E.lock_all(&os, true, || Ok::<_, Errno>(())).unwrap();
+    assert_eq!(os.mapped(a), None, "queue flushed");
+    E.munmap(&os, b, 2 * PAGE).unwrap();
+    assert_eq!(os.mapped(b), None, "not deferred while locked");
+    E.unlock_all(|| Ok::<_, Errno>(())).unwrap();
+    let c = map(&E, &os, 5, 0);
+    E.munmap(&os, c, 2 * PAGE).unwrap();
+    assert!(os.mapped(c).is_some(), "deferred again");
+}
+
+/// XNU: mlockall and munlockall always fail with ENOSYS
+/// (xnu `bsd/kern/kern_mman.c`). A failed mlockall locks nothing, so
+/// deferral goes on; the caller sees the kernel's error.
+#[test]
+fn failing_mlockall_leaves_deferral_on() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    E.munmap(&os, a, 2 * PAGE).unwrap();
+    let enosys = || Err::<(), Errno>(libc::ENOSYS);
+    assert_eq!(E.lock_all(&os, true, enosys), Err(libc::ENOSYS));
+    assert_eq!(os.mapped(a), None, "queue flushed before the call");
+    assert_eq!(E.unlock_all(enosys), Err(libc::ENOSYS));
+    let b = map(&E, &os, 4, 0);
+    E.munmap(&os, b, 2 * PAGE).unwrap();
+    assert!(os.mapped(b).is_some(), "still deferred after ENOSYS");
+    assert_eq!(map(&E, &os, 4, 0), b, "and reused");
+    E.munmap(&os, b, 2 * PAGE).unwrap();
+    // In force: a failing mlockall keeps it, a failing munlockall too.
+    E.lock_all(&os, true, || Ok::<_, Errno>(())).unwrap();
+    assert_eq!(E.lock_all(&os, true, enosys), Err(libc::ENOSYS));
+    assert_eq!(E.unlock_all(enosys), Err(libc::ENOSYS));
+    let c = map(&E, &os, 5, 0);
+    E.munmap(&os, c, 2 * PAGE).unwrap();
+    assert_eq!(os.mapped(c), None, "MCL_FUTURE still in force");
+    // A successful mlockall(MCL_CURRENT) ends MCL_FUTURE (Linux).
+    E.lock_all(&os, false, || Ok::<_, Errno>(())).unwrap();
+    let d = map(&E, &os, 6, 0);
+    E.munmap(&os, d, 2 * PAGE).unwrap();
+    assert!(os.mapped(d).is_some(), "deferred again");
+}
+
+/// A file rewritten under a queued mapping: the mapping may show the old
+/// contents (XNU copy-on-write snapshot, overlayfs copy-up), so it is not
+/// handed back but unmapped, and the new mapping is reused normally.
+#[test]
+fn changed_file_is_not_reused_and_its_stale_mapping_unmapped() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    let other = map(&E, &os, 3, 2 * PAGE as i64);
+    E.munmap(&os, a, 2 * PAGE).unwrap();
+    E.munmap(&os, other, 2 * PAGE).unwrap();
+    os.rewrite(3);
+    let mmaps = *os.mmaps.borrow();
+    let b = map(&E, &os, 3, 0);
+    assert_eq!(*os.mmaps.borrow(), mmaps + 1, "a fresh mmap, not a reuse");
+    assert!(
+        os.munmaps.borrow().contains(&(a, 2 * PAGE)),
+        "stale unmapped"
+    );
+    assert_eq!(E.stats.get(Counter::Stale), 1);
+    assert_eq!(E.stats.get(Counter::Reused), 0);
+    assert_eq!(E.queued(), Some((1, 2 * PAGE)), "only the other window");
+    // The other window, never asked for again, leaves with the queue.
+    E.munmap(&os, b, 2 * PAGE).unwrap();
+    assert_eq!(map(&E, &os, 3, 0), b, "the new mapping is reused");
+    E.lock_all(&os, false, || Ok::<_, Errno>(())).unwrap();
+    assert_eq!(os.mapped(other), None, "stale window flushed, not leaked");
+    assert!(os.mapped(b).is_some(), "the live one stays");
+}
+
+#[test]
+fn each_munmap_is_counted_once() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    let mut cfg = linux_defaults();
+    cfg.max_bytes = Some(4 * PAGE);
+    E.start(&cfg, PAGE);
+    let a = map(&E, &os, 3, 0);
+    let b = map(&E, &os, 3, 2 * PAGE as i64);
+    let big = E
+        .mmap(&os, 0, 6 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0)
+        .unwrap();
+    E.munmap(&os, a, 2 * PAGE).unwrap(); // deferred
+    E.munmap(&os, big, 6 * PAGE).unwrap(); // too large to queue
+    let c = map(&E, &os, 5, 0);
+    E.munmap(&os, b, PAGE).unwrap(); // part of a mapping
+    {
+        let Taken::Got(_held) = E.table.try_lock() else {
+            panic!("free")
+        };
+        E.munmap(&os, c, 2 * PAGE).unwrap(); // table busy
+    }
+    let get = |c| E.stats.get(c);
+    assert_eq!(get(Counter::MunmapCalls), 4);
+    assert_eq!(get(Counter::Deferred), 1);
+    assert_eq!(get(Counter::PassNotQueued), 1);
+    assert_eq!(get(Counter::PassUntracked), 1);
+    assert_eq!(get(Counter::PassContention), 1);
+}
+
+#[test]
+fn calls_far_from_every_entry_skip_the_lock() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    // Nothing tracked: even with the table held, an anonymous munmap is
+    // decided without it (no contention, nothing recorded).
+    let anon = |e: &Engine| {
+        e.mmap(
+            &os,
+            0,
+            16 * PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+        .unwrap()
+    };
+    let x = anon(&E);
+    {
+        let Taken::Got(_held) = E.table.try_lock() else {
+            panic!("free")
+        };
+        E.munmap(&os, x, 16 * PAGE).unwrap();
+    }
+    assert_eq!(E.stats.get(Counter::PassContention), 0);
+    assert_eq!(E.stats.get(Counter::PassUntracked), 1);
+    // A tracked mapping: calls on it take the lock, calls beyond the
+    // tracked bound do not.
+    let a = map(&E, &os, 3, 0);
+    let y = anon(&E);
+    assert!(y > a, "the fake kernel maps upwards");
+    {
+        let Taken::Got(_held) = E.table.try_lock() else {
+            panic!("free")
+        };
+        E.munmap(&os, y, 16 * PAGE).unwrap();
+        assert_eq!(E.stats.get(Counter::PassContention), 0);
+        E.munmap(&os, a, 2 * PAGE).unwrap();
+        assert_eq!(E.stats.get(Counter::PassContention), 1);
+    }
+    // Once the table is empty again, the bound is empty too.
+    let b = map(&E, &os, 4, 0);
+    E.munmap(&os, b, PAGE).unwrap();
+    assert_eq!(E.tracked_hi.load(Relaxed), 0, "{b:#x}");
+}

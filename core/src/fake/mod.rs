@@ -1,0 +1,246 @@
+//! A fake kernel for the engine: the address space the unit tests run on,
+//! and the one `mq-replay` replays traces on (cargo feature `fake-os`).
+//!
+//! Mappings are whole pages of [`PAGE`] bytes. On its own the fake places a
+//! mapping the caller lets it choose at the lowest free address from
+//! [`BASE`] (tests can tell where mappings go), fails mmap with ENOMEM past
+//! [`FakeOs::page_limit`] pages, `MAP_FIXED_NOREPLACE` over anything mapped
+//! with EEXIST and a zero length with EINVAL, and takes every descriptor but [`WRITE_ONLY_FD`] for
+//! a readable two-page file whose inode number is the descriptor's. Given
+//! what the real kernel answered ([`FakeOs::traced`]), it answers that
+//! instead: the same error, or the same address unless a file window it
+//! still holds is there (the replayed policy kept what the traced run had
+//! unmapped), and then the highest gap below, as Linux's allocator would.
+//!
+//! It allocates nothing (the core has no allocator, and a build of the
+//! whole workspace builds the library with this feature on): it holds at
+//! most `N` mappings.
+
+mod space;
+
+use crate::file::{FileFacts, FileStamp};
+use crate::os::{Errno, Os, Usage};
+use core::cell::RefCell;
+pub use space::Log;
+use space::{Range, Space};
+
+pub const PAGE: usize = 4096;
+/// Where the fake's own placement starts.
+pub const BASE: usize = 0x10_0000;
+/// `MAP_FIXED_NOREPLACE`; macOS has none, the fake only needs a bit.
+#[cfg(target_os = "linux")]
+pub const NOREPLACE: i32 = libc::MAP_FIXED_NOREPLACE;
+#[cfg(not(target_os = "linux"))]
+pub const NOREPLACE: i32 = 0x0010_0000;
+/// The descriptor the fake takes for one open write-only.
+pub const WRITE_ONLY_FD: i32 = 9;
+/// Descriptors [`FakeOs::rewrite`] can change the file of.
+const FDS: usize = 64;
+
+fn round_up(len: usize) -> Option<usize> {
+    len.div_ceil(PAGE).checked_mul(PAGE)
+}
+
+/// What the real kernel answered the call being replayed.
+#[derive(Clone, Copy, Debug)]
+pub struct Traced {
+    /// What mmap returned: where the program got the mapping, or -errno.
+    pub result: i64,
+    /// The file behind the descriptor (None: not a readable regular file).
+    pub file: Option<FileFacts>,
+}
+
+/// The fake kernel, holding at most `N` mappings; the counters and the
+/// munmap log are for tests to read, the other public fields say what it
+/// answers. (Every field is visible in the crate, for the unit tests'
+/// `FakeOs { .., ..FakeOs::default() }`.)
+pub struct FakeOs<const N: usize = 256> {
+    pub(crate) space: RefCell<Space<N>>,
+    pub mmaps: RefCell<usize>,
+    pub munmaps: RefCell<Log>,
+    /// `drop_pages` calls.
+    pub drops: RefCell<usize>,
+    /// How many times each descriptor's file was rewritten (its ctime).
+    pub(crate) rewrites: RefCell<[i64; FDS]>,
+    /// Fails mmap with ENOMEM once this many pages are mapped.
+    pub page_limit: Option<usize>,
+    /// What `usage()` answers: address space, resident.
+    pub usage: Option<Usage>,
+    /// Where `usage` is None: resident bytes per mapped page.
+    pub rss_per_page: Option<usize>,
+    /// The program's own mappings, which `map_count()` adds the fake's to.
+    pub map_count: Option<usize>,
+    /// What `max_map_count()` answers (`vm.max_map_count`).
+    pub max_map_count: Option<usize>,
+    pub as_limit: Option<usize>,
+    /// What `drop_pages` answers.
+    pub can_drop: bool,
+    /// What the real kernel answered the call being replayed (see the
+    /// module's text).
+    pub traced: Option<Traced>,
+}
+
+impl Default for FakeOs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> FakeOs<N> {
+    pub fn new() -> Self {
+        FakeOs {
+            space: RefCell::new(Space::new()),
+            mmaps: RefCell::new(0),
+            munmaps: RefCell::new(Log::new()),
+            drops: RefCell::new(0),
+            rewrites: RefCell::new([0; FDS]),
+            page_limit: None,
+            usage: None,
+            rss_per_page: None,
+            map_count: None,
+            max_map_count: None,
+            as_limit: None,
+            can_drop: false,
+            traced: None,
+        }
+    }
+
+    /// What is mapped at `addr`: the descriptor and file page (-1 and the
+    /// page's number in the mapping for anonymous memory).
+    pub fn mapped(&self, addr: usize) -> Option<(i32, i64)> {
+        let r = self.space.borrow().find(addr)?;
+        Some((r.fd, r.page + ((addr - r.start) / PAGE) as i64))
+    }
+
+    pub fn munmap_count(&self) -> usize {
+        self.munmaps.borrow().total
+    }
+
+    /// Another process writes the file behind `fd`: its ctime moves.
+    pub fn rewrite(&self, fd: i32) {
+        self.rewrites.borrow_mut()[fd as usize] += 1;
+    }
+
+    /// Where a mapping of `len` bytes goes, or the error the kernel gives.
+    fn place(&self, addr: usize, len: usize, flags: i32) -> Result<usize, Errno> {
+        let space = self.space.borrow();
+        let fixed = addr & !(PAGE - 1);
+        Ok(match self.traced {
+            Some(_) if flags & libc::MAP_FIXED != 0 => fixed,
+            Some(t) => {
+                let hint = t.result as usize;
+                if space.overlaps(hint, hint + len, true) {
+                    space.top_down(len)
+                } else {
+                    hint
+                }
+            }
+            None if flags & (libc::MAP_FIXED | NOREPLACE) != 0 => {
+                if flags & NOREPLACE != 0 && space.overlaps(fixed, fixed + len, false) {
+                    return Err(libc::EEXIST);
+                }
+                fixed
+            }
+            None => space.lowest_gap(BASE, len),
+        })
+    }
+}
+
+impl<const N: usize> Os for FakeOs<N> {
+    fn mmap(
+        &self,
+        addr: usize,
+        len: usize,
+        _prot: i32,
+        flags: i32,
+        fd: i32,
+        off: i64,
+    ) -> Result<usize, Errno> {
+        *self.mmaps.borrow_mut() += 1;
+        if let Some(t) = self.traced.filter(|t| t.result < 0) {
+            return Err(-t.result as Errno);
+        }
+        if len == 0 {
+            return Err(libc::EINVAL);
+        }
+        let len = round_up(len).ok_or(libc::ENOMEM)?;
+        let mapped = self.space.borrow().pages();
+        if self.page_limit.is_some_and(|l| mapped + len / PAGE > l) {
+            return Err(libc::ENOMEM);
+        }
+        let start = self.place(addr, len, flags)?;
+        let file = fd >= 0 && self.readable_file(fd).is_some();
+        let mut space = self.space.borrow_mut();
+        space.remove(start, start + len);
+        space.insert(Range {
+            start,
+            end: start + len,
+            fd,
+            page: off / PAGE as i64,
+            file,
+        });
+        Ok(start)
+    }
+
+    fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno> {
+        let end = round_up(len).and_then(|len| addr.checked_add(len));
+        let Some(end) = end.filter(|_| addr.is_multiple_of(PAGE) && len > 0) else {
+            return Err(libc::EINVAL);
+        };
+        self.munmaps.borrow_mut().push((addr, len));
+        self.space.borrow_mut().remove(addr, end);
+        Ok(())
+    }
+
+    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
+        if let Some(t) = self.traced {
+            return t.file;
+        }
+        let ctime_nsec = self
+            .rewrites
+            .borrow()
+            .get(fd as usize)
+            .copied()
+            .unwrap_or(0);
+        (fd != WRITE_ONLY_FD).then_some(FileFacts {
+            dev: 1,
+            ino: fd as u64,
+            stamp: FileStamp {
+                size: 2 * PAGE as i64,
+                ctime_nsec,
+                ..FileStamp::default()
+            },
+        })
+    }
+
+    fn max_map_count(&self) -> Option<usize> {
+        self.max_map_count
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.usage.or_else(|| {
+            let pages = self.space.borrow().pages();
+            self.rss_per_page.map(|r| Usage {
+                size: pages * PAGE,
+                resident: pages * r,
+            })
+        })
+    }
+
+    /// `map_count` is the program's own mappings; the fake's are added as
+    /// the kernel counts them (one per run of pages contiguous in address
+    /// and in the same file), so queued mappings count, as they do.
+    fn map_count(&self) -> Option<usize> {
+        let runs = self.space.borrow().runs();
+        self.map_count.map(|c| c + runs)
+    }
+
+    fn address_space_limit(&self) -> Option<usize> {
+        self.as_limit
+    }
+
+    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
+        *self.drops.borrow_mut() += 1;
+        self.can_drop
+    }
+}

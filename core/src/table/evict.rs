@@ -1,0 +1,277 @@
+//! Which queued mappings a flush unmaps: the policies of `MUNMAPQ_EVICT`
+//! and the marking they are made of. Over the count or length caps:
+//! - `aged` (the default): the least recently unmapped, until the queue is
+//!   at 15/16 of its caps, each unmapped together with its touching queued
+//!   neighbours that are old enough: among the oldest 7/8 of the queued
+//!   bytes, and older still where that is needed to stay within a budget of
+//!   one eviction munmap per 64 deferred munmaps. Windows younger than that
+//!   stay, so a flush frees little and costs few munmaps.
+//! - `oldest`: the least recently unmapped, each together with every queued
+//!   mapping touching it (one munmap each), until the queue is at 3/4 of
+//!   its caps.
+//! - `all`: everything.
+//!
+//! Over the resident budget where pages cannot be dropped, the oldest
+//! quarter of the queued length goes at a time (everything with `all`).
+//!
+//! The policies only mark entries; [`Table::evict_marked`] unmaps each run
+//! of marked entries with one munmap.
+
+use super::{State, Table, NIL};
+
+/// How a full queue is evicted (`MUNMAPQ_EVICT`; see the module's text).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Evict {
+    /// The least recently unmapped, each with every queued mapping touching
+    /// it, down to 3/4 of the caps.
+    Oldest,
+    /// The least recently unmapped down to 15/16 of the caps, each with its
+    /// touching queued neighbours that are old themselves, within a budget
+    /// of munmaps: keeps the young windows that `Oldest` throws out with
+    /// their old neighbours.
+    Aged,
+    /// Everything queued.
+    All,
+}
+
+/// With [`Evict::Aged`], eviction munmaps are budgeted at one per this many
+/// deferred munmaps, at least one per flush.
+const DEFERRED_PER_EVICTION_MUNMAP: u64 = 64;
+
+impl Table {
+    /// Marks what `policy` evicts so that one more mapping of `len` bytes
+    /// fits under `entries` queued mappings and `bytes` queued bytes.
+    pub fn mark_to_fit(&mut self, policy: Evict, entries: usize, bytes: usize, len: usize) {
+        let (max_n, max_b) = (entries, bytes);
+        match policy {
+            Evict::All => self.mark_all(),
+            Evict::Aged => {
+                // Only down to 15/16 of the caps: each flush frees little, so
+                // young windows stay.
+                let (low_n, low_b) = (max_n - max_n / 16, max_b - max_b / 16);
+                let (qn, qb) = (self.queued(), self.queued_bytes());
+                let bytes = qb
+                    .saturating_sub(low_b)
+                    .max((qb + len).saturating_sub(max_b));
+                let count = (qn + 1).saturating_sub(low_n.max(1));
+                self.mark_by_age(bytes, count, qb / 8 * 7, DEFERRED_PER_EVICTION_MUNMAP);
+            }
+            Evict::Oldest => {
+                let (low_n, low_b) = (max_n - max_n / 4, max_b - max_b / 4);
+                while (self.queued() >= low_n.max(1)
+                    || self.queued_bytes() > low_b
+                    || self.queued_bytes() + len > max_b)
+                    && self.mark_oldest_run() > 0
+                {}
+            }
+        }
+    }
+
+    /// Marks what `policy` evicts when the queue holds more resident memory
+    /// than its budget and its pages cannot be dropped: the oldest quarter
+    /// of the queued length, or everything with [`Evict::All`].
+    pub fn mark_over_budget(&mut self, policy: Evict) {
+        if policy == Evict::All {
+            self.mark_all();
+            return;
+        }
+        let before = self.queued_bytes();
+        let target = before - before / 4;
+        while self.queued_bytes() > target && self.mark_oldest_run() > 0 {}
+    }
+
+    /// Marks the oldest queued entry and every queued entry touching it, on
+    /// either side, transitively: one run of address space that a single
+    /// munmap frees. Answers how many were marked.
+    pub fn mark_oldest_run(&mut self) -> usize {
+        let slot = self.oldest;
+        if slot == NIL {
+            return 0;
+        }
+        let pos = self.lower_bound(self.slots[slot as usize].start);
+        // Is the entry at `next` queued and does it start where `at` ends?
+        let joins = |t: &Table, at: usize, next: usize| {
+            let (a, b) = (
+                &t.slots[t.by_addr[at] as usize],
+                &t.slots[t.by_addr[next] as usize],
+            );
+            let (left, right) = if at < next { (a, b) } else { (b, a) };
+            b.state == State::Queued && left.start + left.len == right.start
+        };
+        let (mut lo, mut hi) = (pos, pos);
+        while lo > 0 && joins(self, lo, lo - 1) {
+            lo -= 1;
+        }
+        while hi + 1 < self.used && joins(self, hi, hi + 1) {
+            hi += 1;
+        }
+        for i in lo..=hi {
+            let s = self.by_addr[i];
+            self.detach_as(s, State::Evicting);
+        }
+        hi + 1 - lo
+    }
+
+    /// The age (enqueue number) of the youngest of the oldest queued entries
+    /// that together hold at least `bytes` bytes and `count` entries (at
+    /// least one); `None` when nothing is queued.
+    fn age_cutoff(&self, bytes: usize, count: usize) -> Option<u64> {
+        let (mut slot, mut freed, mut n, mut last) = (self.oldest, 0, 0, None);
+        while slot != NIL && (freed < bytes || n < count || last.is_none()) {
+            let s = &self.slots[slot as usize];
+            freed += s.len;
+            n += 1;
+            last = Some(s.seq);
+            slot = s.newer;
+        }
+        last
+    }
+
+    /// In each run of touching queued entries, the pieces of consecutive
+    /// entries queued at or before `may` that hold an entry queued at or
+    /// before `must`: what evicting the `must`-old entries with their
+    /// `may`-old neighbours unmaps. Answers how many pieces (munmaps); with
+    /// `mark`, marks them.
+    fn old_pieces(&mut self, must: u64, may: u64, mark: bool) -> usize {
+        let (mut pieces, mut i) = (0, 0);
+        while i < self.used {
+            let first = self.slots[self.by_addr[i] as usize];
+            if first.state != State::Queued || first.seq > may {
+                i += 1;
+                continue;
+            }
+            // A piece: queued, touching, all at or before `may`.
+            let (mut j, mut end, mut has_must) =
+                (i + 1, first.start + first.len, first.seq <= must);
+            while j < self.used {
+                let s = self.slots[self.by_addr[j] as usize];
+                if s.state != State::Queued || s.start != end || s.seq > may {
+                    break;
+                }
+                end += s.len;
+                has_must |= s.seq <= must;
+                j += 1;
+            }
+            if has_must {
+                pieces += 1;
+                if mark {
+                    for k in i..j {
+                        let slot = self.by_addr[k];
+                        self.detach_as(slot, State::Evicting);
+                    }
+                }
+            }
+            i = j;
+        }
+        pieces
+    }
+
+    /// Marks by age: the oldest queued entries holding at least `bytes`
+    /// bytes and `count` entries (at least one), and with them the touching
+    /// queued neighbours that are old enough: among the oldest
+    /// `merge_bytes`, or older still where that is needed to keep the
+    /// munmaps this call asks for within the budget (one per `per_munmap`
+    /// entries ever queued, less those asked for before; at least one).
+    /// Entries younger than that stay. Answers how many munmaps the marked
+    /// entries take.
+    pub fn mark_by_age(
+        &mut self,
+        bytes: usize,
+        count: usize,
+        merge_bytes: usize,
+        per_munmap: u64,
+    ) -> usize {
+        let Some(must) = self.age_cutoff(bytes, count) else {
+            return 0;
+        };
+        let old = self.age_cutoff(merge_bytes, 0).unwrap_or(must).max(must);
+        let max_runs = (self.enqueues / per_munmap)
+            .saturating_sub(self.aged_munmaps)
+            .max(1) as usize;
+        let (mut lo, mut hi) = (old, self.slots[self.newest as usize].seq);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.old_pieces(must, mid, false) <= max_runs {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let n = self.old_pieces(must, lo, true);
+        self.aged_munmaps += n as u64;
+        n
+    }
+
+    /// Marks the oldest queued entry for [`Table::evict_marked`].
+    pub fn mark_oldest(&mut self) -> bool {
+        let slot = self.oldest;
+        if slot == NIL {
+            return false;
+        }
+        self.detach_as(slot, State::Evicting);
+        true
+    }
+
+    /// Marks every queued entry for [`Table::evict_marked`].
+    pub fn mark_all(&mut self) {
+        while self.mark_oldest() {}
+    }
+
+    /// Removes every marked entry in one pass over the address index and
+    /// calls `unmap` once per run of marked entries that touch each other.
+    /// Each run stays marked until its unmap has returned (in flight while
+    /// it runs), so that a recovery unmaps exactly the runs not yet begun.
+    /// Answers how many entries were removed.
+    pub fn evict_marked(&mut self, mut unmap: impl FnMut(usize, usize)) -> usize {
+        let used = self.used;
+        let mut kept = 0;
+        let mut removed = 0;
+        // (start, end, index of its first entry) of the run being gathered.
+        let mut run: Option<(usize, usize, usize)> = None;
+        for i in 0..used {
+            let slot = self.by_addr[i];
+            let s = self.slots[slot as usize];
+            if s.state != State::Evicting {
+                // Entries of a pending run sit at `kept..i`: unmap them
+                // before `by_addr[kept]` is overwritten.
+                if let Some(r) = run.take() {
+                    self.unmap_run(r, i, &mut unmap);
+                }
+                self.by_addr[kept] = slot;
+                kept += 1;
+                continue;
+            }
+            removed += 1;
+            run = match run {
+                Some((start, end, first)) if end == s.start => {
+                    Some((start, s.start + s.len, first))
+                }
+                Some(r) => {
+                    self.unmap_run(r, i, &mut unmap);
+                    Some((s.start, s.start + s.len, i))
+                }
+                None => Some((s.start, s.start + s.len, i)),
+            };
+        }
+        if let Some(r) = run {
+            self.unmap_run(r, used, &mut unmap);
+        }
+        self.used = kept;
+        removed
+    }
+
+    /// Unmaps one run (its entries are `by_addr[first..past]`), then frees
+    /// their slots.
+    fn unmap_run(
+        &mut self,
+        (start, end, first): (usize, usize, usize),
+        past: usize,
+        unmap: &mut impl FnMut(usize, usize),
+    ) {
+        self.unmap_in_flight(start, end - start, || unmap(start, end - start));
+        for j in first..past {
+            self.release_slot(self.by_addr[j]);
+        }
+        self.finish_unmap();
+    }
+}

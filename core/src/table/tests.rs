@@ -1,0 +1,194 @@
+//! The table on its own: indexes, the FIFO, eviction runs.
+
+use super::*;
+use spin::mutex::SpinMutex;
+use std::vec::Vec;
+
+fn key(off: u64) -> FileKey {
+    FileKey {
+        dev: 1,
+        ino: 2,
+        off,
+        len: 4096,
+        stamp: FileStamp::default(),
+    }
+}
+
+fn hit(t: &mut Table, k: &FileKey) -> Option<usize> {
+    match t.take_queued(k) {
+        Lookup::Hit(a) => Some(a),
+        _ => None,
+    }
+}
+
+/// Pages 1 to `n` (page `i` at `0x1000 * i`) mapped, then the pages in
+/// `queued` queued in that order.
+fn queue_pages(t: &mut Table, n: usize, queued: &[usize]) {
+    for i in 1..=n {
+        assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
+    }
+    for &i in queued {
+        let e = t.find(0x1000 * i).unwrap();
+        t.enqueue(e.slot);
+    }
+}
+
+/// What unmapping the marked entries unmaps.
+fn evicted(t: &mut Table) -> Vec<(usize, usize)> {
+    let mut calls = Vec::new();
+    t.evict_marked(|s, l| calls.push((s, l)));
+    calls
+}
+
+/// The table is too large for a test thread's stack: each test gets a
+/// static one.
+macro_rules! table {
+    () => {{
+        static T: SpinMutex<Table> = SpinMutex::new(Table::new());
+        T.lock()
+    }};
+}
+
+#[test]
+fn find_and_overlap() {
+    let mut t = table!();
+    assert!(t.insert_live(0x3000, 0x1000, key(0), 0));
+    assert!(t.insert_live(0x1000, 0x1000, key(1), 0));
+    assert!(t.insert_live(0x5000, 0x2000, key(2), 0));
+    assert_eq!(t.find(0x1000).unwrap().len, 0x1000);
+    assert!(t.find(0x2000).is_none());
+    assert_eq!(t.last_overlap(0x0, 0x8000).unwrap().start, 0x5000);
+    assert_eq!(t.last_overlap(0x2000, 0x3001).unwrap().start, 0x3000);
+    assert!(t.last_overlap(0x2000, 0x3000).is_none());
+    assert_eq!(t.last_overlap(0x6fff, 0x7000).unwrap().start, 0x5000);
+    assert!(t.last_overlap(0x7000, 0x9000).is_none());
+}
+
+#[test]
+fn queue_reuse_and_fifo() {
+    let mut t = table!();
+    for i in 0..4u64 {
+        assert!(t.insert_live(0x10000 + i as usize * 0x1000, 0x1000, key(i), 0));
+    }
+    for i in [2u64, 0, 3] {
+        let e = t.find(0x10000 + i as usize * 0x1000).unwrap();
+        t.enqueue(e.slot);
+    }
+    assert_eq!((t.queued(), t.queued_bytes()), (3, 0x3000));
+    assert_eq!(hit(&mut t, &key(0)), Some(0x10000));
+    assert_eq!(hit(&mut t, &key(0)), None);
+    assert_eq!(hit(&mut t, &key(1)), None, "live, not queued");
+    assert_eq!(t.oldest_queued().unwrap().start, 0x12000);
+    assert_eq!(t.find(0x10000).unwrap().state, State::Live);
+    assert_eq!(t.queued(), 2);
+}
+
+#[test]
+fn same_window_with_another_stamp_is_stale_not_a_hit() {
+    let mut t = table!();
+    assert!(t.insert_live(0x1000, 0x1000, key(0), 0));
+    let slot = t.find(0x1000).unwrap().slot;
+    t.enqueue(slot);
+    let mut changed = key(0);
+    changed.stamp.ctime_nsec = 1;
+    match t.take_queued(&changed) {
+        Lookup::Stale(e) => {
+            assert_eq!((e.start, e.state), (0x1000, State::Queued));
+            t.remove(e.slot);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(t.take_queued(&changed), Lookup::Miss);
+    assert_eq!((t.queued(), t.len()), (0, 0));
+}
+
+#[test]
+fn eviction_merges_touching_runs() {
+    let mut t = table!();
+    // Four touching pages, a live one, then two touching pages.
+    for i in 0..7usize {
+        assert!(t.insert_live(0x1000 * (i + 1), 0x1000, key(i as u64), 0));
+    }
+    for i in [0usize, 1, 2, 3, 5, 6] {
+        let e = t.find(0x1000 * (i + 1)).unwrap();
+        t.enqueue(e.slot);
+    }
+    t.mark_all();
+    let mut calls = Vec::new();
+    let n = t.evict_marked(|s, l| calls.push((s, l)));
+    assert_eq!(n, 6);
+    assert_eq!(calls, [(0x1000, 0x4000), (0x6000, 0x2000)]);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t.queued(), 0);
+    assert_eq!(t.find(0x5000).unwrap().state, State::Live);
+}
+
+#[test]
+fn oldest_run_takes_touching_queued_neighbours() {
+    let mut t = table!();
+    // Pages 1..=6 mapped; 1,2,3 and 5,6 queued, 4 live.
+    queue_pages(&mut t, 6, &[2, 6, 1, 3, 5]);
+    // The oldest is page 2: its run is pages 1-3, not 5-6 (4 is live).
+    assert_eq!(t.mark_oldest_run(), 3);
+    assert_eq!(evicted(&mut t), [(0x1000, 0x3000)]);
+    assert_eq!(t.queued(), 2);
+    assert_eq!(t.oldest_queued().unwrap().start, 0x6000);
+}
+
+#[test]
+fn by_age_keeps_young_neighbours_within_the_budget() {
+    let mut t = table!();
+    // Pages 1..=6 all queued and touching, in this order (oldest first).
+    queue_pages(&mut t, 6, &[1, 3, 5, 2, 4, 6]);
+    // The oldest three (1, 3, 5) must go; with no budget (one munmap),
+    // the neighbours between them (2, 4) join, the youngest (6) stays.
+    assert_eq!(t.mark_by_age(0x3000, 1, 0, u64::MAX), 1);
+    assert_eq!(evicted(&mut t), [(0x1000, 0x5000)]);
+    assert_eq!(t.oldest_queued().unwrap().start, 0x6000);
+}
+
+#[test]
+fn by_age_with_budget_leaves_younger_neighbours() {
+    let mut t = table!();
+    queue_pages(&mut t, 6, &[1, 3, 5, 2, 4, 6]);
+    // A budget of one munmap per queued entry: 1, 3 and 5 go alone.
+    assert_eq!(t.mark_by_age(0x3000, 1, 0, 1), 3);
+    assert_eq!(
+        evicted(&mut t),
+        [(0x1000, 0x1000), (0x3000, 0x1000), (0x5000, 0x1000)]
+    );
+    assert_eq!(t.queued(), 3);
+}
+
+#[test]
+fn full_table_refuses_and_slots_recycle() {
+    let mut t = table!();
+    for i in 0..SLOTS {
+        assert!(t.insert_live(i * 0x1000, 0x1000, key(i as u64), 0));
+    }
+    assert!(t.is_full());
+    assert!(!t.insert_live(SLOTS * 0x1000, 0x1000, key(0), 0));
+    let e = t.find(0x5000).unwrap();
+    t.remove(e.slot);
+    assert!(t.insert_live(SLOTS * 0x1000, 0x1000, key(0), 0));
+    assert_eq!(t.last_overlap(0, usize::MAX).unwrap().start, SLOTS * 0x1000);
+}
+
+#[test]
+fn removing_a_queued_entry_unlinks_it() {
+    let mut t = table!();
+    for i in 0..3usize {
+        t.insert_live(0x1000 * (i + 1), 0x1000, key(7), 0);
+        let e = t.find(0x1000 * (i + 1)).unwrap();
+        t.enqueue(e.slot);
+    }
+    let mid = t.find(0x2000).unwrap();
+    t.remove(mid.slot);
+    assert_eq!(t.queued(), 2);
+    let a = hit(&mut t, &key(7)).unwrap();
+    let b = hit(&mut t, &key(7)).unwrap();
+    assert_ne!(a, 0x2000);
+    assert_ne!(b, 0x2000);
+    assert!(hit(&mut t, &key(7)).is_none());
+    assert!(t.oldest_queued().is_none());
+}

@@ -1,0 +1,159 @@
+//! The real core engine on one process's records, on the core's fake
+//! kernel told what the traced kernel answered (`munmapq_core::fake`).
+//!
+//! A fresh mapping goes where the traced program got it, unless a window
+//! the replayed policy still holds is there (it kept what the traced run
+//! had unmapped); then where Linux's allocator would put it. Program
+//! addresses in later records are translated to where the replay put the
+//! mapping.
+
+use crate::trace::{self, Rec};
+use munmapq_core::config::Config;
+use munmapq_core::engine::{Effect, Engine};
+use munmapq_core::fake::{FakeOs, Traced, PAGE};
+use munmapq_core::file::FileFacts;
+use munmapq_core::os::{Errno, Usage};
+use munmapq_core::stats::Counter;
+use std::collections::BTreeMap;
+
+/// Most mappings a replayed process holds at once: more than the kernel
+/// lets a process have (`vm.max_map_count`), and the windows the replayed
+/// policy queues.
+const MAPPINGS: usize = 1 << 17;
+
+/// What replaying one process under one policy gave.
+pub struct Outcome {
+    pub misses: u64,
+    pub evict_munmaps: u64,
+    pub peak_bytes: u64,
+    pub deferred: u64,
+    pub stats_line: String,
+    /// The byte cap before each record.
+    pub caps: Vec<usize>,
+}
+
+/// The real engine on one process's records.
+pub fn run(recs: &[Rec], cfg: Config, pid: u32) -> Outcome {
+    let engine = Engine::new();
+    engine.start(&cfg, PAGE);
+    let mut replay = Replay::new();
+    let mut caps = Vec::with_capacity(recs.len());
+    for r in recs {
+        caps.push(engine.byte_cap().expect("one thread: the table is free"));
+        replay.apply(&engine, r);
+    }
+    let s = &engine.stats;
+    let g = |c| s.get(c);
+    let mut buf = [0u8; 1024];
+    let n = s.write_line(pid as u64, &mut buf);
+    Outcome {
+        misses: g(Counter::Eligible) - g(Counter::Reused),
+        evict_munmaps: g(Counter::MunmapSyscalls)
+            - g(Counter::PassUntracked)
+            - g(Counter::Released),
+        peak_bytes: g(Counter::PeakQueuedBytes),
+        deferred: g(Counter::Deferred),
+        stats_line: String::from_utf8_lossy(&buf[..n]).into_owned(),
+        caps,
+    }
+}
+
+struct Replay {
+    os: FakeOs<MAPPINGS>,
+    /// Traced start -> (length, replayed start).
+    xlate: BTreeMap<usize, (usize, usize)>,
+}
+
+impl Replay {
+    fn new() -> Self {
+        let mut os = FakeOs::new();
+        // The trace does not record the process's mapping count (no
+        // `vm.max_map_count` room is replayed; the count cap is) nor its
+        // address-space limit; dropping pages changes no counter a replay
+        // compares. The resident set is the one the traced run had at each
+        // munmap (its records carry it).
+        os.can_drop = true;
+        os.usage = Some(Usage {
+            size: 0,
+            resident: 0,
+        });
+        Replay {
+            os,
+            xlate: BTreeMap::new(),
+        }
+    }
+
+    /// Where the replay has what the traced program had at `addr`.
+    fn translate(&self, addr: usize) -> usize {
+        match self.xlate.range(..=addr).next_back() {
+            Some((&s, &(len, to))) if addr < s + len => to + (addr - s),
+            _ => addr,
+        }
+    }
+
+    /// Replays one record on `engine`.
+    fn apply(&mut self, engine: &Engine, r: &Rec) {
+        self.os.traced = Some(Traced {
+            result: r.result,
+            // A trace records which file, not its stamp: files are taken as
+            // unchanged during the traced run.
+            file: (r.ino != 0).then_some(FileFacts {
+                dev: r.dev,
+                ino: r.ino,
+                stamp: Default::default(),
+            }),
+        });
+        if r.rss != 0 {
+            self.os.usage = Some(Usage {
+                size: 0,
+                resident: r.rss as usize,
+            });
+        }
+        let os = &self.os;
+        match r.kind {
+            trace::KIND_MMAP => {
+                let addr = if r.addr == 0 {
+                    0
+                } else {
+                    self.translate(r.addr)
+                };
+                let got = engine.mmap(os, addr, r.len, r.prot, r.flags, r.fd, r.off);
+                if let (Ok(to), true) = (got, r.result >= 0) {
+                    let from = r.result as usize;
+                    let len = r.len.div_ceil(PAGE) * PAGE;
+                    let stale: Vec<usize> = self
+                        .xlate
+                        .range(..from + len)
+                        .rev()
+                        .take_while(|(s, (l, _))| *s + *l > from)
+                        .map(|(s, _)| *s)
+                        .collect();
+                    for s in stale {
+                        self.xlate.remove(&s);
+                    }
+                    self.xlate.insert(from, (len, to));
+                }
+            }
+            trace::KIND_MUNMAP => {
+                let _ = engine.munmap(os, self.translate(r.addr), r.len);
+                if r.result == 0 {
+                    self.xlate.remove(&r.addr);
+                }
+            }
+            trace::KIND_MODIFY | trace::KIND_INSPECT => {
+                let effect = if r.kind == trace::KIND_MODIFY {
+                    Effect::Modify
+                } else {
+                    Effect::Inspect
+                };
+                let span = engine.span(self.translate(r.addr), r.len, effect);
+                let _ = engine.range_call(os, &[span], || Ok::<_, Errno>(0));
+            }
+            trace::KIND_LOCK_ALL => {
+                let _ = engine.lock_all(os, r.flags & libc::MCL_FUTURE != 0, || Ok::<_, Errno>(0));
+            }
+            _ => {}
+        }
+        self.os.traced = None;
+    }
+}
