@@ -14,7 +14,7 @@ pub struct Queue {
     pub table: Table,
     pub sizing: Sizing,
     /// How a full queue is evicted.
-    pub evict: Evict,
+    pub policy: Evict,
 }
 
 impl Default for Queue {
@@ -29,17 +29,17 @@ impl Queue {
         Queue {
             table: Table::new(),
             sizing: Sizing::new(),
-            evict: Evict::Oldest,
+            policy: Evict::Oldest,
         }
     }
 
     pub fn start(&mut self, cfg: &Config) {
         self.sizing.start(cfg);
-        self.evict = cfg.evict;
+        self.policy = cfg.evict;
     }
 
     /// Evicts so that one more mapping of `len` bytes fits under the caps
-    /// [`crate::sizing`] sets, as [`Self::evict`] says, and answers whether
+    /// [`crate::sizing`] sets, as [`Self::policy`] says, and answers whether
     /// it does. Over the resident budget, the queued mappings' pages are
     /// dropped (Linux); where they cannot be (macOS), what
     /// [`Table::mark_over_budget`] marks goes, RSS re-read after each time,
@@ -56,7 +56,7 @@ impl Queue {
         }
         if !fits(&self.table) {
             self.table
-                .mark_to_fit(self.evict, caps.entries, caps.bytes, len);
+                .mark_to_fit(self.policy, caps.entries, caps.bytes, len);
             self.flush_marked(os, stats);
         }
         if caps.resident_over && self.drop_queued_pages(os, stats) {
@@ -64,7 +64,7 @@ impl Queue {
         } else if caps.resident_over {
             loop {
                 let before = self.table.queued_bytes();
-                self.table.mark_over_budget(self.evict);
+                self.table.mark_over_budget(self.policy);
                 self.flush_marked(os, stats);
                 let after = self.table.queued_bytes();
                 if !self.sizing.after_eviction(os, before - after, after) {

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub type Key = (u64, u64, i64, usize);
 
 #[derive(Clone, Copy)]
-pub enum W {
+pub enum WindowEvent {
     /// An eligible mmap.
     Map(Key),
     /// The program unmapped a whole eligible mapping; `.1` indexes the
@@ -33,7 +33,7 @@ fn eligible(r: &Rec) -> Option<Key> {
 }
 
 /// The window maps and whole-window unmaps of one process.
-pub fn windows(recs: &[Rec]) -> Vec<W> {
+pub fn windows(recs: &[Rec]) -> Vec<WindowEvent> {
     let mut live: BTreeMap<usize, Key> = BTreeMap::new();
     let mut out = Vec::new();
     for (i, r) in recs.iter().enumerate() {
@@ -53,13 +53,13 @@ pub fn windows(recs: &[Rec]) -> Vec<W> {
             trace::KIND_MMAP if r.result >= 0 => {
                 drop_overlaps(r.result as usize, rlen, &mut live);
                 if let Some(k) = eligible(r) {
-                    out.push(W::Map(k));
+                    out.push(WindowEvent::Map(k));
                     live.insert(r.result as usize, k);
                 }
             }
             trace::KIND_MUNMAP => match live.get(&r.addr) {
                 Some(k) if k.3 == rlen => {
-                    out.push(W::Unmap(*k, i));
+                    out.push(WindowEvent::Unmap(*k, i));
                     live.remove(&r.addr);
                 }
                 _ => drop_overlaps(r.addr, rlen, &mut live),
@@ -81,21 +81,21 @@ pub struct Counts {
 
 /// Exact LRU: evicts the least recently unmapped window, one munmap each,
 /// just enough to fit.
-pub fn lru(ws: &[W], caps: &[usize], max_n: usize) -> Counts {
+pub fn lru(ws: &[WindowEvent], caps: &[usize], max_n: usize) -> Counts {
     let mut c = Counts::default();
     let mut queue: BTreeMap<u64, Key> = BTreeMap::new();
     let mut by_key: HashMap<Key, Vec<u64>> = HashMap::new();
     let (mut bytes, mut seq) = (0usize, 0u64);
     for w in ws {
         match *w {
-            W::Map(k) => match by_key.get_mut(&k).and_then(|v| v.pop()) {
+            WindowEvent::Map(k) => match by_key.get_mut(&k).and_then(|v| v.pop()) {
                 Some(s) => {
                     queue.remove(&s);
                     bytes -= k.3;
                 }
                 None => c.misses += 1,
             },
-            W::Unmap(k, i) => {
+            WindowEvent::Unmap(k, i) => {
                 let cap = caps[i];
                 if k.3 > cap {
                     continue;
@@ -121,16 +121,16 @@ pub fn lru(ws: &[W], caps: &[usize], max_n: usize) -> Counts {
 /// Belady's OPT: when the queue is full, drops whichever of the queued
 /// windows and the incoming one is mapped again furthest in the future
 /// (never = furthest). With windows of one size this is the optimum.
-pub fn opt(ws: &[W], caps: &[usize], max_n: usize) -> Counts {
+pub fn opt(ws: &[WindowEvent], caps: &[usize], max_n: usize) -> Counts {
     // Next map of the same key after each unmap.
     let mut next = vec![usize::MAX; ws.len()];
     let mut seen: HashMap<Key, usize> = HashMap::new();
     for (j, w) in ws.iter().enumerate().rev() {
         match *w {
-            W::Map(k) => {
+            WindowEvent::Map(k) => {
                 seen.insert(k, j);
             }
-            W::Unmap(k, _) => next[j] = seen.get(&k).copied().unwrap_or(usize::MAX),
+            WindowEvent::Unmap(k, _) => next[j] = seen.get(&k).copied().unwrap_or(usize::MAX),
         }
     }
     let mut c = Counts::default();
@@ -139,14 +139,14 @@ pub fn opt(ws: &[W], caps: &[usize], max_n: usize) -> Counts {
     let mut bytes = 0usize;
     for (j, w) in ws.iter().enumerate() {
         match *w {
-            W::Map(k) => match by_key.get_mut(&k).and_then(|v| v.pop()) {
+            WindowEvent::Map(k) => match by_key.get_mut(&k).and_then(|v| v.pop()) {
                 Some(e) => {
                     queue.remove(&e);
                     bytes -= k.3;
                 }
                 None => c.misses += 1,
             },
-            W::Unmap(k, i) => {
+            WindowEvent::Unmap(k, i) => {
                 let cap = caps[i];
                 if k.3 > cap {
                     continue;
@@ -161,8 +161,8 @@ pub fn opt(ws: &[W], caps: &[usize], max_n: usize) -> Counts {
                     }
                     queue.remove(&far);
                     let ws_key = match ws[far.1] {
-                        W::Unmap(key, _) => key,
-                        W::Map(key) => key,
+                        WindowEvent::Unmap(key, _) => key,
+                        WindowEvent::Map(key) => key,
                     };
                     by_key.get_mut(&ws_key).unwrap().retain(|x| *x != far);
                     bytes -= ws_key.3;
@@ -186,7 +186,7 @@ pub fn opt(ws: &[W], caps: &[usize], max_n: usize) -> Counts {
 /// Window maps, distinct windows, and the p50 and p95 reuse distance: for
 /// each map of a window unmapped before, the bytes of other distinct
 /// windows unmapped since its last unmap.
-pub fn reuse_distances(ws: &[W]) -> (usize, usize, u64, u64) {
+pub fn reuse_distances(ws: &[WindowEvent]) -> (usize, usize, u64, u64) {
     let n = ws.len();
     let mut tree = vec![0i64; n + 1];
     let add = |tree: &mut Vec<i64>, mut i: usize, v: i64| {
@@ -209,14 +209,14 @@ pub fn reuse_distances(ws: &[W]) -> (usize, usize, u64, u64) {
     let (mut d, mut maps) = (Vec::new(), 0);
     for (j, w) in ws.iter().enumerate() {
         match *w {
-            W::Map(k) => {
+            WindowEvent::Map(k) => {
                 maps += 1;
                 distinct.insert(k);
                 if let Some(&p) = last.get(&k) {
                     d.push((sum(&tree, j) - sum(&tree, p + 1)) as u64);
                 }
             }
-            W::Unmap(k, _) => {
+            WindowEvent::Unmap(k, _) => {
                 if let Some(p) = last.insert(k, j) {
                     add(&mut tree, p, -(k.3 as i64));
                 }
