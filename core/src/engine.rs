@@ -8,53 +8,14 @@
 
 use crate::config::{Config, Evict};
 use crate::dirty::{Dirty, DirtyRanges};
-use crate::file::FileFacts;
-use crate::holder::{PerThread, TableGuard, TableLock, Taken};
-use crate::sizing::{Sizing, Usage};
+use crate::holder::{TableGuard, TableLock, Taken};
+use crate::sizing::Sizing;
 use crate::stats::{Counter, Stats};
 use crate::table::{Entry, FileKey, Lookup, State, Table};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
 
-pub type Errno = i32;
-
-/// The real system: mmap, munmap and the file checks a reuse needs.
-pub trait Os {
-    #[allow(clippy::too_many_arguments)]
-    fn mmap(
-        &self,
-        addr: usize,
-        len: usize,
-        prot: i32,
-        flags: i32,
-        fd: i32,
-        off: i64,
-    ) -> Result<usize, Errno>;
-    fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno>;
-    /// Device, inode and `fstat` stamp of `fd` when a `PROT_READ`,
-    /// `MAP_PRIVATE` mapping of it would succeed: a regular file, open for
-    /// reading (not `O_WRONLY`, not path-only: see
-    /// [`crate::file::readable_open_flags`]). Checked on every call: fd
-    /// numbers are reused, files are rewritten. Asked before the mmap, so a
-    /// change racing with it leaves an older stamp than the contents (no
-    /// later reuse), never the reverse.
-    fn readable_file(&self, fd: i32) -> Option<FileFacts>;
-    /// `vm.max_map_count`, where there is one (asked once, before the
-    /// first mapping is queued; see [`Engine::bound_entries_later`]).
-    fn max_map_count(&self) -> Option<usize> {
-        None
-    }
-    /// The process's address space and resident set right now (asked when
-    /// the queue has grown by a step, see [`crate::sizing`]).
-    fn usage(&self) -> Option<Usage>;
-    /// How many mappings the process has (asked rarely: it is costly).
-    fn map_count(&self) -> Option<usize>;
-    /// The `RLIMIT_AS` soft limit, or `None` when unlimited.
-    fn address_space_limit(&self) -> Option<usize>;
-    /// Drops the resident pages of a queued range munmapq alone owns, the
-    /// mapping staying in place (a later fault reads the file again, as a
-    /// fresh mapping would). False where the system cannot.
-    fn drop_pages(&self, addr: usize, len: usize) -> bool;
-}
+// The engine's calls are made in these terms (see `crate::os`).
+pub use crate::os::{Errno, Os};
 
 /// What a call does to the mappings in a range of addresses.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -495,14 +456,14 @@ impl Engine {
     /// held by another thread would never be released. Such a child forgets
     /// the table (its queued mappings stay mapped until it exits or execs).
     /// Counters restart so parent and child each report their own calls.
-    pub fn after_fork_in_child(&self) {
+    pub fn after_fork_in_child<O: Os>(&self, os: &O) {
         // A holder that is this very thread (fork from a signal handler that
         // interrupted a hook) carries on in the child: leave it be.
-        if self.table.held_elsewhere() {
+        if self.table.held_elsewhere(os) {
             // SAFETY: the holder was another thread of the parent; it does
             // not exist in this child, so nobody else uses the table.
             unsafe { self.table.force_unlock() };
-            if let Taken::Got(mut t) = self.table.try_lock() {
+            if let Taken::Got(mut t) = self.table.try_lock(os) {
                 t.clear();
             }
         }
@@ -511,22 +472,16 @@ impl Engine {
         self.stats.reset();
     }
 
-    /// Where the calling thread's cells are found (see [`crate::holder`]);
-    /// without them a lock abandoned by a longjmp is never recovered.
-    pub fn set_per_thread(&self, f: fn() -> &'static PerThread) {
-        self.table.set_per_thread(f);
-    }
-
     /// The one way in to the table: takes it without waiting (None if it is
     /// busy) and applies what calls that found it busy recorded. A table
     /// held by a hook of this thread that a longjmp left is recovered first.
     fn lock<O: Os>(&self, os: &O) -> Option<TableGuard<'_>> {
-        let mut t = match self.table.try_lock() {
+        let mut t = match self.table.try_lock(os) {
             Taken::Got(t) => t,
             Taken::Busy => return None,
             Taken::Abandoned => {
                 // SAFETY: `try_lock` just answered `Abandoned`.
-                let mut t = unsafe { self.table.take_over() };
+                let mut t = unsafe { self.table.take_over(os) };
                 self.recover_abandoned(os, &mut t);
                 t
             }
@@ -776,8 +731,8 @@ impl Engine {
 
     /// Queued mappings and bytes right now (None if the table is busy).
     #[cfg(test)]
-    pub fn queued(&self) -> Option<(usize, usize)> {
-        match self.table.try_lock() {
+    pub fn queued<O: Os>(&self, os: &O) -> Option<(usize, usize)> {
+        match self.table.try_lock(os) {
             Taken::Got(t) => Some((t.queued(), t.queued_bytes())),
             _ => None,
         }

@@ -3,7 +3,8 @@
 use super::*;
 use crate::config::{Config, System};
 use crate::file::{FileFacts, FileStamp};
-use crate::holder::{PerThread, Taken};
+use crate::holder::Taken;
+use crate::os::{PerThread, SignalStack};
 use crate::sizing::Usage;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -38,6 +39,8 @@ struct FakeOs {
     as_limit: Option<usize>,
     can_drop: bool,
     drops: RefCell<usize>,
+    /// The test thread's cells, where a test gives it some.
+    cells: Option<&'static PerThread>,
 }
 
 impl FakeOs {
@@ -153,6 +156,19 @@ impl Os for FakeOs {
     fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
         *self.drops.borrow_mut() += 1;
         self.can_drop
+    }
+
+    fn thread_cells(&self) -> Option<&'static PerThread> {
+        self.cells
+    }
+
+    /// One thread.
+    fn this_thread(&self) -> usize {
+        1
+    }
+
+    fn signal_stack(&self) -> SignalStack {
+        SignalStack::Elsewhere
     }
 }
 
@@ -297,7 +313,7 @@ fn full_queue_evicts_oldest_and_merges_touching_ranges() {
     // live) and stays.
     E.munmap(&os, a[4], 2 * PAGE).unwrap();
     assert_eq!(os.munmaps.borrow().clone(), [(a[0], 4 * PAGE)]);
-    assert_eq!(E.queued(), Some((2, 4 * PAGE)));
+    assert_eq!(E.queued(&os), Some((2, 4 * PAGE)));
     assert_eq!(E.stats.get(Counter::PeakQueued), 3, "never above the cap");
     assert_eq!(E.stats.get(Counter::Flushed), 2);
     assert!(os.mapped(a[3]).is_some() && os.mapped(a[2]).is_some());
@@ -319,7 +335,7 @@ fn enomem_flushes_and_retries_once() {
     let c = map(&E, &os, 5, 0);
     assert!(os.mapped(c).is_some());
     assert_eq!(E.stats.get(Counter::EnomemRetries), 1);
-    assert_eq!(E.queued(), Some((0, 0)));
+    assert_eq!(E.queued(&os), Some((0, 0)));
     // Without anything queued an ENOMEM stays an ENOMEM.
     let r = E.mmap(&os, 0, 16 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 6, 0);
     assert_eq!(r, Err(libc::ENOMEM));
@@ -332,7 +348,7 @@ fn contention_passes_through_and_is_reconciled() {
     start(&E, 16);
     let a = map(&E, &os, 3, 0);
     {
-        let Taken::Got(_held) = E.table.try_lock() else {
+        let Taken::Got(_held) = E.table.try_lock(&os) else {
             panic!("free")
         };
         // As from a signal handler while the table is held: straight through.
@@ -373,7 +389,7 @@ fn seed_mode_flushes_everything_and_never_reuses() {
     }
     assert_eq!(*os.mmaps.borrow(), 4, "never reused");
     // The fourth finds the queue full: all three go, then it is queued.
-    assert_eq!(E.queued(), Some((1, 2 * PAGE)));
+    assert_eq!(E.queued(&os), Some((1, 2 * PAGE)));
     assert_eq!(E.stats.get(Counter::Flushed), 3);
 }
 
@@ -460,7 +476,7 @@ fn changed_file_is_not_reused_and_its_stale_mapping_unmapped() {
     );
     assert_eq!(E.stats.get(Counter::Stale), 1);
     assert_eq!(E.stats.get(Counter::Reused), 0);
-    assert_eq!(E.queued(), Some((1, 2 * PAGE)), "only the other window");
+    assert_eq!(E.queued(&os), Some((1, 2 * PAGE)), "only the other window");
     // The other window, never asked for again, leaves with the queue.
     E.munmap(&os, b, 2 * PAGE).unwrap();
     assert_eq!(map(&E, &os, 3, 0), b, "the new mapping is reused");
@@ -479,7 +495,7 @@ fn byte_cap_holds_and_oversized_mappings_are_not_queued() {
     for i in 0..10 {
         let a = map(&E, &os, 3, 2 * i * PAGE as i64);
         E.munmap(&os, a, 2 * PAGE).unwrap();
-        assert!(E.queued().unwrap().1 <= 5 * PAGE);
+        assert!(E.queued(&os).unwrap().1 <= 5 * PAGE);
     }
     assert!(E.stats.get(Counter::PeakQueuedBytes) <= 5 * PAGE as u64);
     let big = E
@@ -615,7 +631,7 @@ fn address_space_limit_keeps_the_queue_small() {
             )
             .unwrap();
         E.munmap(&os, a, 256 << 10).unwrap();
-        assert!(E.queued().unwrap().1 <= 1 << 20);
+        assert!(E.queued(&os).unwrap().1 <= 1 << 20);
     }
     assert!(E.stats.get(Counter::Deferred) > 0);
 }
@@ -654,7 +670,7 @@ fn each_munmap_is_counted_once() {
     let c = map(&E, &os, 5, 0);
     E.munmap(&os, b, PAGE).unwrap(); // part of a mapping
     {
-        let Taken::Got(_held) = E.table.try_lock() else {
+        let Taken::Got(_held) = E.table.try_lock(&os) else {
             panic!("free")
         };
         E.munmap(&os, c, 2 * PAGE).unwrap(); // table busy
@@ -688,7 +704,7 @@ fn calls_far_from_every_entry_skip_the_lock() {
     };
     let x = anon(&E);
     {
-        let Taken::Got(_held) = E.table.try_lock() else {
+        let Taken::Got(_held) = E.table.try_lock(&os) else {
             panic!("free")
         };
         E.munmap(&os, x, 16 * PAGE).unwrap();
@@ -701,7 +717,7 @@ fn calls_far_from_every_entry_skip_the_lock() {
     let y = anon(&E);
     assert!(y > a, "the fake kernel maps upwards");
     {
-        let Taken::Got(_held) = E.table.try_lock() else {
+        let Taken::Got(_held) = E.table.try_lock(&os) else {
             panic!("free")
         };
         E.munmap(&os, y, 16 * PAGE).unwrap();
@@ -727,7 +743,7 @@ fn max_map_count_bounds_the_queue_from_the_first_deferral() {
     for i in 0..6 {
         let a = map(&E, &os, 3, 2 * i * PAGE as i64);
         E.munmap(&os, a, 2 * PAGE).unwrap();
-        assert!(E.queued().unwrap().0 <= 3);
+        assert!(E.queued(&os).unwrap().0 <= 3);
     }
     assert_eq!(E.stats.get(Counter::PeakQueued), 3);
 }
@@ -756,7 +772,7 @@ fn aged_eviction_keeps_young_windows_touching_an_evicted_run() {
     let extra = map(&E, &os, 3, 64 * PAGE as i64);
     E.munmap(&os, extra, 2 * PAGE).unwrap();
     assert_eq!(*os.munmaps.borrow(), [(w[0], 28 * PAGE)]);
-    assert_eq!(E.queued(), Some((3, 6 * PAGE)));
+    assert_eq!(E.queued(&os), Some((3, 6 * PAGE)));
     let mmaps = *os.mmaps.borrow();
     assert_eq!(
         map(&E, &os, 3, 30 * PAGE as i64),
@@ -782,9 +798,11 @@ fn test_cells() -> &'static PerThread {
 #[test]
 fn lock_abandoned_by_a_longjmp_is_recovered_not_a_nested_one() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
+    let os = FakeOs {
+        cells: Some(test_cells()),
+        ..FakeOs::default()
+    };
     start(&E, 16);
-    E.set_per_thread(test_cells);
     let cells = test_cells();
     let loop_frame = 0x7000_0000;
     cells.frame.set(loop_frame);
@@ -792,9 +810,9 @@ fn lock_abandoned_by_a_longjmp_is_recovered_not_a_nested_one() {
     let b = map(&E, &os, 3, 2 * PAGE as i64);
     E.munmap(&os, a, 2 * PAGE).unwrap();
     E.munmap(&os, b, 2 * PAGE).unwrap();
-    assert_eq!(E.queued(), Some((2, 4 * PAGE)));
+    assert_eq!(E.queued(&os), Some((2, 4 * PAGE)));
     // A hook takes the table, and a longjmp leaves it.
-    let Taken::Got(held) = E.table.try_lock() else {
+    let Taken::Got(held) = E.table.try_lock(&os) else {
         panic!("free")
     };
     core::mem::forget(held);
@@ -821,7 +839,7 @@ fn lock_abandoned_by_a_longjmp_is_recovered_not_a_nested_one() {
     assert!(unmapped.contains(&(b, 2 * PAGE)), "{unmapped:?}");
     let d = map(&E, &os, 5, 0);
     assert_eq!(E.munmap(&os, d, 2 * PAGE), Ok(()));
-    assert_eq!(E.queued(), Some((1, 2 * PAGE)), "deferring again");
+    assert_eq!(E.queued(&os), Some((1, 2 * PAGE)), "deferring again");
     assert!(os.mapped(d).is_some());
 }
 

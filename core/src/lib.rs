@@ -14,6 +14,8 @@ pub mod file;
 #[cfg(not(loom))]
 pub mod holder;
 #[cfg(not(loom))]
+pub mod os;
+#[cfg(not(loom))]
 pub mod sizing;
 pub mod stats;
 pub mod table;

@@ -19,7 +19,7 @@
 //! architectures there are no cells, and the recovery is off (the lock
 //! then names its holder by `pthread_self`).
 
-use munmapq_core::holder::PerThread;
+use munmapq_core::os::PerThread;
 
 core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",

@@ -10,8 +10,8 @@ use crate::os::{int_result, RealOs};
 use crate::trace::{self, Record};
 use crate::{errno, real, ENGINE};
 use libc::{c_int, c_void, off_t, size_t};
-use munmapq_core::engine::Os;
-use munmapq_core::engine::{Effect, Errno, Span};
+use munmapq_core::engine::{Effect, Span};
+use munmapq_core::os::{Errno, Os};
 
 /// Records the hook's frame for the longjmp recovery while it runs (Linux,
 /// `frames.rs`): the first statement of every hook.

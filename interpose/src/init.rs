@@ -42,11 +42,6 @@ extern "C" fn init() {
         max_map_count: None,
         address_space_limit: address_space_limit(),
     };
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
-    ENGINE.set_per_thread(crate::frames::cells);
     match config::parse(sys, getenv) {
         Ok(cfg) => {
             STATS_TO_STDERR.store(cfg.stats, Ordering::Relaxed);
@@ -69,7 +64,7 @@ extern "C" fn init() {
 
 extern "C" fn after_fork_in_child() {
     crate::trace::refresh_pid();
-    ENGINE.after_fork_in_child();
+    ENGINE.after_fork_in_child(&crate::os::RealOs);
 }
 
 /// A variable's value as bytes, without allocating.

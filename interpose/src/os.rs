@@ -1,8 +1,8 @@
 //! The engine's view of the real system.
 
 use crate::{errno, real};
-use munmapq_core::engine::{Errno, Os};
 use munmapq_core::file::{readable_open_flags, FileFacts, PATH_ONLY};
+use munmapq_core::os::{Errno, Os, PerThread, SignalStack};
 use munmapq_core::sizing::Usage;
 
 pub struct RealOs;
@@ -72,6 +72,46 @@ impl Os for RealOs {
         let n = read_small_file(c"/proc/sys/vm/max_map_count", &mut buf)?;
         let digits = buf[..n].split(|c| !c.is_ascii_digit()).next()?;
         munmapq_core::config::parse_uint(digits).map(|v| v as usize)
+    }
+
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    #[inline]
+    fn thread_cells(&self) -> Option<&'static PerThread> {
+        Some(crate::frames::cells())
+    }
+
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    fn thread_cells(&self) -> Option<&'static PerThread> {
+        None
+    }
+
+    fn this_thread(&self) -> usize {
+        // SAFETY: pthread_self has no preconditions; it reads the thread
+        // pointer (no system call, async-signal-safe in practice on glibc
+        // and macOS).
+        unsafe { libc::pthread_self() as usize }
+    }
+
+    fn signal_stack(&self) -> SignalStack {
+        // SAFETY: plain data, filled in by the kernel.
+        let mut ss: libc::stack_t = unsafe { core::mem::zeroed() };
+        // SAFETY: a NULL new stack only queries; `ss` is a valid out-pointer.
+        if unsafe { libc::sigaltstack(core::ptr::null(), &mut ss) } != 0 {
+            return SignalStack::Unknown;
+        }
+        if ss.ss_flags & libc::SS_ONSTACK == 0 {
+            return SignalStack::Elsewhere;
+        }
+        SignalStack::On {
+            base: ss.ss_sp as usize,
+            size: ss.ss_size,
+        }
     }
 }
 

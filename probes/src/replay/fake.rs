@@ -8,7 +8,8 @@
 //! put the mapping.
 
 use crate::trace::{self, Rec};
-use munmapq_core::engine::{Effect, Engine, Errno, Os};
+use munmapq_core::engine::{Effect, Engine};
+use munmapq_core::os::{Errno, Os, PerThread, SignalStack};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
@@ -142,6 +143,19 @@ impl Os for FakeOs {
     /// Dropping pages changes no counter a replay compares.
     fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
         true
+    }
+
+    /// A replay runs on one thread and never longjmps out of a hook.
+    fn thread_cells(&self) -> Option<&'static PerThread> {
+        None
+    }
+
+    fn this_thread(&self) -> usize {
+        1
+    }
+
+    fn signal_stack(&self) -> SignalStack {
+        SignalStack::Elsewhere
     }
 }
 
