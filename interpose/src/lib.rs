@@ -3,8 +3,9 @@
 //! `munmapq_core` crate; here are the real functions, the exported hooks
 //! and start-up.
 //!
-//! This crate is the library's code, `no_std` (see `cdylib.rs`, which
-//! links it into libmunmapq and supplies what a `no_std` library needs).
+//! This crate is the whole library, `no_std`: a cdylib crate of one line,
+//! `extern crate munmapq_interpose;`, links it into libmunmapq (see
+//! `panic.rs` for what a `no_std` library needs).
 #![no_std]
 
 mod errno;
@@ -21,6 +22,7 @@ mod hooks;
 mod hooks_linux;
 mod init;
 mod os;
+mod panic;
 #[cfg(target_os = "linux")]
 mod real;
 mod trace;
