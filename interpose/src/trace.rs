@@ -19,7 +19,9 @@
 //!
 //! The record and its layout: `munmapq_core::trace`.
 
+use crate::platform::os::RealOs;
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering::Relaxed};
+use munmapq_core::os::Os;
 
 pub use munmapq_core::config::VAR_TRACE;
 pub use munmapq_core::trace::{
@@ -79,7 +81,7 @@ pub fn write(r: &Record) {
 /// Resident set in bytes now, for munmap records (only asked when
 /// tracing): what the sizing rule reads (see `munmapq_core::sizing`).
 pub fn peak_rss() -> u64 {
-    crate::usage::usage().map_or(0, |u| u.resident) as u64
+    RealOs.usage().map_or(0, |u| u.resident) as u64
 }
 
 /// A range call's record.
