@@ -10,14 +10,14 @@
 //! Shared by every platform: `hooks.rs` (the hooks every platform has, with
 //! their C signatures and errno handling), `init.rs` (start-up and exit),
 //! `trace.rs`, `errno.rs`, `posix.rs` (system calls both platforms make the
-//! same way), and [`shared_hooks!`], the list of those hooks.
+//! same way), and `shared_hooks!`, the list of those hooks.
 //!
 //! # The platform contract
 //!
 //! `linux/` and `macos/` (the one built is `platform`) each provide:
 //!
 //! - `hook_table!` (in its `mod.rs`): every hook of the platform, those of
-//!   [`shared_hooks!`] followed by its own, each with its C signature.
+//!   `shared_hooks!` followed by its own, each with its C signature.
 //!   `real` and `exports` are generated from it, so a hook's signature is
 //!   written once.
 //! - `real`: `resolve()`, called once by the constructor before anything

@@ -1,6 +1,9 @@
 //! System calls Linux and macOS make the same way (POSIX), for their `Os`
 //! implementations and start-up.
 
+use munmapq_core::file::{FileFacts, FileStamp};
+use munmapq_core::os::SignalStack;
+
 /// The methods of `munmapq_core::os::Os` that both platforms implement the
 /// same way, for their `impl Os for RealOs` (in a module beside the
 /// platform's `real`): mmap and munmap through the real functions, the
@@ -43,9 +46,6 @@ macro_rules! same_os_methods {
     };
 }
 pub(crate) use same_os_methods;
-
-use munmapq_core::file::{FileFacts, FileStamp};
-use munmapq_core::os::SignalStack;
 
 /// Device, inode and stamp of `fd` if `fstat` says it is a regular file.
 pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {

@@ -2,8 +2,8 @@
 //! per hooked call, for `mq-replay` to run any eviction policy on.
 //!
 //! The file is opened once, at load time, with `O_APPEND`; each record is
-//! one `write(2)` of [`RECORD_BYTES`] bytes from the stack: no allocation,
-//! no printing, no lock. On a regular file Linux positions an `O_APPEND`
+//! one `write(2)` of [`munmapq_core::trace::RECORD_BYTES`] bytes from the
+//! stack: no allocation, no printing, no lock. On a regular file Linux positions an `O_APPEND`
 //! write at the end and writes it under the inode lock (fs/ext4/file.c
 //! `ext4_file_write_iter`, mm/filemap.c `generic_file_write_iter`: lock, then
 //! `generic_write_checks` moves an `IOCB_APPEND` write to the file's size),

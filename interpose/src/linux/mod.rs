@@ -14,7 +14,7 @@ pub mod os;
 mod proc;
 pub mod real;
 
-/// Every hook Linux has: [`crate::shared_hooks!`] and those below, whose
+/// Every hook Linux has: `crate::shared_hooks!` and those below, whose
 /// bodies are in `hooks.rs`. In brackets, what stands in for the real
 /// function until the constructor has found it: `syscall SYS_NAME` (the raw
 /// system call with the same arguments), a function of `real.rs` called

@@ -8,7 +8,7 @@ pub mod hooks;
 pub mod os;
 pub mod real;
 
-/// Every hook macOS has: [`crate::shared_hooks!`] and the Mach calls that
+/// Every hook macOS has: `crate::shared_hooks!` and the Mach calls that
 /// unmap as munmap does or change protections as mprotect does, whose
 /// bodies are in `hooks.rs` (xnu `libsyscall/mach/mach_vm.c`:
 /// `vm_deallocate` and `vm_protect` call their `mach_vm_` versions inside
