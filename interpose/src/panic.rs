@@ -12,8 +12,8 @@
 //! library: it would bring a second panic handler. The launcher depends on
 //! it only for its `links` metadata, and never names it.
 
-// (Not in a test build, which `cargo check --all-targets` makes for Apple
-// targets with -Zbuild-std: the test harness brings std's.)
+// Not in a test build of this crate (`--all-targets` makes one, even with
+// `test = false`): the test harness brings std's.
 #[cfg(not(test))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
