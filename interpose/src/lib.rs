@@ -18,8 +18,9 @@
 //!
 //! - `hook_table!` (in its `mod.rs`): every hook of the platform, those of
 //!   `shared_hooks!` followed by its own, each with its C signature.
-//!   `real` and `exports` are generated from it, so a hook's signature is
-//!   written once.
+//!   `real` and `exports` are generated from it, so that is where a hook
+//!   is declared; the compiler holds each hook's function (`hooks`) to its
+//!   entry's signature.
 //! - `real`: `resolve()`, called once by the constructor before anything
 //!   else, and for each hook of the table that has one, `real::NAME`, the
 //!   system's function of that name (never the hook), with the same C
