@@ -9,9 +9,10 @@
 //! cargo hands to this script as `DEP_MUNMAPQ_ROOT`. That is `interpose/` in
 //! a git checkout and the unpacked published crate in a registry build, so
 //! both take the same path: a small package written into OUT_DIR (its own
-//! workspace), a cdylib from that directory's `cdylib.rs` depending on the
-//! directory as a path dependency, is built there. Nothing is written into
-//! the source directory (a registry's may be read-only).
+//! workspace), a cdylib whose whole source is `extern crate
+//! munmapq_interpose;` depending on that directory as a path dependency, is
+//! built there (the crate holds everything the library needs). Nothing is
+//! written into the source directory (a registry's may be read-only).
 //!
 //! The nested cargo runs `--offline`: every crate it needs is a dependency
 //! of this package too, so the outer cargo has already fetched it (see
@@ -48,24 +49,28 @@ fn toml_str(p: &Path) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-/// Writes the package that links `src/../cdylib.rs` into libmunmapq.
+/// Writes the package that links the crate in `src` into libmunmapq.
 fn wrapper(src: &Path, out: &Path) -> PathBuf {
     let dir = out.join("libmunmapq");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
+    let lib = dir.join("src/lib.rs");
+    let lib_text = "// Written by the munmapq launcher's build script.\n\
+                    #![no_std]\n\
+                    extern crate munmapq_interpose;\n";
+    std::fs::create_dir_all(dir.join("src"))
+        .and_then(|()| std::fs::write(&lib, lib_text))
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", lib.display())));
     let manifest = dir.join("Cargo.toml");
     let text = format!(
         "# Written by the munmapq launcher's build script.\n\
          [package]\nname = \"libmunmapq\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-         [lib]\nname = \"munmapq\"\ncrate-type = [\"cdylib\"]\npath = {}\n\n\
-         [dependencies]\nmunmapq-interpose = {{ path = {} }}\n\
-         libc = {{ version = \"0.2\", default-features = false }}\n\n\
+         [lib]\nname = \"munmapq\"\ncrate-type = [\"cdylib\"]\n\n\
+         [dependencies]\nmunmapq-interpose = {{ path = {} }}\n\n\
          # The library never unwinds into the program that loaded it; in\n\
          # release it is one optimised unit (the core's helpers inline into\n\
          # the hooks).\n\
          [profile.dev]\npanic = \"abort\"\n\
          [profile.release]\npanic = \"abort\"\nlto = true\ncodegen-units = 1\n\n\
          [workspace]\n",
-        toml_str(&src.join("cdylib.rs")),
         toml_str(src),
     );
     std::fs::write(&manifest, text)

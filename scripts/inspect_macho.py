@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Checks a cross-built libmunmapq.dylib without a Mac: its __DATA,__interpose
-section holds exactly one {replacement, original} pair per hook of
-interpose/src/hooks.rs (common_hooks!), each original bound to libSystem's
-symbol and each replacement pointing at our hook, no two originals one address
-in libSystem (scripts/libsystem_aliases.txt: dyld would keep one of the two
-pairs), and no hook is exported under its bare C name. Every slice of a
-universal (fat) file is checked; --archs arm64,x86_64 requires those slices.
-Usage: inspect_macho.py [--archs A,B] HOOKS_RS DYLIB...
+section holds exactly one {replacement, original} pair per hook of macOS's
+hook table (SRC/lib.rs's shared_hooks! followed by SRC/macos/mod.rs's
+hook_table!, SRC being interpose/src), in that order, each original bound to
+libSystem's symbol and each replacement pointing at our hook (a function
+NAME in a module `hooks`), no two originals one address in libSystem
+(scripts/libsystem_aliases.txt: dyld would keep one of the two pairs), and no
+hook is exported under its bare C name. Every slice of a universal (fat) file
+is checked; --archs arm64,x86_64 requires those slices.
+Usage: inspect_macho.py [--archs A,B] SRC DYLIB...
        inspect_macho.py --selftest   (the alias check on known aliases)"""
 import os
 import re
@@ -18,10 +20,17 @@ import lief
 lief.logging.disable()
 
 
-def hook_names(hooks_rs, macro="common_hooks"):
-    text = open(hooks_rs).read()
+def hook_names(path, macro):
+    """The entries of a hook list: one `NAME(ARGS) -> RET...;` a line."""
+    text = open(path).read()
     block = text.split("macro_rules! " + macro, 1)[1].split("};", 1)[0]
     return re.findall(r"^\s+(\w+)\(.*\)\s*->\s*[^;]+;\s*$", block, re.M)
+
+
+def macos_hooks(src):
+    """macOS's hooks, in the order of its interpose table."""
+    return (hook_names(os.path.join(src, "lib.rs"), "shared_hooks")
+            + hook_names(os.path.join(src, "macos", "mod.rs"), "hook_table"))
 
 
 ALIASES_TXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libsystem_aliases.txt")
@@ -130,9 +139,7 @@ def main():
     want = []
     if args and args[0] == "--archs":
         want, args = args[1].split(","), args[2:]
-    hooks = hook_names(args[0])
-    # macOS-only hooks follow the common ones in the table (exports_macos.rs).
-    hooks += hook_names(args[0].replace("hooks.rs", "exports_macos.rs"), "macos_only_hooks")
+    hooks = macos_hooks(args[0])
     assert hooks, "no hooks found in " + args[0]
     aliases = load_aliases()
     passed = failed = 0

@@ -74,5 +74,5 @@ MUNMAPQ_NESTED_CARGO=cargo-zigbuild xcargo cargo-zigbuild build --release \
   --target aarch64-apple-darwin -p munmapq --target-dir target/macos
 embedded=$(ls -t target/macos/aarch64-apple-darwin/release/build/munmapq-*/out/libmunmapq.dylib | head -1)
 python3 scripts/inspect_macho.py --selftest
-python3 scripts/inspect_macho.py interpose/src/hooks.rs "${out[@]:0:2}"
-python3 scripts/inspect_macho.py --archs arm64,x86_64 interpose/src/hooks.rs "${out[2]}" "$embedded"
+python3 scripts/inspect_macho.py interpose/src "${out[@]:0:2}"
+python3 scripts/inspect_macho.py --archs arm64,x86_64 interpose/src "${out[2]}" "$embedded"

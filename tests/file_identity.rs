@@ -120,7 +120,7 @@ fn overlayfs_copy_up_under_a_queued_mapping() {
         with.stdout(),
         "munmapq handed back the lower file's old bytes"
     );
-    // Files on overlayfs are not tracked at all (see interpose/src/os.rs).
+    // Files on overlayfs are not tracked at all (see interpose/src/linux/file.rs).
     assert_eq!(with.get(Counter::Eligible), 0);
     assert!(with.processes > 0, "the library reported nothing");
 }

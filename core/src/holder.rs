@@ -8,14 +8,14 @@
 //! queued would never be released.
 //!
 //! The lock word therefore holds the holder's thread (the address of its
-//! [`PerThread`] cells, else `pthread_self`), set by the compare-and-swap
-//! that takes it: there is no instant at which the
-//! table is taken by nobody in particular), and each thread keeps, in its
-//! [`PerThread`] cells (thread-local, kept by the export layer), its current
-//! *hook frame* (an address near the top of the exported function it
-//! entered; 0 where none is kept) and the frame at which it took the table,
-//! written *before* the compare-and-swap. A call that finds the table taken
-//! by its own thread is either
+//! [`PerThread`] cells, else [`Os::this_thread`]), set by the
+//! compare-and-swap that takes it: there is no instant at which the table is
+//! taken by nobody in particular. Each thread keeps, in its [`PerThread`]
+//! cells (thread-local, kept by the [`Os`]), its current *hook frame* (an
+//! address near the top of the exported function it entered; 0 where none
+//! is kept) and the frame at which it took the table, written *before* the
+//! compare-and-swap. A call that finds the table taken by its own thread is
+//! either
 //! - a signal handler nested in the holder: it runs below the holder's
 //!   frames, at least the kernel's signal frame lower (over 1 KiB on x86_64,
 //!   over 4 KiB on arm64), or on the alternate signal stack; or
@@ -26,8 +26,9 @@
 //! Only the second is recovered (see `Engine::lock`); when in doubt, the call
 //! passes through as before.
 
+use crate::os::{Os, PerThread, SignalStack};
 use crate::queue::Queue;
-use core::cell::{Cell, UnsafeCell};
+use core::cell::UnsafeCell;
 use core::sync::atomic::{compiler_fence, AtomicUsize, Ordering::*};
 
 /// Frames of different hooks called from one place differ by their
@@ -38,45 +39,18 @@ const SAME_PLACE_SLACK: usize = 512;
 /// on another stack (a user-level context switch), not a recovery case.
 const SAME_STACK_SPAN: usize = 1 << 20;
 
-/// One thread's cells (the export layer keeps one per thread, in TLS;
-/// all zero bytes is [`PerThread::new`]).
-#[repr(C)]
-pub struct PerThread {
-    /// The innermost hook frame this thread is in (0: none).
-    pub frame: Cell<usize>,
-    /// The hook frame at which this thread took (or is taking) the table.
-    hold: Cell<usize>,
-}
-
-impl Default for PerThread {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl PerThread {
-    pub const fn new() -> Self {
-        PerThread {
-            frame: Cell::new(0),
-            hold: Cell::new(0),
-        }
-    }
-}
-
-fn this_thread() -> usize {
-    // SAFETY: pthread_self has no preconditions; it reads the thread pointer
-    // (no system call, async-signal-safe in practice on glibc and macOS).
-    unsafe { libc::pthread_self() as usize }
+/// The calling thread's name in the lock word: the address of its cells
+/// (as unique among live threads as a thread id, and already at hand), else
+/// what the system calls it.
+fn me<O: Os>(os: &O, cells: Option<&'static PerThread>) -> usize {
+    cells.map_or_else(|| os.this_thread(), |c| c as *const PerThread as usize)
 }
 
 /// The table (with the rest of the [`Queue`]) behind a try-only lock that
 /// knows its holder.
 pub struct TableLock {
-    /// The holder's thread (its cells' address, else `pthread_self()`), 0
-    /// when free.
+    /// The holder's thread (see [`me`]), 0 when free.
     owner: AtomicUsize,
-    /// `fn() -> &'static PerThread` for the calling thread (0: none).
-    per_thread: AtomicUsize,
     queue: UnsafeCell<Queue>,
 }
 
@@ -105,37 +79,17 @@ impl TableLock {
     pub const fn new() -> Self {
         TableLock {
             owner: AtomicUsize::new(0),
-            per_thread: AtomicUsize::new(0),
             queue: UnsafeCell::new(Queue::new()),
-        }
-    }
-
-    /// Where the calling thread's cells are found.
-    pub fn set_per_thread(&self, f: fn() -> &'static PerThread) {
-        self.per_thread.store(f as usize, Relaxed);
-    }
-
-    #[inline]
-    fn cells(&self) -> Option<&'static PerThread> {
-        match self.per_thread.load(Relaxed) {
-            0 => None,
-            f => {
-                // SAFETY: only `set_per_thread` stores here, such a `fn`.
-                let f: fn() -> &'static PerThread = unsafe { core::mem::transmute(f) };
-                Some(f())
-            }
         }
     }
 
     /// Takes the table if it is free, without waiting.
     #[inline]
-    pub fn try_lock(&self) -> Taken<'_> {
-        let cells = self.cells();
-        // The address of the thread's cells is as unique among live threads
-        // as `pthread_self()`, and already at hand.
-        let me = cells.map_or_else(this_thread, |c| c as *const PerThread as usize);
+    pub fn try_lock<O: Os>(&self, os: &O) -> Taken<'_> {
+        let cells = os.thread_cells();
+        let me = me(os, cells);
         if self.owner.load(Relaxed) == me {
-            return if cells.is_some_and(abandoned) {
+            return if cells.is_some_and(|c| abandoned(os, c)) {
                 Taken::Abandoned
             } else {
                 Taken::Busy
@@ -158,13 +112,28 @@ impl TableLock {
         Taken::Busy
     }
 
+    /// Takes the table if it is free, where no hook can want it: before the
+    /// engine is active, or in a program that drives the engine from one
+    /// thread (`mq-replay`). The holder is named by a word no thread has, so
+    /// it is never taken for an abandoned one.
+    pub fn try_lock_unhooked(&self) -> Taken<'_> {
+        match self.owner.compare_exchange(0, usize::MAX, Acquire, Relaxed) {
+            Ok(_) => Taken::Got(TableGuard {
+                lock: self,
+                cells: None,
+                previous: 0,
+            }),
+            Err(_) => Taken::Busy,
+        }
+    }
+
     /// After [`Taken::Abandoned`]: the table, whatever state the longjmp
     /// left it in, for this thread now.
     ///
     /// # Safety
     /// Only right after `try_lock` answered `Abandoned` on this thread.
-    pub unsafe fn take_over(&self) -> TableGuard<'_> {
-        let cells = self.cells();
+    pub unsafe fn take_over<O: Os>(&self, os: &O) -> TableGuard<'_> {
+        let cells = os.thread_cells();
         if let Some(c) = cells {
             c.hold.set(c.frame.get());
         }
@@ -176,10 +145,8 @@ impl TableLock {
     }
 
     /// Taken by a thread other than the calling one?
-    pub fn held_elsewhere(&self) -> bool {
-        let me = self
-            .cells()
-            .map_or_else(this_thread, |c| c as *const PerThread as usize);
+    pub fn held_elsewhere<O: Os>(&self, os: &O) -> bool {
+        let me = me(os, os.thread_cells());
         let owner = self.owner.load(Relaxed);
         owner != 0 && owner != me
     }
@@ -196,30 +163,24 @@ impl TableLock {
 
 /// The table is taken by this thread: was it taken by a hook frame that a
 /// longjmp has left? (Not if it is still on the stack above us.)
-fn abandoned(c: &PerThread) -> bool {
+fn abandoned<O: Os>(os: &O, c: &PerThread) -> bool {
     let (held, now) = (c.hold.get(), c.frame.get());
     held != 0
         && now != 0
         && now + SAME_PLACE_SLACK >= held
         && now - held.min(now) <= SAME_STACK_SPAN
-        && !nested_on_signal_stack(held)
+        && !nested_on_signal_stack(os, held)
 }
 
 /// Is this a signal handler running on the alternate signal stack while the
 /// holder's frame is on another stack? Then the holder may well be alive
 /// below it, whatever the addresses say.
-fn nested_on_signal_stack(held: usize) -> bool {
-    // SAFETY: plain data, filled in by the kernel.
-    let mut ss: libc::stack_t = unsafe { core::mem::zeroed() };
-    // SAFETY: a NULL new stack only queries; `ss` is a valid out-pointer.
-    if unsafe { libc::sigaltstack(core::ptr::null(), &mut ss) } != 0 {
-        return true;
+fn nested_on_signal_stack<O: Os>(os: &O, held: usize) -> bool {
+    match os.signal_stack() {
+        SignalStack::Elsewhere => false,
+        SignalStack::On { base, size } => !(base..base + size).contains(&held),
+        SignalStack::Unknown => true,
     }
-    if ss.ss_flags & libc::SS_ONSTACK == 0 {
-        return false;
-    }
-    let base = ss.ss_sp as usize;
-    !(base..base + ss.ss_size).contains(&held)
 }
 
 /// The table, taken; gives it back when dropped.

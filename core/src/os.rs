@@ -1,10 +1,10 @@
-//! The engine's way to the real system: the calls it makes and what it
-//! asks about the process. The export layer (`interpose/`) implements it
-//! with the real functions; the unit tests and `mq-replay` with a fake
-//! address space.
+//! The core's one way out to the system: the [`Os`] trait, and the small
+//! types its methods answer in.
 
 use crate::file::FileFacts;
+use core::cell::Cell;
 
+/// An `errno` value.
 pub type Errno = i32;
 
 /// The process's memory as the kernel counts it, in bytes.
@@ -16,8 +16,39 @@ pub struct Usage {
     pub resident: usize,
 }
 
-/// The real system: mmap, munmap and the file checks a reuse needs.
+/// Everything the core asks of the system it runs on. Nothing in the core
+/// calls the system any other way.
+///
+/// Who implements it: the library, once per platform, over the real system
+/// (`interpose/src/linux/os.rs`, `interpose/src/macos/os.rs`); the core's
+/// unit tests and `mq-replay` over a fake address space, on one thread.
+///
+/// The contract, for every method of a real implementation:
+///
+/// - **Called from inside hooked calls**: from any thread, with the table
+///   held or not, and from a signal handler that interrupted a hook of the
+///   same thread (even one that holds the table). So a method allocates
+///   nothing, takes no lock, never waits on another thread, never panics and
+///   never prints: only system calls (raw, or through libc functions that
+///   are themselves async-signal-safe in practice) and reads of its own
+///   statics and thread-locals. It must not call a hooked function through
+///   the dynamic linker: it reaches the *real* mmap and munmap (or raw
+///   system calls).
+/// - **Errors** are the system's `errno` values ([`Errno`]), as the real
+///   call would have set them; `None`/`false` answers mean "cannot tell",
+///   and the core then takes the cautious path (keeps less, recovers
+///   nothing).
+/// - **Cost**: `mmap`, `munmap` and `readable_file` run on every eligible
+///   call; `this_thread` and `thread_cells` on every call that takes the
+///   table; `signal_stack` only when the table is found held by the calling
+///   thread; the rest rarely (see each).
+///
+/// The thread methods serve the table's lock ([`crate::holder`]): its word
+/// names the holding thread, and each thread's [`PerThread`] cells say in
+/// which hook frame it took the table, so that a lock abandoned by a
+/// `siglongjmp` out of a hook can be told from one held below us.
 pub trait Os {
+    /// The real `mmap` (never the hook).
     #[allow(clippy::too_many_arguments)]
     fn mmap(
         &self,
@@ -28,6 +59,7 @@ pub trait Os {
         fd: i32,
         off: i64,
     ) -> Result<usize, Errno>;
+    /// The real `munmap` (never the hook).
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno>;
     /// Device, inode and `fstat` stamp of `fd` when a `PROT_READ`,
     /// `MAP_PRIVATE` mapping of it would succeed: a regular file, open for
@@ -54,4 +86,55 @@ pub trait Os {
     /// mapping staying in place (a later fault reads the file again, as a
     /// fresh mapping would). False where the system cannot.
     fn drop_pages(&self, addr: usize, len: usize) -> bool;
+    /// The calling thread's cells: the same object for every call of one
+    /// thread, a different one for each live thread, all zero bytes
+    /// ([`PerThread::new`]) in a new thread, used by that thread alone (its
+    /// hooks and the signal handlers that interrupt them). `None` where the
+    /// platform keeps none: then a lock abandoned by a longjmp is never
+    /// recovered (every later call passes through).
+    fn thread_cells(&self) -> Option<&'static PerThread>;
+    /// A number naming the calling thread among live threads, never 0 (the
+    /// lock's word when [`Os::thread_cells`] is `None`).
+    fn this_thread(&self) -> usize;
+    /// Whether the calling thread runs on its alternate signal stack
+    /// (`sigaltstack`) now.
+    fn signal_stack(&self) -> SignalStack;
+}
+
+/// Where the calling thread runs, as far as its alternate signal stack
+/// goes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SignalStack {
+    /// Not on its alternate signal stack (or it has none).
+    Elsewhere,
+    /// On it: the stack's lowest address and size.
+    On { base: usize, size: usize },
+    /// It cannot be told.
+    Unknown,
+}
+
+/// One thread's cells, kept by the [`Os`] (in TLS) and used by the table's
+/// lock ([`crate::holder`]). All zero bytes is [`PerThread::new`].
+#[repr(C)]
+pub struct PerThread {
+    /// The innermost hook frame this thread is in (0: none), written by the
+    /// library's exported functions on entry and put back on return.
+    pub frame: Cell<usize>,
+    /// The hook frame at which this thread took (or is taking) the table.
+    pub(crate) hold: Cell<usize>,
+}
+
+impl Default for PerThread {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PerThread {
+    pub const fn new() -> Self {
+        PerThread {
+            frame: Cell::new(0),
+            hold: Cell::new(0),
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! errno of the calling thread.
+//! errno of the calling thread, and C results read with it.
 
 #[cfg(target_os = "linux")]
 fn location() -> *mut libc::c_int {
@@ -20,4 +20,22 @@ pub fn get() -> libc::c_int {
 pub fn set(v: libc::c_int) {
     // SAFETY: `location` points at this thread's errno.
     unsafe { *location() = v }
+}
+
+/// `-1` + errno -> `Err(errno)`.
+pub fn int_result(r: libc::c_int) -> Result<libc::c_int, munmapq_core::os::Errno> {
+    if r == -1 {
+        Err(get())
+    } else {
+        Ok(r)
+    }
+}
+
+/// An address, or `(void *) -1` (`MAP_FAILED`) + errno -> `Err(errno)`.
+pub fn addr_result(p: *mut libc::c_void) -> Result<usize, munmapq_core::os::Errno> {
+    if p == libc::MAP_FAILED {
+        Err(get())
+    } else {
+        Ok(p as usize)
+    }
 }

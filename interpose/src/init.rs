@@ -2,7 +2,8 @@
 //! (one line on stderr if it is malformed, then pass-through), install the
 //! fork handler, and at exit report the counters where asked.
 
-use crate::{real, ENGINE};
+use crate::platform::{os::RealOs, real};
+use crate::ENGINE;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use munmapq_core::config::{self, ConfigError, System, VAR_STATS_FILE};
 use munmapq_core::stats::{self, LineWriter};
@@ -37,16 +38,10 @@ extern "C" fn init() {
     announce_load();
     // vm.max_map_count is read only if something is ever queued (a file
     // read at load would cost every process): see bound_entries_later.
-    crate::usage::set_page(page);
     let sys = System {
         max_map_count: None,
-        address_space_limit: address_space_limit(),
+        address_space_limit: crate::posix::address_space_limit(),
     };
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
-    ENGINE.set_per_thread(crate::frames::cells);
     match config::parse(sys, getenv) {
         Ok(cfg) => {
             STATS_TO_STDERR.store(cfg.stats, Ordering::Relaxed);
@@ -69,7 +64,7 @@ extern "C" fn init() {
 
 extern "C" fn after_fork_in_child() {
     crate::trace::refresh_pid();
-    ENGINE.after_fork_in_child();
+    ENGINE.after_fork_in_child(&RealOs);
 }
 
 /// A variable's value as bytes, without allocating.
@@ -120,10 +115,6 @@ fn remember_stats_file() {
             STATS_FILE_LEN.store(path.len(), Ordering::Release);
         }
     }
-}
-
-fn address_space_limit() -> Option<usize> {
-    crate::usage::address_space_limit()
 }
 
 fn write_all(fd: libc::c_int, mut data: &[u8]) {

@@ -1,39 +1,56 @@
 //! libmunmapq: loaded into unmodified programs with `LD_PRELOAD` (Linux) or
 //! `DYLD_INSERT_LIBRARIES` (macOS). A thin layer: the decisions are in the
-//! `munmapq_core` crate; here are the real functions, the exported hooks
-//! and start-up.
+//! `munmapq_core` crate; here are the hooks, the real functions, the way
+//! the dynamic loader is made to call the hooks, and start-up.
 //!
-//! This crate is the library's code, `no_std` (see `cdylib.rs`, which
-//! links it into libmunmapq and supplies what a `no_std` library needs).
+//! This crate is the whole library, `no_std`: a cdylib crate of one line,
+//! `extern crate munmapq_interpose;`, links it into libmunmapq (see
+//! `panic.rs` for what a `no_std` library needs).
+//!
+//! Shared by every platform: `hooks.rs` (the hooks every platform has, with
+//! their C signatures and errno handling), `init.rs` (start-up and exit),
+//! `trace.rs`, `errno.rs`, `posix.rs` (system calls both platforms make the
+//! same way), and `shared_hooks!`, the list of those hooks.
+//!
+//! # The platform contract
+//!
+//! `linux/` and `macos/` (the one built is `platform`) each provide:
+//!
+//! - `hook_table!` (in its `mod.rs`): every hook of the platform, those of
+//!   `shared_hooks!` followed by its own, each with its C signature.
+//!   `real` and `exports` are generated from it, so that is where a hook
+//!   is declared; the compiler holds each hook's function (`hooks`) to its
+//!   entry's signature.
+//! - `real`: `resolve()`, called once by the constructor before anything
+//!   else, and for each hook of the table that has one, `real::NAME`, the
+//!   system's function of that name (never the hook), with the same C
+//!   signature. Nothing is looked up from inside a hook.
+//! - `exports`: what makes the dynamic loader bind the program's calls to
+//!   the hooks (Linux: exports under the C names; macOS: the
+//!   `__DATA,__interpose` table). Nothing calls into it.
+//! - `hooks`: the platform's own hooks, `unsafe extern "C"` functions with
+//!   the C signatures of their table entries, as the shared ones in
+//!   `hooks.rs` are.
+//! - `os`: `RealOs`, the platform's implementation of the core's `Os`
+//!   trait (its contract: `munmapq_core::os::Os`).
 #![no_std]
 
 mod errno;
-#[cfg(target_os = "linux")]
-mod file_linux;
-/// Per-thread hook frames for the longjmp recovery (ELF TLS, by assembly).
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-mod frames;
 mod hooks;
-#[cfg(target_os = "linux")]
-mod hooks_linux;
 mod init;
-mod os;
-#[cfg(target_os = "linux")]
-mod real;
+mod panic;
+mod posix;
 mod trace;
 
-#[cfg(target_os = "macos")]
-#[path = "real_macos.rs"]
-mod real;
-mod usage;
-
 #[cfg(target_os = "linux")]
-mod exports_linux;
+mod linux;
+#[cfg(target_os = "linux")]
+use linux as platform;
+
 #[cfg(target_os = "macos")]
-mod exports_macos;
+mod macos;
+#[cfg(target_os = "macos")]
+use macos as platform;
 
 use munmapq_core::engine::Engine;
 
@@ -41,3 +58,34 @@ use munmapq_core::engine::Engine;
 /// (so it sits in `.bss`): usable (as a pure pass-through) before the
 /// constructor has run.
 pub(crate) static ENGINE: Engine = Engine::new();
+
+/// The hooks every platform has (their bodies are in `hooks.rs`), for a
+/// platform's `hook_table!`. Each entry is a C function's name and
+/// signature and, in brackets, what stands in for its real function on
+/// Linux until the constructor has found it (`syscall SYS_NAME`: the raw
+/// system call with the same arguments). The types are `libc`'s, named
+/// where the table is expanded.
+///
+/// `shared_hooks!(generate PLATFORM-ENTRIES...)` expands to
+/// `generate! { shared { THESE-ENTRIES } platform { PLATFORM-ENTRIES } }`.
+/// scripts/inspect_macho.py reads this list (one entry a line).
+macro_rules! shared_hooks {
+    ($generate:ident $($platform:tt)*) => {
+        $generate! {
+            shared {
+                mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void, [syscall SYS_mmap];
+                munmap(addr: *mut c_void, len: size_t) -> c_int, [syscall SYS_munmap];
+                mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int, [syscall SYS_mprotect];
+                madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int, [syscall SYS_madvise];
+                mlock(addr: *const c_void, len: size_t) -> c_int, [syscall SYS_mlock];
+                munlock(addr: *const c_void, len: size_t) -> c_int, [syscall SYS_munlock];
+                mlockall(flags: c_int) -> c_int, [syscall SYS_mlockall];
+                munlockall() -> c_int, [syscall SYS_munlockall];
+                msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int, [syscall SYS_msync];
+                mincore(addr: *mut c_void, len: size_t, vec: *mut c_void) -> c_int, [syscall SYS_mincore];
+            }
+            platform { $($platform)* }
+        }
+    };
+}
+pub(crate) use shared_hooks;

@@ -2,8 +2,8 @@
 //! per hooked call, for `mq-replay` to run any eviction policy on.
 //!
 //! The file is opened once, at load time, with `O_APPEND`; each record is
-//! one `write(2)` of [`RECORD_BYTES`] bytes from the stack: no allocation,
-//! no printing, no lock. On a regular file Linux positions an `O_APPEND`
+//! one `write(2)` of [`munmapq_core::trace::RECORD_BYTES`] bytes from the
+//! stack: no allocation, no printing, no lock. On a regular file Linux positions an `O_APPEND`
 //! write at the end and writes it under the inode lock (fs/ext4/file.c
 //! `ext4_file_write_iter`, mm/filemap.c `generic_file_write_iter`: lock, then
 //! `generic_write_checks` moves an `IOCB_APPEND` write to the file's size),
@@ -19,7 +19,9 @@
 //!
 //! The record and its layout: `munmapq_core::trace`.
 
+use crate::platform::os::RealOs;
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering::Relaxed};
+use munmapq_core::os::Os;
 
 pub use munmapq_core::config::VAR_TRACE;
 pub use munmapq_core::trace::{
@@ -78,8 +80,8 @@ pub fn write(r: &Record) {
 
 /// Resident set in bytes now, for munmap records (only asked when
 /// tracing): what the sizing rule reads (see `munmapq_core::sizing`).
-pub fn peak_rss() -> u64 {
-    crate::usage::usage().map_or(0, |u| u.resident) as u64
+pub fn current_rss() -> u64 {
+    RealOs.usage().map_or(0, |u| u.resident) as u64
 }
 
 /// A range call's record.

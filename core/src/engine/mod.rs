@@ -10,7 +10,7 @@
 
 use crate::config::Config;
 use crate::dirty::{Dirty, DirtyRanges};
-use crate::holder::{PerThread, TableGuard, TableLock, Taken};
+use crate::holder::{TableGuard, TableLock, Taken};
 use crate::os::Os;
 use crate::sizing::Sizing;
 use crate::stats::{Counter, Stats};
@@ -104,7 +104,7 @@ impl Engine {
         self.page.store(page, Relaxed);
         self.reuse.store(cfg.reuse, Relaxed);
         // Free: no hook takes the table before the engine is active (below).
-        if let Taken::Got(mut q) = self.table.try_lock() {
+        if let Taken::Got(mut q) = self.table.try_lock_unhooked() {
             q.start(cfg);
         }
         self.state
@@ -218,14 +218,14 @@ impl Engine {
     /// held by another thread would never be released. Such a child forgets
     /// the table (its queued mappings stay mapped until it exits or execs).
     /// Counters restart so parent and child each report their own calls.
-    pub fn after_fork_in_child(&self) {
+    pub fn after_fork_in_child<O: Os>(&self, os: &O) {
         // A holder that is this very thread (fork from a signal handler that
         // interrupted a hook) carries on in the child: leave it be.
-        if self.table.held_elsewhere() {
+        if self.table.held_elsewhere(os) {
             // SAFETY: the holder was another thread of the parent; it does
             // not exist in this child, so nobody else uses the table.
             unsafe { self.table.force_unlock() };
-            if let Taken::Got(mut q) = self.table.try_lock() {
+            if let Taken::Got(mut q) = self.table.try_lock(os) {
                 q.table.clear();
             }
         }
@@ -236,22 +236,16 @@ impl Engine {
         self.stats.reset();
     }
 
-    /// Where the calling thread's cells are found (see [`crate::holder`]);
-    /// without them a lock abandoned by a longjmp is never recovered.
-    pub fn set_per_thread(&self, f: fn() -> &'static PerThread) {
-        self.table.set_per_thread(f);
-    }
-
     /// The one way in to the table: takes it without waiting (None if it is
     /// busy) and applies what calls that found it busy recorded. A table
     /// held by a hook of this thread that a longjmp left is recovered first.
     fn lock<O: Os>(&self, os: &O) -> Option<TableGuard<'_>> {
-        let mut q = match self.table.try_lock() {
+        let mut q = match self.table.try_lock(os) {
             Taken::Got(q) => q,
             Taken::Busy => return None,
             Taken::Abandoned => {
                 // SAFETY: `try_lock` just answered `Abandoned`.
-                let mut q = unsafe { self.table.take_over() };
+                let mut q = unsafe { self.table.take_over(os) };
                 self.recover_abandoned(os, &mut q.table);
                 q
             }
@@ -323,9 +317,10 @@ impl Engine {
     }
 
     /// The byte cap in force now (it adapts where the default is used;
-    /// None if the table is busy).
+    /// None if the table is busy). Only where no hook runs (see
+    /// [`TableLock::try_lock_unhooked`]).
     pub fn byte_cap(&self) -> Option<usize> {
-        match self.table.try_lock() {
+        match self.table.try_lock_unhooked() {
             Taken::Got(q) => Some(q.sizing.byte_cap()),
             _ => None,
         }
@@ -333,8 +328,8 @@ impl Engine {
 
     /// Queued mappings and bytes right now (None if the table is busy).
     #[cfg(test)]
-    pub fn queued(&self) -> Option<(usize, usize)> {
-        match self.table.try_lock() {
+    pub fn queued<O: Os>(&self, os: &O) -> Option<(usize, usize)> {
+        match self.table.try_lock(os) {
             Taken::Got(q) => Some((q.table.queued(), q.table.queued_bytes())),
             _ => None,
         }

@@ -19,7 +19,7 @@
 mod space;
 
 use crate::file::{FileFacts, FileStamp};
-use crate::os::{Errno, Os, Usage};
+use crate::os::{Errno, Os, PerThread, SignalStack, Usage};
 use core::cell::RefCell;
 pub use space::Log;
 use space::{Range, Space};
@@ -78,6 +78,8 @@ pub struct FakeOs<const N: usize = 256> {
     /// What the real kernel answered the call being replayed (see the
     /// module's text).
     pub traced: Option<Traced>,
+    /// The one thread's cells, where a test gives it some.
+    pub cells: Option<&'static PerThread>,
 }
 
 impl Default for FakeOs {
@@ -102,6 +104,7 @@ impl<const N: usize> FakeOs<N> {
             as_limit: None,
             can_drop: false,
             traced: None,
+            cells: None,
         }
     }
 
@@ -242,5 +245,18 @@ impl<const N: usize> Os for FakeOs<N> {
     fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
         *self.drops.borrow_mut() += 1;
         self.can_drop
+    }
+
+    fn thread_cells(&self) -> Option<&'static PerThread> {
+        self.cells
+    }
+
+    /// One thread.
+    fn this_thread(&self) -> usize {
+        1
+    }
+
+    fn signal_stack(&self) -> SignalStack {
+        SignalStack::Elsewhere
     }
 }

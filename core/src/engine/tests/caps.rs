@@ -42,7 +42,7 @@ fn full_queue_evicts_oldest_and_merges_touching_ranges() {
     // live) and stays.
     E.munmap(&os, a[4], 2 * PAGE).unwrap();
     assert_eq!(os.munmaps.borrow().clone(), [(a[0], 4 * PAGE)]);
-    assert_eq!(E.queued(), Some((2, 4 * PAGE)));
+    assert_eq!(E.queued(&os), Some((2, 4 * PAGE)));
     assert_eq!(E.stats.get(Counter::PeakQueued), 3, "never above the cap");
     assert_eq!(E.stats.get(Counter::Flushed), 2);
     assert!(os.mapped(a[3]).is_some() && os.mapped(a[2]).is_some());
@@ -63,7 +63,7 @@ fn seed_mode_flushes_everything_and_never_reuses() {
     }
     assert_eq!(*os.mmaps.borrow(), 4, "never reused");
     // The fourth finds the queue full: all three go, then it is queued.
-    assert_eq!(E.queued(), Some((1, 2 * PAGE)));
+    assert_eq!(E.queued(&os), Some((1, 2 * PAGE)));
     assert_eq!(E.stats.get(Counter::Flushed), 3);
 }
 
@@ -77,7 +77,7 @@ fn byte_cap_holds_and_oversized_mappings_are_not_queued() {
     for i in 0..10 {
         let a = map(&E, &os, 3, 2 * i * PAGE as i64);
         E.munmap(&os, a, 2 * PAGE).unwrap();
-        assert!(E.queued().unwrap().1 <= 5 * PAGE);
+        assert!(E.queued(&os).unwrap().1 <= 5 * PAGE);
     }
     assert!(E.stats.get(Counter::PeakQueuedBytes) <= 5 * PAGE as u64);
     let big = E
@@ -164,7 +164,7 @@ fn address_space_limit_keeps_the_queue_small() {
     for i in 0..12 {
         let a = map_window(&E, &os, 256 << 10, i);
         E.munmap(&os, a, 256 << 10).unwrap();
-        assert!(E.queued().unwrap().1 <= 1 << 20);
+        assert!(E.queued(&os).unwrap().1 <= 1 << 20);
     }
     assert!(E.stats.get(Counter::Deferred) > 0);
 }
@@ -198,7 +198,7 @@ fn max_map_count_bounds_the_queue_from_the_first_deferral() {
     for i in 0..6 {
         let a = map(&E, &os, 3, 2 * i * PAGE as i64);
         E.munmap(&os, a, 2 * PAGE).unwrap();
-        assert!(E.queued().unwrap().0 <= 3);
+        assert!(E.queued(&os).unwrap().0 <= 3);
     }
     assert_eq!(E.stats.get(Counter::PeakQueued), 3);
 }
@@ -227,7 +227,7 @@ fn aged_eviction_keeps_young_windows_touching_an_evicted_run() {
     let extra = map(&E, &os, 3, 64 * PAGE as i64);
     E.munmap(&os, extra, 2 * PAGE).unwrap();
     assert_eq!(*os.munmaps.borrow(), [(w[0], 28 * PAGE)]);
-    assert_eq!(E.queued(), Some((3, 6 * PAGE)));
+    assert_eq!(E.queued(&os), Some((3, 6 * PAGE)));
     let mmaps = *os.mmaps.borrow();
     assert_eq!(
         map(&E, &os, 3, 30 * PAGE as i64),

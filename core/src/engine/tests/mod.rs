@@ -4,7 +4,8 @@ use super::*;
 use crate::config::{Config, System};
 use crate::fake::{FakeOs, BASE, NOREPLACE, PAGE, WRITE_ONLY_FD};
 use crate::file::FileStamp;
-use crate::holder::{PerThread, Taken};
+use crate::holder::Taken;
+use crate::os::PerThread;
 use crate::os::{Errno, Usage};
 use crate::table::{Evict, FileKey};
 use std::vec::Vec;
@@ -151,7 +152,7 @@ fn enomem_flushes_and_retries_once() {
     let c = map(&E, &os, 5, 0);
     assert!(os.mapped(c).is_some());
     assert_eq!(E.stats.get(Counter::EnomemRetries), 1);
-    assert_eq!(E.queued(), Some((0, 0)));
+    assert_eq!(E.queued(&os), Some((0, 0)));
     // Without anything queued an ENOMEM stays an ENOMEM.
     let r = E.mmap(&os, 0, 16 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 6, 0);
     assert_eq!(r, Err(libc::ENOMEM));
@@ -164,7 +165,7 @@ fn contention_passes_through_and_is_reconciled() {
     start(&E, 16);
     let a = map(&E, &os, 3, 0);
     {
-        let Taken::Got(_held) = E.table.try_lock() else {
+        let Taken::Got(_held) = E.table.try_lock(&os) else {
             panic!("free")
         };
         // As from a signal handler while the table is held: straight through.
@@ -273,7 +274,7 @@ fn changed_file_is_not_reused_and_its_stale_mapping_unmapped() {
     );
     assert_eq!(E.stats.get(Counter::Stale), 1);
     assert_eq!(E.stats.get(Counter::Reused), 0);
-    assert_eq!(E.queued(), Some((1, 2 * PAGE)), "only the other window");
+    assert_eq!(E.queued(&os), Some((1, 2 * PAGE)), "only the other window");
     // The other window, never asked for again, leaves with the queue.
     E.munmap(&os, b, 2 * PAGE).unwrap();
     assert_eq!(map(&E, &os, 3, 0), b, "the new mapping is reused");
@@ -299,7 +300,7 @@ fn each_munmap_is_counted_once() {
     let c = map(&E, &os, 5, 0);
     E.munmap(&os, b, PAGE).unwrap(); // part of a mapping
     {
-        let Taken::Got(_held) = E.table.try_lock() else {
+        let Taken::Got(_held) = E.table.try_lock(&os) else {
             panic!("free")
         };
         E.munmap(&os, c, 2 * PAGE).unwrap(); // table busy
@@ -333,7 +334,7 @@ fn calls_far_from_every_entry_skip_the_lock() {
     };
     let x = anon(&E);
     {
-        let Taken::Got(_held) = E.table.try_lock() else {
+        let Taken::Got(_held) = E.table.try_lock(&os) else {
             panic!("free")
         };
         E.munmap(&os, x, 16 * PAGE).unwrap();
@@ -346,7 +347,7 @@ fn calls_far_from_every_entry_skip_the_lock() {
     let y = anon(&E);
     assert!(y > a, "the fake kernel maps upwards");
     {
-        let Taken::Got(_held) = E.table.try_lock() else {
+        let Taken::Got(_held) = E.table.try_lock(&os) else {
             panic!("free")
         };
         E.munmap(&os, y, 16 * PAGE).unwrap();

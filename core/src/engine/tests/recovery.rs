@@ -18,9 +18,11 @@ fn test_cells() -> &'static PerThread {
 #[test]
 fn lock_abandoned_by_a_longjmp_is_recovered_not_a_nested_one() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
+    let os = FakeOs {
+        cells: Some(test_cells()),
+        ..FakeOs::default()
+    };
     start(&E, 16);
-    E.set_per_thread(test_cells);
     let cells = test_cells();
     let loop_frame = 0x7000_0000;
     cells.frame.set(loop_frame);
@@ -28,9 +30,9 @@ fn lock_abandoned_by_a_longjmp_is_recovered_not_a_nested_one() {
     let b = map(&E, &os, 3, 2 * PAGE as i64);
     E.munmap(&os, a, 2 * PAGE).unwrap();
     E.munmap(&os, b, 2 * PAGE).unwrap();
-    assert_eq!(E.queued(), Some((2, 4 * PAGE)));
+    assert_eq!(E.queued(&os), Some((2, 4 * PAGE)));
     // A hook takes the table, and a longjmp leaves it.
-    let Taken::Got(held) = E.table.try_lock() else {
+    let Taken::Got(held) = E.table.try_lock(&os) else {
         panic!("free")
     };
     core::mem::forget(held);
@@ -57,7 +59,7 @@ fn lock_abandoned_by_a_longjmp_is_recovered_not_a_nested_one() {
     assert!(unmapped.contains(&(b, 2 * PAGE)), "{unmapped:?}");
     let d = map(&E, &os, 5, 0);
     assert_eq!(E.munmap(&os, d, 2 * PAGE), Ok(()));
-    assert_eq!(E.queued(), Some((1, 2 * PAGE)), "deferring again");
+    assert_eq!(E.queued(&os), Some((1, 2 * PAGE)), "deferring again");
     assert!(os.mapped(d).is_some());
 }
 

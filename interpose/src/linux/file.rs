@@ -41,9 +41,8 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
         | libc::STATX_MNT_ID_UNIQUE;
     // The raw call: glibc's wrapper may emulate statx with fstatat on old
     // kernels. With AT_EMPTY_PATH the call is about `fd` itself; Linux 6.11+
-    // takes a NULL path for that and skips copying in a path (about 10% of
-    // the call here), older kernels answer EFAULT, and then "" is used
-    // from that call on.
+    // takes a NULL path for that and skips copying in a path, older kernels
+    // answer EFAULT, and then "" is used from that call on.
     let null_path = NULL_PATH.load(Relaxed) != NULL_PATH_REFUSED;
     let path = if null_path {
         core::ptr::null()
@@ -125,12 +124,6 @@ fn on_overlayfs(fd: i32) -> Option<bool> {
 
 /// Where `statx` is refused: `fstat`, then `fstatfs` every time.
 fn fstat_facts(fd: i32) -> Option<FileFacts> {
-    // SAFETY: `stat` is plain data; fstat writes it or fails.
-    let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
-    let r = unsafe { libc::fstat(fd, &mut st) };
-    if r != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG || on_overlayfs(fd)? {
-        return None;
-    }
-    Some(crate::os::facts_of(&st))
+    let facts = crate::posix::regular_file_facts(fd)?;
+    (!on_overlayfs(fd)?).then_some(facts)
 }

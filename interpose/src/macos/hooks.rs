@@ -1,19 +1,24 @@
-// macOS-only hooks, included into `hooks.rs` (so they are `hooks::NAME`,
-// as scripts/inspect_macho.py expects); listed in `macos_only_hooks!`
-// (exports_macos.rs).
-//
-// `vm_deallocate` and `mach_vm_deallocate` unmap whatever lies in the
-// page-rounded range, as munmap does (xnu `osfmk/vm/vm_user.c`
-// `mach_vm_deallocate`). Without these hooks a tracked mapping freed that
-// way would stay a Live entry: a later munmap of the same range would queue
-// it, and a reuse could hand back an address where other memory now is.
-// `vm_protect` and `mach_vm_protect` change protections as mprotect does: a
-// tracked mapping made writable that way and written must not be reused.
-// All answer a `kern_return_t` and leave errno alone.
+//! macOS's own hooks (its `hook_table!` lists them), beyond the shared
+//! ones of `hooks.rs`.
+//!
+//! `vm_deallocate` and `mach_vm_deallocate` unmap whatever lies in the
+//! page-rounded range, as munmap does (xnu `osfmk/vm/vm_user.c`
+//! `mach_vm_deallocate`). Without these hooks a tracked mapping freed that
+//! way would stay a Live entry: a later munmap of the same range would queue
+//! it, and a reuse could hand back an address where other memory now is.
+//! `vm_protect` and `mach_vm_protect` change protections as mprotect does: a
+//! tracked mapping made writable that way and written must not be reused.
+//! All answer a `kern_return_t` and leave errno alone.
 
+use super::os::RealOs;
+use super::real;
+use crate::{errno, ENGINE};
+use libc::c_int;
 use libc::{
     kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
 };
+use munmapq_core::engine::Effect;
+use munmapq_core::os::Errno;
 
 /// Releases what munmapq holds in the range (queued mappings are unmapped,
 /// live ones stop being tracked), then makes the call; only for this task's

@@ -1,6 +1,6 @@
 //! macOS: the real functions are libSystem's, called directly (dyld does
-//! not interpose the image that holds the interpose table). Same names and
-//! C signatures as the hooks, so `exports_macos.rs` can pair them.
+//! not interpose the image that holds the interpose table): a function of
+//! each hook's name and C signature (`hook_table!`) that calls libSystem's.
 
 use libc::{c_int, c_void, off_t, size_t};
 use libc::{
@@ -54,12 +54,19 @@ pub mod libsystem {
 /// Nothing to resolve on macOS.
 pub fn resolve() {}
 
-macro_rules! forward {
-    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+/// For each entry of `hook_table!`, a function of its name that calls
+/// libSystem's (the Linux stand-ins of the shared entries do not apply).
+macro_rules! real_functions {
+    (shared { $( $name:ident $args:tt -> $ret:ty, [$($linux:tt)*]; )* } platform { $($platform:tt)* }) => {
+        real_functions!(@all $( $name $args -> $ret; )* $($platform)*);
+    };
+    (@all $( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty; )*) => {
         $(
+            /// Calls libSystem's function.
+            ///
             /// # Safety
             /// As for the C function of the same name.
-            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            pub unsafe fn $name($($arg: $ty),*) -> $ret {
                 // SAFETY: the caller's own arguments; pointer parameters are
                 // passed on unchanged (mincore's `char *` is `*mut c_void` here).
                 unsafe { libsystem::$name($($arg as _),*) }
@@ -68,5 +75,4 @@ macro_rules! forward {
     };
 }
 
-crate::common_hooks!(forward);
-crate::macos_only_hooks!(forward,);
+super::hook_table!(real_functions);

@@ -2,11 +2,13 @@
 //! (which recognises a table lock that a `siglongjmp` out of a signal
 //! handler abandoned inside a hook).
 //!
-//! Every hook records, on entry, the address of a local of its own frame in
-//! a thread-local, and puts the previous value back on return; a nested signal handler's hook does the same below it. A hook
-//! left by a longjmp never puts the old value back, which is harmless: the
-//! next hook entered replaces it, and the engine compares frames only when
-//! the table is held by this very thread.
+//! Every exported hook (`exports.rs`) records, on entry, the address of a
+//! local of its own frame in a thread-local, and puts the previous value
+//! back on return; a nested signal handler's hook does the same below it.
+//! A hook left by a longjmp never puts the old value back, which is
+//! harmless: the next hook entered replaces it, and the engine compares
+//! frames only when the table is held by this very thread. The `Os` hands
+//! the cells to the core (`os.rs`).
 //!
 //! The thread-local is a 16-byte `.tbss` object declared in assembly (the
 //! library is `no_std`, and stable Rust has no `#[thread_local]` outside
@@ -19,7 +21,7 @@
 //! architectures there are no cells, and the recovery is off (the lock
 //! then names its holder by `pthread_self`).
 
-use munmapq_core::holder::PerThread;
+use munmapq_core::os::PerThread;
 
 core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",

@@ -1,21 +1,19 @@
-//! libmunmapq.so / libmunmapq.dylib: the `munmapq-interpose` crate (the
-//! hooks, their exports and start-up) linked into the library programs
-//! load. Built by the `munmapq` launcher's build script from the published
-//! sources of `munmapq-interpose`, and in a checkout by the workspace
-//! member in `cdylib/`.
+//! What a `no_std` library needs from its own code: a panic handler, and
+//! the unwinder's personality routine that the precompiled `core` refers
+//! to. Here, in the library's crate, so that linking the library is one
+//! line (`extern crate munmapq_interpose;`) wherever it is built: in the
+//! workspace by `interpose/cdylib/`, for the launcher by its build script
+//! from the published sources of this crate.
 //!
-//! `no_std`: the library is loaded into every process a shell starts
-//! (`munmapq env`), so it carries no standard library, allocator or
-//! unwinder: it is small and costs the dynamic loader little. It is always
-//! built with `panic = "abort"`; a panic (none is expected: the hooks never
-//! panic on purpose) aborts.
-#![no_std]
+//! The library is always built with `panic = "abort"`; a panic (none is
+//! expected: the hooks never panic on purpose) aborts.
+//!
+//! Nothing may link this crate into a program that has the standard
+//! library: it would bring a second panic handler. The launcher depends on
+//! it only for its `links` metadata, and never names it.
 
-// Linked whole: its exported hooks and its .init_array/.fini_array entries.
-extern crate munmapq_interpose;
-
-// (Not in a test build of this crate, which `cargo check --all-targets`
-// makes for Apple targets with -Zbuild-std: the test harness brings std's.)
+// Not in a test build of this crate (`--all-targets` makes one, even with
+// `test = false`): the test harness brings std's.
 #[cfg(not(test))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

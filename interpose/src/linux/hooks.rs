@@ -1,22 +1,88 @@
-//! Linux-only hooks beyond `hooks.rs`: `pkey_mprotect`, `shmat` and
-//! `mseal`, calls that act on a range of the caller's address space and that
-//! must therefore see queued ranges as the program left them.
+//! Linux's own hooks (its `hook_table!` lists them), beyond the shared ones
+//! of `hooks.rs`: calls that act on a range of the caller's address space
+//! and must therefore see queued ranges as the program left them.
 
-use crate::hooks::{hook_frame, on_range, ptr_result, span};
-use crate::os::RealOs;
-use crate::{errno, real, ENGINE};
-use libc::{c_int, c_void, size_t};
+use super::os::RealOs;
+use super::real;
+use crate::errno::{self, addr_result};
+use crate::hooks::{on_range, ptr_result, span};
+use crate::{trace, ENGINE};
+use libc::{c_int, c_uint, c_ulong, c_void, size_t};
 use munmapq_core::engine::{Effect, Span};
 
 /// # Safety
+/// As for C `posix_madvise` (answers an error number, errno untouched).
+/// Linux only: in macOS's libSystem `posix_madvise` is an alias of
+/// `madvise` (scripts/libsystem_aliases.txt), so it cannot be interposed
+/// apart from it.
+#[inline(always)]
+pub unsafe extern "C" fn posix_madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    let saved = errno::get();
+    let r = ENGINE.range_call(&RealOs, &[span(addr, len, Effect::Modify)], || {
+        // SAFETY: the caller's own arguments.
+        match unsafe { real::posix_madvise(addr, len, advice) } {
+            0 => Ok(0),
+            e => Err(e),
+        }
+    });
+    errno::set(saved);
+    r.unwrap_or_else(|e| e)
+}
+
+/// # Safety
+/// As for C `mlock2`.
+#[inline(always)]
+pub unsafe extern "C" fn mlock2(addr: *const c_void, len: size_t, flags: c_uint) -> c_int {
+    // SAFETY: the caller's own arguments.
+    on_range(addr, len, Effect::Modify, || unsafe {
+        real::mlock2(addr, len, flags)
+    })
+}
+
+/// # Safety
+/// As for C `mremap`; `new_addr` is read only with `MREMAP_FIXED`.
+#[inline(always)]
+pub unsafe extern "C" fn mremap(
+    old: *mut c_void,
+    old_size: size_t,
+    new_size: size_t,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
+    let saved = errno::get();
+    let base = old as usize;
+    // The old range changes; where it may grow in place must be as free as
+    // the program left it; a fixed target is replaced.
+    let grow = (new_size > old_size)
+        .then(|| {
+            ENGINE.span(
+                base.wrapping_add(old_size),
+                new_size - old_size,
+                Effect::Inspect,
+            )
+        })
+        .flatten();
+    let target = (flags & libc::MREMAP_FIXED != 0)
+        .then(|| span(new_addr, new_size, Effect::Modify))
+        .flatten();
+    let spans = [span(old, old_size, Effect::Modify), grow, target];
+    trace::range(trace::KIND_MODIFY, base, old_size, 0);
+    let r = ENGINE.range_call(&RealOs, &spans, || {
+        // SAFETY: the caller's own arguments.
+        addr_result(unsafe { real::mremap(old, old_size, new_size, flags, new_addr) })
+    });
+    ptr_result(r, saved)
+}
+
+/// # Safety
 /// As for C `pkey_mprotect`.
+#[inline(always)]
 pub unsafe extern "C" fn pkey_mprotect(
     addr: *mut c_void,
     len: size_t,
     prot: c_int,
     pkey: c_int,
 ) -> c_int {
-    hook_frame!();
     // As mprotect: anything but read-only, or a protection key (which can
     // make reads fault), ends tracking; a mapping handed back later must
     // be as a fresh mmap would make it.
@@ -34,8 +100,8 @@ pub unsafe extern "C" fn pkey_mprotect(
 /// # Safety
 /// As for C `mseal` (glibc may lack it; programs then use `syscall`, which
 /// munmapq does not see).
-pub unsafe extern "C" fn mseal(addr: *mut c_void, len: size_t, flags: libc::c_ulong) -> c_int {
-    hook_frame!();
+#[inline(always)]
+pub unsafe extern "C" fn mseal(addr: *mut c_void, len: size_t, flags: c_ulong) -> c_int {
     // Queued mappings there are unmapped first (the kernel answers ENOMEM
     // for a freed range, as without munmapq, and nothing freed gets
     // pinned); a sealed mapping is never deferred (its munmap must fail
@@ -77,18 +143,11 @@ fn shmlba() -> usize {
 
 /// # Safety
 /// As for C `shmat`.
+#[inline(always)]
 pub unsafe extern "C" fn shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void {
-    hook_frame!();
     let saved = errno::get();
-    let call = || {
-        // SAFETY: the caller's own arguments.
-        let p = unsafe { real::shmat(id, addr, flags) };
-        if p as isize == -1 {
-            Err(errno::get())
-        } else {
-            Ok(p as usize)
-        }
-    };
+    // SAFETY: the caller's own arguments.
+    let call = || addr_result(unsafe { real::shmat(id, addr, flags) });
     let r = if addr.is_null() {
         // The kernel picks the address: anything we had there was unmapped
         // behind our back (as for an mmap without an address).
@@ -128,3 +187,6 @@ fn attach_span(id: c_int, addr: usize, flags: c_int) -> Option<Span> {
         .map_or(ADDRESS_TOP, |e| (e & !(HUGE - 1)).min(ADDRESS_TOP));
     span(start as *const c_void, end.saturating_sub(start), effect)
 }
+
+/// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
+pub use crate::hooks::mmap as mmap64;

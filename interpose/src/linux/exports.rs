@@ -1,0 +1,42 @@
+//! Linux: every hook of `hook_table!` exported under its C name, found
+//! first by the dynamic linker because `LD_PRELOAD` puts this library
+//! first. Each export records its frame for the longjmp recovery, then runs
+//! the hook.
+
+use super::hooks as linux_hooks;
+use crate::hooks as shared_hooks;
+use libc::{c_int, c_uint, c_ulong, c_void, off_t, size_t};
+
+/// Records this exported function's frame as the thread's innermost hook
+/// frame while it runs (`frames.rs`): the first statement of every export.
+macro_rules! hook_frame {
+    () => {
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        let here = 0u8;
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        let _frame = super::frames::Frame::enter(core::ptr::addr_of!(here) as usize);
+    };
+}
+
+/// `#[no_mangle]` exports of the table's hooks: the shared ones run
+/// `hooks.rs`'s function of the same name, Linux's own `linux/hooks.rs`'s.
+macro_rules! exports {
+    (shared { $($shared:tt)* } platform { $($platform:tt)* }) => {
+        exports!(@from shared_hooks $($shared)*);
+        exports!(@from linux_hooks $($platform)*);
+    };
+    (@from $hooks:ident $( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty, [$($stand_in:tt)*]; )*) => {
+        $(
+            /// # Safety
+            /// As for the C function of the same name.
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+                hook_frame!();
+                // SAFETY: the caller's own arguments, forwarded.
+                unsafe { $hooks::$name($($arg),*) }
+            }
+        )*
+    };
+}
+
+super::hook_table!(exports);

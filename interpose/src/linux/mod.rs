@@ -1,0 +1,46 @@
+//! Linux (glibc): the hooks are exported under their C names, and
+//! `LD_PRELOAD` puts this library first, so the dynamic linker binds the
+//! program's calls to them; the real functions are the next definitions of
+//! those names (`dlsym(RTLD_NEXT)`, libc's normally). See the crate's
+//! documentation for what each module provides.
+
+mod exports;
+mod file;
+/// Per-thread hook frames for the longjmp recovery (ELF TLS, by assembly).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod frames;
+pub mod hooks;
+pub mod os;
+mod proc;
+pub mod real;
+
+/// Every hook Linux has: `crate::shared_hooks!` and those below, whose
+/// bodies are in `hooks.rs`. In brackets, what stands in for the real
+/// function until the constructor has found it: `syscall SYS_NAME` (the raw
+/// system call with the same arguments), a function of `real.rs` called
+/// with them, or nothing (the hook has no real function of its own).
+macro_rules! hook_table {
+    ($generate:ident) => {
+        crate::shared_hooks! { $generate
+            posix_madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int, [posix_madvise_fallback];
+            mlock2(addr: *const c_void, len: size_t, flags: c_uint) -> c_int, [syscall SYS_mlock2];
+            // Variadic in C (`...` holds new_address, read only with
+            // MREMAP_FIXED). On the Linux ABIs munmapq builds for (x86_64,
+            // aarch64, and every other 64-bit glibc target) a variadic
+            // pointer argument travels in the same register as a fifth fixed
+            // one, so a five-argument definition receives it.
+            mremap(old: *mut c_void, old_size: size_t, new_size: size_t, flags: c_int, new_addr: *mut c_void) -> *mut c_void, [syscall SYS_mremap];
+            pkey_mprotect(addr: *mut c_void, len: size_t, prot: c_int, pkey: c_int) -> c_int, [syscall SYS_pkey_mprotect];
+            shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void, [syscall SYS_shmat];
+            // Older glibc has no `mseal` (then the name does not resolve and
+            // the raw system call is used, and a program that finds the
+            // export with dlsym gets the hooked system call).
+            mseal(addr: *mut c_void, len: size_t, flags: c_ulong) -> c_int, [syscall SYS_mseal];
+            // glibc's large-file name for mmap (git calls this one): on
+            // 64-bit targets `off64_t` is `off_t`; mmap's hook and real
+            // function serve it.
+            mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void, [];
+        }
+    };
+}
+use hook_table;

@@ -1,0 +1,58 @@
+//! Linux: the core's view of the real system (the contract:
+//! `munmapq_core::os::Os`).
+
+use super::{file, proc};
+use munmapq_core::file::{readable_open_flags, FileFacts, PATH_ONLY};
+use munmapq_core::os::{Os, PerThread};
+use munmapq_core::os::Usage;
+
+pub struct RealOs;
+
+impl Os for RealOs {
+    crate::posix::same_os_methods!();
+
+    /// Raw system calls, as this runs on every eligible mmap: glibc's fstat
+    /// is fstatat(fd, "", AT_EMPTY_PATH), which costs a path walk
+    /// (`file.rs` has the file's facts), and its fcntl decodes varargs.
+    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
+        let facts = file::regular_file_facts(fd)?;
+        // SAFETY: F_GETFL takes no argument and only reads; a bad fd only
+        // makes it fail.
+        let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) as i32 };
+        readable_open_flags(fl, PATH_ONLY).then_some(facts)
+    }
+
+    fn max_map_count(&self) -> Option<usize> {
+        proc::max_map_count()
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        proc::usage()
+    }
+
+    fn map_count(&self) -> Option<usize> {
+        proc::map_count()
+    }
+
+    fn drop_pages(&self, addr: usize, len: usize) -> bool {
+        // The raw system call: madvise is hooked. On a read-only private
+        // file mapping never written (tracked entries are), MADV_DONTNEED
+        // only removes the page-table entries; the next access faults the
+        // file's pages in again (mm/madvise.c, madvise_dontneed_single_vma).
+        // SAFETY: a queued range munmapq alone owns.
+        unsafe { libc::syscall(libc::SYS_madvise, addr, len, libc::MADV_DONTNEED) == 0 }
+    }
+
+    /// The cells of `frames.rs` (one TLS access, no call).
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[inline]
+    fn thread_cells(&self) -> Option<&'static PerThread> {
+        Some(super::frames::cells())
+    }
+
+    /// No frames are kept on other architectures: no recovery there.
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    fn thread_cells(&self) -> Option<&'static PerThread> {
+        None
+    }
+}

@@ -1,0 +1,83 @@
+//! Linux: the process's memory as the sizing rule needs it
+//! (`munmapq_core::sizing`), read from `/proc`: current RSS and address
+//! space, the number of mappings, `vm.max_map_count`.
+//!
+//! Each read opens the file, reads it and closes it: no descriptor is kept
+//! between reads (a program would see it in `/proc/self/fd`, could close it
+//! or reuse its number, and a fork child would inherit the parent's
+//! `/proc/self`). That costs more than a read through a kept descriptor,
+//! and reads are rare (at most one `statm` per half budget queued, the map
+//! count every few thousand deferrals, `max_map_count` once).
+//!
+//! `statm` is the cheapest source of RSS and address space (`status` and
+//! `smaps_rollup` format far more); `getrusage` knows only the peak, and
+//! `mincore` reports the page cache, not this process's pages. The map count
+//! has no cheap source: `/proc/self/maps` is read and its lines counted
+//! (the cost grows with the number of mappings).
+
+use core::ffi::CStr;
+use munmapq_core::config::parse_uint;
+use munmapq_core::os::Usage;
+
+/// Opens `path`, hands what each read returns (into `buf`) to `take` until
+/// the file ends or `take` answers false, and closes it. None if it cannot
+/// be opened or a read fails.
+fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Option<()> {
+    // SAFETY: a NUL-terminated path; open has no other preconditions.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let ok = loop {
+        // SAFETY: `buf` is valid for its length; `fd` is ours.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            break false;
+        }
+        if n == 0 || !take(&buf[..n as usize]) {
+            break true;
+        }
+    };
+    // SAFETY: our own fd, closed once.
+    unsafe { libc::close(fd) };
+    ok.then_some(())
+}
+
+/// Current address space and RSS from `/proc/self/statm` (its first
+/// read: the first two fields, in pages).
+pub fn usage() -> Option<Usage> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as usize;
+    let mut usage = None;
+    read(c"/proc/self/statm", &mut [0u8; 128], |text| {
+        let mut fields = text.split(|&c| c == b' ').map(parse_uint);
+        usage = fields.next().flatten().zip(fields.next().flatten());
+        false
+    })?;
+    let (size, resident) = usage?;
+    Some(Usage {
+        size: (size as usize).saturating_mul(page),
+        resident: (resident as usize).saturating_mul(page),
+    })
+}
+
+/// Lines of `/proc/self/maps`: one per mapping.
+pub fn map_count() -> Option<usize> {
+    let mut lines = 0;
+    read(c"/proc/self/maps", &mut [0u8; 4096], |text| {
+        lines += text.iter().filter(|&&c| c == b'\n').count();
+        true
+    })?;
+    Some(lines)
+}
+
+/// `vm.max_map_count` (its first read: the leading digits).
+pub fn max_map_count() -> Option<usize> {
+    let mut count = None;
+    read(c"/proc/sys/vm/max_map_count", &mut [0u8; 32], |text| {
+        let digits = text.split(|c| !c.is_ascii_digit()).next();
+        count = digits.and_then(parse_uint).map(|v| v as usize);
+        false
+    })?;
+    count
+}

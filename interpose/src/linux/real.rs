@@ -1,0 +1,88 @@
+//! The real functions: resolved once, at load time, with `dlsym(RTLD_NEXT)`
+//! (so another preloaded library below us still sees its calls); before
+//! that, and if a name does not resolve, the stand-in of its `hook_table!`
+//! entry (the raw system call). Nothing here is ever looked up from inside
+//! a hook.
+
+use core::sync::atomic::Ordering;
+use libc::{c_int, c_uint, c_ulong, c_void, off_t, size_t};
+
+/// For each entry of `hook_table!` with a stand-in: a slot, filled by
+/// `resolve`, and a function of the entry's name that calls through it.
+macro_rules! real_functions {
+    (shared { $($shared:tt)* } platform { $($platform:tt)* }) => {
+        real_functions!(@all $($shared)* $($platform)*);
+    };
+    (@all $( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty, [$($stand_in:tt)*]; )*) => {
+        #[allow(non_upper_case_globals)]
+        mod slots {
+            use core::sync::atomic::AtomicUsize;
+            $( real_functions!(@slot $name [$($stand_in)*]); )*
+        }
+
+        /// Resolves every real function. Called once, from the constructor.
+        pub fn resolve() {
+            $( real_functions!(@resolve $name [$($stand_in)*]); )*
+        }
+
+        $( real_functions!(@function $name ($($arg: $ty),*) -> $ret, [$($stand_in)*]); )*
+    };
+
+    (@slot $name:ident []) => {};
+    (@slot $name:ident [$($stand_in:tt)+]) => {
+        pub static $name: AtomicUsize = AtomicUsize::new(0);
+    };
+
+    (@resolve $name:ident []) => {};
+    (@resolve $name:ident [$($stand_in:tt)+]) => {
+        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the
+        // definition after this library (libc's, normally).
+        let f = unsafe {
+            libc::dlsym(libc::RTLD_NEXT, concat!(stringify!($name), "\0").as_ptr().cast())
+        };
+        slots::$name.store(f as usize, Ordering::Release);
+    };
+
+    (@function $name:ident ($($arg:ident : $ty:ty),*) -> $ret:ty, []) => {};
+    (@function $name:ident ($($arg:ident : $ty:ty),*) -> $ret:ty, [$($stand_in:tt)+]) => {
+        /// Calls the real function (its stand-in before `resolve`).
+        ///
+        /// # Safety
+        /// The caller passes what the C function accepts.
+        pub unsafe fn $name($($arg: $ty),*) -> $ret {
+            let f = slots::$name.load(Ordering::Acquire);
+            if f == 0 {
+                return real_functions!(@stand_in ($($arg),*) -> $ret, $($stand_in)+);
+            }
+            // SAFETY: `f` came from dlsym for this exact C function, whose
+            // prototype is the one declared here.
+            let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { core::mem::transmute(f) };
+            // SAFETY: forwarded from our caller's contract.
+            unsafe { f($($arg),*) }
+        }
+    };
+
+    (@stand_in ($($arg:ident),*) -> $ret:ty, syscall $number:ident) => {
+        // SAFETY: the raw system call with the arguments the libc wrapper
+        // would pass; the kernel validates them.
+        unsafe { libc::syscall(libc::$number, $($arg),*) as $ret }
+    };
+    (@stand_in ($($arg:ident),*) -> $ret:ty, $function:ident) => {
+        $function($($arg),*)
+    };
+}
+
+super::hook_table!(real_functions);
+
+/// glibc's posix_madvise: DONTNEED is ignored, errors are returned, not set.
+fn posix_madvise_fallback(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    if advice == libc::POSIX_MADV_DONTNEED {
+        return 0;
+    }
+    // SAFETY: the raw system call with the caller's arguments; the kernel
+    // validates them.
+    match unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) } {
+        0 => 0,
+        _ => crate::errno::get(),
+    }
+}

@@ -1,0 +1,30 @@
+//! macOS: dyld interposing (`exports.rs`); the real functions are
+//! libSystem's, called directly, since dyld does not interpose the image
+//! that holds the interpose table. See the crate's documentation for what
+//! each module provides.
+
+mod exports;
+pub mod hooks;
+pub mod os;
+pub mod real;
+
+/// Every hook macOS has: `crate::shared_hooks!` and the Mach calls that
+/// unmap as munmap does or change protections as mprotect does, whose
+/// bodies are in `hooks.rs` (xnu `libsyscall/mach/mach_vm.c`:
+/// `vm_deallocate` and `vm_protect` call their `mach_vm_` versions inside
+/// libSystem, so all four are interposed; `boolean_t` is an `int`). macOS
+/// has no `mmap64`, `mremap`, `mlock2` or `MAP_FIXED_NOREPLACE`, and its
+/// `posix_madvise` cannot be interposed apart from `madvise` (see
+/// `exports.rs`). scripts/inspect_macho.py reads this list (one entry a
+/// line).
+macro_rules! hook_table {
+    ($generate:ident) => {
+        crate::shared_hooks! { $generate
+            vm_deallocate(task: vm_map_t, address: vm_address_t, size: vm_size_t) -> kern_return_t;
+            mach_vm_deallocate(task: vm_map_t, address: mach_vm_address_t, size: mach_vm_size_t) -> kern_return_t;
+            vm_protect(task: vm_map_t, address: vm_address_t, size: vm_size_t, set_maximum: c_int, new_protection: vm_prot_t) -> kern_return_t;
+            mach_vm_protect(task: vm_map_t, address: mach_vm_address_t, size: mach_vm_size_t, set_maximum: c_int, new_protection: vm_prot_t) -> kern_return_t;
+        }
+    };
+}
+use hook_table;

@@ -1,0 +1,114 @@
+//! System calls Linux and macOS make the same way (POSIX), for their `Os`
+//! implementations and start-up.
+
+use munmapq_core::file::{FileFacts, FileStamp};
+use munmapq_core::os::SignalStack;
+
+/// The methods of `munmapq_core::os::Os` that both platforms implement the
+/// same way, for their `impl Os for RealOs` (in a module beside the
+/// platform's `real`): mmap and munmap through the real functions, the
+/// `RLIMIT_AS` limit, the thread's name and its signal stack.
+macro_rules! same_os_methods {
+    () => {
+        fn mmap(
+            &self,
+            addr: usize,
+            len: usize,
+            prot: i32,
+            flags: i32,
+            fd: i32,
+            off: i64,
+        ) -> Result<usize, munmapq_core::os::Errno> {
+            // SAFETY: arguments the program passed to its own mmap call.
+            let p = unsafe {
+                super::real::mmap(addr as *mut _, len, prot, flags, fd, off as libc::off_t)
+            };
+            crate::errno::addr_result(p)
+        }
+
+        fn munmap(&self, addr: usize, len: usize) -> Result<(), munmapq_core::os::Errno> {
+            // SAFETY: either the program's own munmap arguments, or a range
+            // munmapq mapped for the program and now owns alone.
+            crate::errno::int_result(unsafe { super::real::munmap(addr as *mut _, len) }).map(drop)
+        }
+
+        fn address_space_limit(&self) -> Option<usize> {
+            crate::posix::address_space_limit()
+        }
+
+        fn this_thread(&self) -> usize {
+            crate::posix::this_thread()
+        }
+
+        fn signal_stack(&self) -> munmapq_core::os::SignalStack {
+            crate::posix::signal_stack()
+        }
+    };
+}
+pub(crate) use same_os_methods;
+
+/// Device, inode and stamp of `fd` if `fstat` says it is a regular file.
+pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
+    // SAFETY: `stat` is plain data; fstat writes it or fails.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    Some(facts_of(&st))
+}
+
+/// What `fstat` said, as the engine keeps it.
+// The stat fields' widths differ between targets.
+#[allow(clippy::unnecessary_cast)]
+fn facts_of(st: &libc::stat) -> FileFacts {
+    FileFacts {
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+        stamp: FileStamp {
+            size: st.st_size as i64,
+            mtime_sec: st.st_mtime as i64,
+            mtime_nsec: st.st_mtime_nsec as i64,
+            ctime_sec: st.st_ctime as i64,
+            ctime_nsec: st.st_ctime_nsec as i64,
+        },
+    }
+}
+
+/// The `RLIMIT_AS` soft limit, or `None` when unlimited.
+pub fn address_space_limit() -> Option<usize> {
+    // SAFETY: plain out-parameter.
+    let mut rl: libc::rlimit = unsafe { core::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) } != 0
+        || rl.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some(rl.rlim_cur as usize)
+}
+
+/// The calling thread's `pthread_self`.
+pub fn this_thread() -> usize {
+    // SAFETY: pthread_self has no preconditions; it reads the thread pointer
+    // (no system call, async-signal-safe in practice on glibc and macOS).
+    unsafe { libc::pthread_self() as usize }
+}
+
+/// Whether the calling thread runs on its alternate signal stack
+/// (`sigaltstack` queried, nothing changed).
+pub fn signal_stack() -> SignalStack {
+    // SAFETY: plain data, filled in by the kernel.
+    let mut ss: libc::stack_t = unsafe { core::mem::zeroed() };
+    // SAFETY: a NULL new stack only queries; `ss` is a valid out-pointer.
+    if unsafe { libc::sigaltstack(core::ptr::null(), &mut ss) } != 0 {
+        return SignalStack::Unknown;
+    }
+    if ss.ss_flags & libc::SS_ONSTACK == 0 {
+        return SignalStack::Elsewhere;
+    }
+    SignalStack::On {
+        base: ss.ss_sp as usize,
+        size: ss.ss_size,
+    }
+}
