@@ -76,7 +76,6 @@ pub(crate) fn on_range(
 
 /// # Safety
 /// As for C `mmap`.
-#[inline(always)]
 pub unsafe extern "C" fn mmap(
     addr: *mut c_void,
     len: size_t,
@@ -111,7 +110,6 @@ pub unsafe extern "C" fn mmap(
 
 /// # Safety
 /// As for C `munmap`.
-#[inline(always)]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     let saved = errno::get();
     let rss = if trace::enabled() {
@@ -135,7 +133,6 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
 
 /// # Safety
 /// As for C `mprotect`.
-#[inline(always)]
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
     // Making a tracked mapping anything but read-only ends its tracking
     // (it could be written); PROT_READ again changes nothing.
@@ -152,7 +149,6 @@ pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -
 
 /// # Safety
 /// As for C `madvise`.
-#[inline(always)]
 pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
     // madvise can split the mapping in the kernel: it stops being reusable.
     // SAFETY: the caller's own arguments.
@@ -163,7 +159,6 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) 
 
 /// # Safety
 /// As for C `mlock`.
-#[inline(always)]
 pub unsafe extern "C" fn mlock(addr: *const c_void, len: size_t) -> c_int {
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
@@ -173,7 +168,6 @@ pub unsafe extern "C" fn mlock(addr: *const c_void, len: size_t) -> c_int {
 
 /// # Safety
 /// As for C `munlock`.
-#[inline(always)]
 pub unsafe extern "C" fn munlock(addr: *const c_void, len: size_t) -> c_int {
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
@@ -183,7 +177,6 @@ pub unsafe extern "C" fn munlock(addr: *const c_void, len: size_t) -> c_int {
 
 /// # Safety
 /// As for C `mlockall`.
-#[inline(always)]
 pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
     let saved = errno::get();
     let future = flags & libc::MCL_FUTURE != 0;
@@ -204,7 +197,6 @@ pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
 
 /// # Safety
 /// As for C `munlockall`.
-#[inline(always)]
 pub unsafe extern "C" fn munlockall() -> c_int {
     let saved = errno::get();
     // SAFETY: no arguments.
@@ -214,7 +206,6 @@ pub unsafe extern "C" fn munlockall() -> c_int {
 
 /// # Safety
 /// As for C `msync`.
-#[inline(always)]
 pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
@@ -224,7 +215,6 @@ pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> 
 
 /// # Safety
 /// As for C `mincore`.
-#[inline(always)]
 pub unsafe extern "C" fn mincore(addr: *mut c_void, len: size_t, vec: *mut c_void) -> c_int {
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {

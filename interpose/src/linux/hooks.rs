@@ -15,7 +15,6 @@ use munmapq_core::engine::{Effect, Span};
 /// Linux only: in macOS's libSystem `posix_madvise` is an alias of
 /// `madvise` (scripts/libsystem_aliases.txt), so it cannot be interposed
 /// apart from it.
-#[inline(always)]
 pub unsafe extern "C" fn posix_madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
     let saved = errno::get();
     let r = ENGINE.range_call(&RealOs, &[span(addr, len, Effect::Modify)], || {
@@ -31,7 +30,6 @@ pub unsafe extern "C" fn posix_madvise(addr: *mut c_void, len: size_t, advice: c
 
 /// # Safety
 /// As for C `mlock2`.
-#[inline(always)]
 pub unsafe extern "C" fn mlock2(addr: *const c_void, len: size_t, flags: c_uint) -> c_int {
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
@@ -41,7 +39,6 @@ pub unsafe extern "C" fn mlock2(addr: *const c_void, len: size_t, flags: c_uint)
 
 /// # Safety
 /// As for C `mremap`; `new_addr` is read only with `MREMAP_FIXED`.
-#[inline(always)]
 pub unsafe extern "C" fn mremap(
     old: *mut c_void,
     old_size: size_t,
@@ -76,7 +73,6 @@ pub unsafe extern "C" fn mremap(
 
 /// # Safety
 /// As for C `pkey_mprotect`.
-#[inline(always)]
 pub unsafe extern "C" fn pkey_mprotect(
     addr: *mut c_void,
     len: size_t,
@@ -100,7 +96,6 @@ pub unsafe extern "C" fn pkey_mprotect(
 /// # Safety
 /// As for C `mseal` (glibc may lack it; programs then use `syscall`, which
 /// munmapq does not see).
-#[inline(always)]
 pub unsafe extern "C" fn mseal(addr: *mut c_void, len: size_t, flags: c_ulong) -> c_int {
     // Queued mappings there are unmapped first (the kernel answers ENOMEM
     // for a freed range, as without munmapq, and nothing freed gets
@@ -143,7 +138,6 @@ fn shmlba() -> usize {
 
 /// # Safety
 /// As for C `shmat`.
-#[inline(always)]
 pub unsafe extern "C" fn shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void {
     let saved = errno::get();
     // SAFETY: the caller's own arguments.
