@@ -5,7 +5,7 @@
 //! member in `cdylib/`.
 //!
 //! `no_std`: the library is loaded into every process a shell starts
-//! (`munmapq env`), so it carries no standard library, allocator or
+//! (`munmapq preload-env`), so it carries no standard library, allocator or
 //! unwinder: it is small and costs the dynamic loader little. It is always
 //! built with `panic = "abort"`; a panic (none is expected: the hooks never
 //! panic on purpose) aborts.
