@@ -10,11 +10,33 @@ use common::*;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
+
+/// The command's lines, read by a thread (a test that fails does not hang
+/// on a pipe an orphaned command keeps open).
+type Lines = Receiver<String>;
+
+fn lines(out: ChildStdout) -> Lines {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// A loop of about 30 s, so that a command the launcher failed to pass a
+/// signal to ends anyway.
+const LOOP: &str = "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
 
 /// The launcher running `sh -c SCRIPT`, its stdout piped, started with
 /// `ignored` signals ignored (as `nohup` or `trap '' SIG` leave them).
-fn launch(script: &str, ignored: &'static [libc::c_int]) -> (Child, BufReader<ChildStdout>) {
+fn launch(script: &str, ignored: &'static [libc::c_int]) -> (Child, Lines) {
     let mut c = Command::new(launcher());
     c.args(["sh", "-c", script])
         .stdin(Stdio::null())
@@ -29,14 +51,18 @@ fn launch(script: &str, ignored: &'static [libc::c_int]) -> (Child, BufReader<Ch
         });
     }
     let mut child = c.spawn().unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
+    let out = lines(child.stdout.take().unwrap());
     (child, out)
 }
 
-fn line(out: &mut BufReader<ChildStdout>) -> String {
-    let mut l = String::new();
-    out.read_line(&mut l).unwrap();
-    l.trim_end().to_string()
+/// The command's next line; "" once it closed its output; a failure after
+/// 40 s.
+fn line(out: &mut Lines) -> String {
+    match out.recv_timeout(Duration::from_secs(40)) {
+        Ok(l) => l,
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => String::new(),
+        Err(e) => panic!("no line from the command: {e}"),
+    }
 }
 
 fn wait(child: &mut Child) -> std::process::ExitStatus {
@@ -120,9 +146,7 @@ fn signals_sent_to_the_launcher_reach_the_command() {
         .iter()
         .map(|n| format!("trap 'echo got {n}' {n}; "))
         .collect();
-    let script = format!(
-        "{traps} trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.05; done"
-    );
+    let script = format!("{traps} trap 'echo got TERM; exit 3' TERM; echo ready; {LOOP}");
     let (mut child, mut out) = launch(&script, &[]);
     assert_eq!(line(&mut out), "ready");
     for (name, sig) in names.iter().zip([
@@ -161,7 +185,7 @@ fn state(pid: u32) -> Option<char> {
 
 #[test]
 fn killing_the_launcher_kills_the_command() {
-    let (mut child, mut out) = launch("echo $$; exec sleep 60", &[]);
+    let (mut child, mut out) = launch("echo $$; exec sleep 30", &[]);
     let pid: u32 = line(&mut out).parse().unwrap();
     kill(child.id(), libc::SIGKILL);
     assert_eq!(wait(&mut child).signal(), Some(libc::SIGKILL));
@@ -194,12 +218,8 @@ fn a_terminal_interrupt_reaches_the_command_once() {
     };
     assert_eq!(r, 0);
     let mut c = Command::new(launcher());
-    c.args([
-        "sh",
-        "-c",
-        "trap 'echo got INT' INT; trap 'exit 5' TERM; echo ready; while :; do sleep 0.05; done",
-    ])
-    .stdout(Stdio::piped());
+    let script = format!("trap 'echo got INT' INT; trap 'exit 5' TERM; echo ready; {LOOP}");
+    c.args(["sh", "-c", &script]).stdout(Stdio::piped());
     // SAFETY: setsid, ioctl and dup2 between fork and exec.
     unsafe {
         c.pre_exec(move || {
@@ -210,7 +230,7 @@ fn a_terminal_interrupt_reaches_the_command_once() {
         });
     }
     let mut child = c.spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut out = lines(child.stdout.take().unwrap());
     assert_eq!(line(&mut out), "ready");
     // SAFETY: writing one byte from a valid buffer to our pty.
     let written = unsafe { libc::write(master, b"\x03".as_ptr().cast(), 1) };
@@ -218,8 +238,7 @@ fn a_terminal_interrupt_reaches_the_command_once() {
     assert_eq!(line(&mut out), "got INT");
     std::thread::sleep(Duration::from_millis(500));
     kill(child.id(), libc::SIGTERM);
-    let rest = std::io::read_to_string(&mut out).unwrap();
-    assert_eq!(rest, "", "a second SIGINT reached the command");
+    assert_eq!(line(&mut out), "", "a second SIGINT reached the command");
     assert_eq!(wait(&mut child).code(), Some(5));
     // SAFETY: closing our own descriptors.
     unsafe {
