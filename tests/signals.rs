@@ -84,9 +84,10 @@ fn kill(pid: u32, sig: libc::c_int) {
     assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
 }
 
-/// The SigIgn mask of `cat /proc/self/status` started with `ignored`
-/// ignored, directly or through the launcher.
-fn sig_ign_of(via_launcher: bool, ignored: &'static [libc::c_int]) -> u64 {
+/// The SigIgn and SigBlk masks of `cat /proc/self/status` started with
+/// `ignored` ignored (and SIGUSR2 blocked, if any), directly or through the
+/// launcher.
+fn sig_ign_of(via_launcher: bool, ignored: &'static [libc::c_int]) -> (u64, u64) {
     let mut c = Command::new(if via_launcher {
         launcher()
     } else {
@@ -96,11 +97,17 @@ fn sig_ign_of(via_launcher: bool, ignored: &'static [libc::c_int]) -> u64 {
         c.arg("cat");
     }
     c.arg("/proc/self/status");
-    // SAFETY: only signal(2) between fork and exec.
+    // SAFETY: only signal(2) and sigprocmask(2) between fork and exec.
     unsafe {
         c.pre_exec(move || {
             for &s in ignored {
                 libc::signal(s, libc::SIG_IGN);
+            }
+            if !ignored.is_empty() {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGUSR2);
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
             }
             Ok(())
         });
@@ -108,11 +115,11 @@ fn sig_ign_of(via_launcher: bool, ignored: &'static [libc::c_int]) -> u64 {
     let out = output_within(&mut c, MINUTE);
     assert!(out.status.success());
     let status = String::from_utf8_lossy(&out.stdout);
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigIgn:"))
-        .expect("SigIgn");
-    u64::from_str_radix(hex.trim(), 16).unwrap()
+    let mask = |key: &str| {
+        let hex = status.lines().find_map(|l| l.strip_prefix(key)).expect(key);
+        u64::from_str_radix(hex.trim(), 16).unwrap()
+    };
+    (mask("SigIgn:"), mask("SigBlk:"))
 }
 
 #[test]
@@ -121,8 +128,15 @@ fn ignored_signals_stay_ignored_in_the_command() {
     let ignored = &[libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGPIPE][..];
     let want = ignored.iter().fold(0u64, |m, &s| m | 1 << (s - 1));
     let (direct, via) = (sig_ign_of(false, ignored), sig_ign_of(true, ignored));
-    println!("SigIgn of the command: {via:#x} through munmapq, {direct:#x} without");
-    assert_eq!(direct & want, want, "{direct:#x}");
+    println!(
+        "SigIgn {:#x} SigBlk {:#x} through munmapq; {:#x} {:#x} without",
+        via.0, via.1, direct.0, direct.1
+    );
+    assert_eq!(direct.0 & want, want, "{direct:#x?}");
+    assert_eq!(
+        direct.1 & 1 << (libc::SIGUSR2 - 1),
+        1 << (libc::SIGUSR2 - 1)
+    );
     assert_eq!(via, direct);
     assert_eq!(sig_ign_of(true, &[]), sig_ign_of(false, &[]));
 }
