@@ -3,11 +3,18 @@
 //! must belong to this user and be writable by nobody else, and the file's
 //! bytes must be exactly the embedded ones, so a library another user could
 //! have replaced is never loaded.
+//!
+//! Where: `$XDG_CACHE_HOME/munmapq` (only if absolute, as the XDG spec
+//! says), else `~/.cache/munmapq`, else `$TMPDIR/munmapq-UID` (`/tmp`): the
+//! first that works, so a user without a writable home still runs. Each
+//! version has its own directory there; one that no launcher has used for
+//! [`UNUSED_DAYS`] is removed (see [`prune`]).
 
 use crate::platform::LIB_NAME;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 /// The library build.rs built (a launcher is never built without it).
 #[cfg(target_os = "macos")]
@@ -15,61 +22,112 @@ const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libmunmapq.dylib"
 #[cfg(not(target_os = "macos"))]
 const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libmunmapq.so"));
 
+/// A version directory no launcher has used for this long is removed.
+pub const UNUSED_DAYS: u64 = 30;
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
 fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })
 }
 
-/// A directory of ours: created 0700 if missing, else it must be owned by
-/// us and not writable by group or others.
-fn private_dir(p: &Path) -> Result<(), String> {
-    match std::fs::DirBuilder::new().mode(0o700).create(p) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("{}: {e}", p.display())),
+/// An I/O error as one lower-case phrase, without "(os error N)".
+fn why(e: &std::io::Error) -> String {
+    crate::run::why(e)
+}
+
+/// Creates `p` and its missing parents (0700, as the XDG spec asks),
+/// naming the one that could not be made.
+fn create_dirs(p: &Path) -> Result<(), String> {
+    let missing: Vec<&Path> = p
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_err())
+        .collect();
+    for dir in missing.into_iter().rev() {
+        match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("{}: {}", dir.display(), why(&e))),
+        }
     }
-    let m = std::fs::symlink_metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(())
+}
+
+/// A directory of ours: created 0700 if missing, else it must be owned by
+/// us and not writable by group or others (`strict`: no group or other
+/// access at all, for the one in a shared temporary directory).
+fn private_dir(p: &Path, strict: bool) -> Result<std::fs::Metadata, String> {
+    create_dirs(p)?;
+    let m = std::fs::symlink_metadata(p).map_err(|e| format!("{}: {}", p.display(), why(&e)))?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    if !m.is_dir() || m.uid() != me || m.permissions().mode() & 0o022 != 0 {
+    let forbidden = if strict { 0o077 } else { 0o022 };
+    if !m.is_dir() || m.uid() != me || m.permissions().mode() & forbidden != 0 {
         return Err(format!(
-            "{} is not a private directory of this user (owner {}, mode {:o}); refusing to use a library from it",
+            "{}: not a private directory of uid {me} (owner {}, mode {:o}), not used",
             p.display(),
             m.uid(),
             m.permissions().mode() & 0o7777
         ));
     }
-    Ok(())
+    Ok(m)
 }
 
-/// Where the cache lives: $XDG_CACHE_HOME/munmapq, ~/.cache/munmapq, or
-/// /tmp/munmapq-UID.
-fn cache_root() -> PathBuf {
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
-    match std::env::var_os("XDG_CACHE_HOME").filter(|h| !h.is_empty()) {
-        Some(x) => PathBuf::from(x).join("munmapq"),
-        None => match home {
-            Some(h) => PathBuf::from(h).join(".cache/munmapq"),
-            // SAFETY: getuid has no preconditions.
-            None => std::env::temp_dir().join(format!("munmapq-{}", unsafe { libc::getuid() })),
-        },
+/// Where the cache may live, in order, each with whether it is in a shared
+/// temporary directory.
+fn cache_roots() -> Vec<(PathBuf, bool)> {
+    let absolute = |var: &str| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let mut roots = Vec::new();
+    if let Some(x) = absolute("XDG_CACHE_HOME") {
+        roots.push((x.join("munmapq"), false));
     }
+    if let Some(h) = absolute("HOME") {
+        roots.push((h.join(".cache/munmapq"), false));
+    }
+    let tmp = Some(std::env::temp_dir())
+        .filter(|t| t.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    roots.push((tmp.join(format!("munmapq-{uid}")), true));
+    roots
 }
 
 /// The embedded library's path, writing it first if needed. (Always
 /// `Some`: build.rs fails rather than build a launcher without a library.)
 pub fn library() -> Option<Result<PathBuf, String>> {
-    Some(write_once(BYTES, &cache_root()))
+    let mut failed = Vec::new();
+    for (root, strict) in cache_roots() {
+        match write_once(BYTES, &root, strict) {
+            Ok(p) => return Some(Ok(p)),
+            Err(e) => failed.push(e),
+        }
+    }
+    Some(Err(format!(
+        "cannot write the library munmapq carries to a cache directory ({}); \
+         give one with --lib PATH, or set XDG_CACHE_HOME to a directory of yours",
+        failed.join("; ")
+    )))
 }
 
-pub fn write_once(bytes: &[u8], root: &Path) -> Result<PathBuf, String> {
-    if let Some(parent) = root.parent() {
-        let _ = std::fs::create_dir_all(parent);
+pub fn write_once(bytes: &[u8], root: &Path, strict: bool) -> Result<PathBuf, String> {
+    private_dir(root, strict)?;
+    let name = format!("{}-{:016x}", env!("CARGO_PKG_VERSION"), fnv(bytes));
+    let dir = root.join(&name);
+    let new = std::fs::symlink_metadata(&dir).is_err();
+    let m = private_dir(&dir, strict)?;
+    // Mark this version as in use, at most once a day (so a launcher run
+    // costs no write), and then prune the versions nobody marked.
+    let now = SystemTime::now();
+    if new || m.modified().map_or(true, |t| t + DAY < now) {
+        let _ = std::fs::File::open(&dir).and_then(|d| d.set_modified(now));
+        prune(root, &name, now);
     }
-    private_dir(root)?;
-    let dir = root.join(format!("{}-{:016x}", env!("CARGO_PKG_VERSION"), fnv(bytes)));
-    private_dir(&dir)?;
     let path = dir.join(LIB_NAME);
     if let Ok(existing) = std::fs::read(&path) {
         if existing == bytes {
@@ -78,49 +136,129 @@ pub fn write_once(bytes: &[u8], root: &Path) -> Result<PathBuf, String> {
         let _ = std::fs::remove_file(&path);
     }
     let tmp = dir.join(format!(".{LIB_NAME}.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o500)
         .open(&tmp)
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+        .map_err(|e| format!("{}: {}", tmp.display(), why(&e)))?;
     f.write_all(bytes)
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+        .map_err(|e| format!("{}: {}", tmp.display(), why(&e)))?;
     drop(f);
-    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {}", path.display(), why(&e)))?;
     Ok(path)
+}
+
+/// Is `name` a version directory as [`write_once`] names them
+/// (`VERSION-` and 16 hex digits)?
+fn is_version_dir(name: &str) -> bool {
+    name.rsplit_once('-').is_some_and(|(v, h)| {
+        !v.is_empty() && h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
+
+/// Removes the other versions' directories that no launcher has marked for
+/// [`UNUSED_DAYS`]. A launcher of another version that is running (or ran
+/// this month) marked its directory when it started, so its library is
+/// never removed under the processes it starts; only one kept in a raw
+/// `LD_PRELOAD` for a month without any launcher of that version running
+/// would be (the loader then says so and runs the program without it).
+fn prune(root: &Path, current: &str, now: SystemTime) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    let unused = DAY * UNUSED_DAYS as u32;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name == current || !is_version_dir(name) {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .ok()
+            .filter(|m| m.is_dir())
+            .and_then(|m| m.modified().ok())
+            .is_some_and(|t| t + unused < now);
+        if old {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn set_age(p: &Path, days: u64) {
+        let t = SystemTime::now() - DAY * days as u32;
+        std::fs::File::open(p).unwrap().set_modified(t).unwrap();
+    }
+
     #[test]
     fn writes_once_and_refuses_foreign_directories() {
         let root = std::env::temp_dir().join(format!("munmapq-embed-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let p = write_once(b"library bytes", &root).unwrap();
+        let p = write_once(b"library bytes", &root, false).unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"library bytes");
         assert_eq!(
             std::fs::metadata(&root).unwrap().permissions().mode() & 0o777,
             0o700
         );
         // Same bytes: same file. Tampered file: replaced.
-        assert_eq!(write_once(b"library bytes", &root).unwrap(), p);
+        assert_eq!(write_once(b"library bytes", &root, false).unwrap(), p);
         let mut perm = std::fs::metadata(&p).unwrap().permissions();
         perm.set_mode(0o700);
         std::fs::set_permissions(&p, perm).unwrap();
         std::fs::write(&p, b"evil").unwrap();
         assert_eq!(
-            std::fs::read(write_once(b"library bytes", &root).unwrap()).unwrap(),
+            std::fs::read(write_once(b"library bytes", &root, false).unwrap()).unwrap(),
             b"library bytes"
         );
-        // A directory others can write to is refused.
+        // A directory others can write to is refused; in a shared temporary
+        // directory, one others can even read.
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(write_once(b"library bytes", &root)
+        assert!(write_once(b"library bytes", &root, false)
             .unwrap_err()
             .contains("not a private directory"));
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o750)).unwrap();
+        assert!(write_once(b"library bytes", &root, false).is_ok());
+        assert!(write_once(b"library bytes", &root, true).is_err());
         let _ = std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn prunes_versions_unused_for_a_month() {
+        let root = std::env::temp_dir().join(format!("munmapq-prune-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let dir = |n: &str, days| {
+            let d = root.join(n);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join(LIB_NAME), b"x").unwrap();
+            set_age(&d, days);
+        };
+        dir("0.0.1-0123456789abcdef", 40); // unused for 40 days: removed
+        dir("0.0.2-0123456789abcdef", 2); // used this month: kept
+        dir("mine", 40); // not a version directory: kept
+        let p = write_once(b"new", &root, false).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let current = p.parent().unwrap().file_name().unwrap().to_str().unwrap();
+        assert_eq!(left, ["0.0.2-0123456789abcdef", current, "mine"]);
+        // Our own directory, marked a day ago or more, is marked again.
+        set_age(p.parent().unwrap(), 3);
+        write_once(b"new", &root, false).unwrap();
+        let age = std::fs::metadata(p.parent().unwrap())
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert!(age + DAY > SystemTime::now());
         let _ = std::fs::remove_dir_all(&root);
     }
 }

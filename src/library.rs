@@ -8,7 +8,12 @@ use std::path::{Path, PathBuf};
 /// this executable (what `cargo install` gives), written to a private cache
 /// directory. The answer is absolute: the command may chdir.
 pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
-    if let Some(p) = explicit.or_else(|| std::env::var_os("MUNMAPQ_LIB").map(PathBuf::from)) {
+    let from_env = || {
+        std::env::var_os("MUNMAPQ_LIB")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(p) = explicit.or_else(from_env) {
         std::fs::File::open(&p).map_err(|e| format!("library {}: {e}", p.display()))?;
         return p
             .canonicalize()

@@ -102,7 +102,7 @@ pub fn would_kill(program: &Path, lib: &Path) -> Option<String> {
     None
 }
 
-/// macOS: `munmapq env` preloads the library into everything the shell
+/// macOS: `munmapq preload-env` preloads the library into everything the shell
 /// starts, so it must serve every architecture a process of this Mac can
 /// be. Linux: always fine.
 pub fn shell_wide_ok(lib: &Path) -> Result<(), String> {
@@ -121,7 +121,7 @@ pub fn shell_wide_ok(lib: &Path) -> Result<(), String> {
 #[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
 pub fn shell_wide_refusal(lib: &Path, archs: &[macho::Arch], missing: &[macho::Arch]) -> String {
     format!(
-        "env: {} has {}, and dyld kills every {} process it is inserted into; use `munmapq shell-init` (it checks each program) or `munmapq COMMAND`",
+        "preload-env: {} has {}, and dyld kills every {} process it is inserted into; use `munmapq shell-init` (it checks each program) or `munmapq COMMAND`",
         lib.display(),
         macho::names(archs),
         macho::names(missing)

@@ -1,6 +1,7 @@
 //! Reads the lines each process of the command appended to the statistics
 //! file and combines them as the core's protocol says (sums add up, peaks
-//! take the largest: [`Totals`]).
+//! take the largest: [`Totals`]), and prints them: a short summary
+//! (`--stats`), every counter (`--stats=full`) or JSON (`--stats=json`).
 
 use munmapq_core::stats::{Counter, Totals, COUNTERS};
 use std::fmt::Write as _;
@@ -13,6 +14,29 @@ pub struct Report {
     pub reported: usize,
     pub totals: [u64; COUNTERS],
 }
+
+/// What is said besides the counters.
+#[derive(Default)]
+pub struct Notes {
+    /// Why the figures miss part of the run (the command was killed by a
+    /// signal, or interrupted): processes that did not reach their exit
+    /// reported nothing.
+    pub incomplete: Option<String>,
+    /// The git advice (gitcheck), without the `munmapq: ` prefix.
+    pub git: Option<String>,
+}
+
+/// The counters of the short summary: what was done instead of the system
+/// calls, and the most the queue held.
+const SHORT: [Counter; 7] = [
+    Counter::MmapCalls,
+    Counter::Reused,
+    Counter::MunmapCalls,
+    Counter::Deferred,
+    Counter::MunmapSyscalls,
+    Counter::PeakQueued,
+    Counter::PeakQueuedBytes,
+];
 
 impl Report {
     pub fn parse(text: &str) -> Report {
@@ -29,38 +53,84 @@ impl Report {
         self.totals[c as usize]
     }
 
-    pub fn text(&self) -> String {
+    /// mmap and munmap calls the program made, and how many of them never
+    /// reached the kernel (a reused mmap; a munmap deferred and later
+    /// unmapped with others in one flush, or never).
+    fn saved(&self) -> (u64, u64) {
+        let calls = self.get(Counter::MmapCalls) + self.get(Counter::MunmapCalls);
+        let issued = self.get(Counter::MmapSyscalls) + self.get(Counter::MunmapSyscalls);
+        (calls.saturating_sub(issued), calls)
+    }
+
+    /// The summary (at most a dozen lines), or every counter when `full`.
+    pub fn text(&self, full: bool, notes: &Notes) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
             "munmapq: {} process(es) loaded the library, {} reported at exit",
             self.loaded, self.reported
         );
-        let avoided = |calls, syscalls| self.get(calls).saturating_sub(self.get(syscalls));
-        let _ = writeln!(
+        let shown: &[Counter] = if full { Counter::ALL } else { &SHORT };
+        for &c in shown {
+            let _ = writeln!(s, "  {:<18} {:>12}  {}", c.key(), self.get(c), c.doc());
+        }
+        let (saved, calls) = self.saved();
+        let _ = write!(
             s,
-            "munmapq: syscalls avoided: {} mmap, {} munmap",
-            avoided(Counter::MmapCalls, Counter::MmapSyscalls),
-            avoided(Counter::MunmapCalls, Counter::MunmapSyscalls)
+            "munmapq: saved {saved} of {calls} mmap and munmap system calls"
         );
-        for (i, &c) in Counter::ALL.iter().enumerate() {
-            let _ = writeln!(s, "  {:<18} {:>12}  {}", c.key(), self.totals[i], c.doc());
+        s.push_str(if full {
+            "\n"
+        } else {
+            " (every counter: --stats=full)\n"
+        });
+        if let Some(why) = &notes.incomplete {
+            let _ = writeln!(s, "munmapq: incomplete: {why}");
+        }
+        if let Some(git) = &notes.git {
+            let _ = writeln!(s, "munmapq: {git}");
         }
         s
     }
 
-    pub fn json(&self) -> String {
+    /// One JSON object: `version`, `loaded`, `reported`, `incomplete`
+    /// (null or why), `counters` (every counter by key), `git` (null or the
+    /// advice).
+    pub fn json(&self, notes: &Notes) -> String {
         let mut s = format!(
-            "{{\"loaded\":{},\"reported\":{},\"counters\":{{",
-            self.loaded, self.reported
+            "{{\"version\":{},\"loaded\":{},\"reported\":{},\"incomplete\":{},\"counters\":{{",
+            json_str(Some(env!("CARGO_PKG_VERSION"))),
+            self.loaded,
+            self.reported,
+            json_str(notes.incomplete.as_deref())
         );
         for (i, &c) in Counter::ALL.iter().enumerate() {
             let sep = if i == 0 { "" } else { "," };
             let _ = write!(s, "{sep}\"{}\":{}", c.key(), self.totals[i]);
         }
-        s.push_str("}}\n");
+        let _ = writeln!(s, "}},\"git\":{}}}", json_str(notes.git.as_deref()));
         s
     }
+}
+
+/// A JSON string (or null).
+fn json_str(v: Option<&str>) -> String {
+    let Some(v) = v else {
+        return "null".into();
+    };
+    let mut s = String::from("\"");
+    for ch in v.chars() {
+        match ch {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(s, "\\u{:04x}", c as u32);
+            }
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
 }
 
 #[cfg(test)]
@@ -78,7 +148,41 @@ mod tests {
         assert_eq!((r.loaded, r.reported), (2, 2));
         assert_eq!(r.get(Counter::Deferred), 7);
         assert_eq!(r.get(Counter::PeakQueued), 5);
-        assert!(r.json().contains("\"deferred\":7"));
-        assert!(r.text().contains("deferred"));
+        let notes = Notes::default();
+        assert!(r.json(&notes).contains("\"deferred\":7"));
+        assert!(r.text(false, &notes).contains("deferred"));
+    }
+
+    #[test]
+    fn short_full_and_json() {
+        let r = Report::parse(
+            "munmapq-loaded pid=1\nmunmapq pid=1 mmap_calls=10 mmap_syscalls=4 reused=6 \
+             munmap_calls=10 munmap_syscalls=1 deferred=10\n",
+        );
+        let notes = Notes {
+            incomplete: Some("sh was killed by SIGINT".into()),
+            git: Some("8 window maps \"here\"".into()),
+        };
+        let short = r.text(false, &notes);
+        assert!(short.lines().count() <= 12, "{short}");
+        assert!(short.contains("saved 15 of 20 mmap and munmap"), "{short}");
+        assert!(!short.contains("avoided"), "{short}");
+        assert!(short.contains("munmapq: incomplete: sh was killed by SIGINT\n"));
+        assert!(
+            short.ends_with("munmapq: 8 window maps \"here\"\n"),
+            "{short}"
+        );
+        let full = r.text(true, &notes);
+        assert_eq!(full.lines().count(), COUNTERS + 4, "{full}");
+        let json = r.json(&notes);
+        assert!(json.starts_with("{\"version\":\""), "{json}");
+        assert!(json.contains("\"incomplete\":\"sh was killed by SIGINT\""));
+        assert!(
+            json.ends_with(",\"git\":\"8 window maps \\\"here\\\"\"}\n"),
+            "{json}"
+        );
+        assert!(Report::default()
+            .json(&Notes::default())
+            .contains("\"git\":null}"));
     }
 }

@@ -1,26 +1,20 @@
-//! Finding the library, running the command with it, and passing the
-//! command's exit status or signal through.
+//! Running the command with the library: every setting checked and every
+//! file it needs opened before it starts, signals as an exec wrapper treats
+//! them (signals.rs), and its exit status or signal passed through.
 
 use crate::cli::{fail, Options, StatsFormat};
 use crate::gitcheck;
 use crate::library::find_library;
 use crate::platform::{self, LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
-use crate::report::Report;
-use std::io::ErrorKind;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use crate::report::{Notes, Report};
+use crate::signals::{self, Forwarding};
+use munmapq_core::config::{VAR_STATS_FILE, VAR_TRACE};
+use std::fs::File;
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::sync::atomic::{AtomicI32, Ordering};
-
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward_signal(sig: libc::c_int) {
-    let pid = CHILD.load(Ordering::Relaxed);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
 
 /// A fresh file for the processes' reports, created exclusively (0600).
 fn stats_file() -> Result<PathBuf, String> {
@@ -32,8 +26,7 @@ fn stats_file() -> Result<PathBuf, String> {
             .unwrap_or(0);
         let p = dir.join(format!("munmapq-{}-{nanos}-{n}.stats", std::process::id()));
         let mut o = std::fs::OpenOptions::new();
-        o.write(true).create_new(true);
-        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        o.write(true).create_new(true).mode(0o600);
         match o.open(&p) {
             Ok(_) => return Ok(p),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
@@ -46,7 +39,74 @@ fn stats_file() -> Result<PathBuf, String> {
     ))
 }
 
+/// Opens a file the library would append to (`MUNMAPQ_STATS_FILE`,
+/// `MUNMAPQ_TRACE`) as it would: created 0600, appended to.
+fn open_append(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// The files the settings name, opened before the command starts (as
+/// `strace -o` does), so a bad path is refused before anything runs rather
+/// than losing the figures after: `--stats-out` (created, truncated), and
+/// the inherited `MUNMAPQ_STATS_FILE` and `MUNMAPQ_TRACE`.
+struct Outputs {
+    stats_out: Option<File>,
+    /// The caller's `MUNMAPQ_STATS_FILE`: the launcher gives the command
+    /// its own private file and appends what it collected to this one.
+    stats_file: Option<File>,
+}
+
+fn open_outputs(o: &Options) -> Result<Outputs, String> {
+    let stats_out = match &o.stats_out {
+        Some(p) => {
+            Some(File::create(p).map_err(|e| format!("--stats-out {}: {}", p.display(), why(&e)))?)
+        }
+        None => None,
+    };
+    let inherited = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
+    let stats_file = match inherited(VAR_STATS_FILE) {
+        Some(p) => Some(open_append(Path::new(&p)).map_err(|e| {
+            format!(
+                "{VAR_STATS_FILE}={} (from the environment): {}",
+                Path::new(&p).display(),
+                why(&e)
+            )
+        })?),
+        None => None,
+    };
+    if let Some(p) = inherited(VAR_TRACE) {
+        open_append(Path::new(&p)).map_err(|e| {
+            format!(
+                "{VAR_TRACE}={} (from the environment): {}",
+                Path::new(&p).display(),
+                why(&e)
+            )
+        })?;
+    }
+    Ok(Outputs {
+        stats_out,
+        stats_file,
+    })
+}
+
+/// An I/O error without Rust's "(os error N)".
+pub fn why(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_lowercase(),
+        None => s,
+    }
+}
+
 pub fn run(o: Options) -> ExitCode {
+    let mut outputs = match open_outputs(&o) {
+        Ok(f) => f,
+        Err(msg) => return fail(&format!("{msg}; nothing was run"), 2),
+    };
     let lib = match find_library(o.lib.clone()) {
         Ok(l) => l,
         Err(msg) => return fail(&msg, 1),
@@ -70,37 +130,17 @@ pub fn run(o: Options) -> ExitCode {
             );
         }
     }
-    cmd.env(munmapq_core::config::VAR_STATS_FILE, &report_path);
+    cmd.env(VAR_STATS_FILE, &report_path);
     for (k, v) in &o.vars {
         cmd.env(k, v);
     }
-    // SAFETY: only async-signal-safe calls between fork and exec: restore
-    // the default dispositions the launcher changed.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-    // The terminal sends SIGINT/SIGQUIT to the command itself; the launcher
-    // waits for it as a shell would. SIGTERM and SIGHUP are passed on.
-    // SAFETY: installing handlers that only call kill().
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-        libc::signal(
-            libc::SIGTERM,
-            forward_signal as *const () as libc::sighandler_t,
-        );
-        libc::signal(
-            libc::SIGHUP,
-            forward_signal as *const () as libc::sighandler_t,
-        );
-    }
-    let mut child = match cmd.spawn() {
+    let forwarding = Forwarding::install();
+    forwarding.prepare(&mut cmd);
+    let child = cmd.spawn();
+    let mut child = match child {
         Ok(c) => c,
         Err(e) => {
+            forwarding.started(0);
             let _ = std::fs::remove_file(&report_path);
             return match e.kind() {
                 ErrorKind::NotFound => fail(&format!("{name}: command not found"), 127),
@@ -109,7 +149,8 @@ pub fn run(o: Options) -> ExitCode {
             };
         }
     };
-    CHILD.store(child.id() as i32, Ordering::Relaxed);
+    forwarding.started(child.id());
+    forwarding.wait_exited(child.id());
     let status = loop {
         match child.wait() {
             Ok(s) => break s,
@@ -119,44 +160,59 @@ pub fn run(o: Options) -> ExitCode {
     };
     let text = std::fs::read_to_string(&report_path).unwrap_or_default();
     let _ = std::fs::remove_file(&report_path);
+    if let Some(f) = &mut outputs.stats_file {
+        if let Err(e) = f.write_all(text.as_bytes()) {
+            eprintln!("munmapq: {VAR_STATS_FILE}: {}", why(&e));
+        }
+    }
     let report = Report::parse(&text);
     if report.loaded == 0 && killed_by.is_none() {
         eprintln!(
             "munmapq: warning: {LIB_NAME} was not loaded into {name}: it ran without munmapq (see: munmapq doctor {name})"
         );
     }
-    let text = match o.stats {
-        Some(StatsFormat::Text) => Some(report.text() + &gitcheck::stats_line(&o.command, &report)),
-        Some(StatsFormat::Json) => Some(report.json()),
-        None => None,
-    };
-    match (text, &o.stats_out) {
-        (Some(t), Some(path)) => {
-            if let Err(e) = std::fs::write(path, t) {
-                eprintln!("munmapq: --stats-out {}: {e}", path.display());
+    if let Some(format) = o.stats {
+        let notes = Notes {
+            incomplete: incomplete(&name, status, &report),
+            git: Some(gitcheck::stats_line(&o.command, &report))
+                .map(|l| l.trim_end().trim_start_matches("munmapq: ").to_string())
+                .filter(|l| !l.is_empty()),
+        };
+        let t = match format {
+            StatsFormat::Short => report.text(false, &notes),
+            StatsFormat::Full => report.text(true, &notes),
+            StatsFormat::Json => report.json(&notes),
+        };
+        match (&mut outputs.stats_out, &o.stats_out) {
+            (Some(f), Some(path)) => {
+                if let Err(e) = f.write_all(t.as_bytes()) {
+                    eprintln!("munmapq: --stats-out {}: {}", path.display(), why(&e));
+                }
             }
+            _ => eprint!("{t}"),
         }
-        (Some(t), None) => eprint!("{t}"),
-        _ => {}
     }
-    pass_through(status)
+    signals::pass_through(status)
 }
 
-/// Exits as the command did: same code, or the same signal.
-fn pass_through(status: std::process::ExitStatus) -> ExitCode {
-    if let Some(code) = status.code() {
-        return ExitCode::from(code as u8);
+/// Why the figures miss part of the run: a process killed by a signal
+/// (the command, or processes of it when the launcher got a Ctrl-C or was
+/// sent a signal) never reports its counters.
+fn incomplete(name: &str, status: std::process::ExitStatus, r: &Report) -> Option<String> {
+    let missing = format!(
+        "{} of {} process(es) that loaded the library reported their counters",
+        r.reported, r.loaded
+    );
+    if let Some(sig) = status.signal() {
+        return Some(format!(
+            "{name} was killed by {}; {missing}",
+            signals::name(sig)
+        ));
     }
-    let sig = status.signal().unwrap_or(libc::SIGKILL);
-    // SAFETY: restore the default action and re-raise, so our parent sees
-    // the same signal; if we survive it (ignored by design), fall back.
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, sig);
-        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::raise(sig);
-    }
-    ExitCode::from(128 + sig as u8)
+    signals::interrupted().map(|sig| {
+        format!(
+            "munmapq got {} during the run; {missing}",
+            signals::name(sig)
+        )
+    })
 }

@@ -1,4 +1,4 @@
-//! `munmapq shell-init bash|zsh|fish [COMMAND...]` and `munmapq env`: what
+//! `munmapq shell-init bash|zsh|fish [COMMAND...]` and `munmapq preload-env`: what
 //! to put in a shell so that commands (git by default) always run through
 //! munmapq, or the raw variables for those who prefer them.
 
@@ -36,9 +36,11 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
     if let Some(bad) = commands.iter().find(|c| !is_plain_name(c)) {
         return Err(format!("shell-init: {bad:?} is not a command name"));
     }
-    let mut out = String::from(
-        "# munmapq: run these commands through munmapq (eval \"$(munmapq shell-init SHELL)\")\n",
-    );
+    let load = match shell {
+        "fish" => "munmapq shell-init fish | source".to_string(),
+        sh => format!("eval \"$(munmapq shell-init {sh})\""),
+    };
+    let mut out = format!("# munmapq: run these commands through munmapq ({load})\n");
     for c in commands {
         match shell {
             "bash" | "zsh" | "sh" => {
@@ -58,18 +60,37 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
     Ok(out)
 }
 
-/// `export LD_PRELOAD=...` (or DYLD_INSERT_LIBRARIES), keeping what is set.
-/// On macOS only if the library serves every architecture a process of
-/// this Mac can be: the variable reaches everything the shell starts, and
-/// dyld kills a process whose inserted library it cannot load.
-pub fn env() -> Result<String, String> {
+/// The shells `preload-env` writes for.
+pub const SHELLS: [&str; 4] = ["bash", "zsh", "sh", "fish"];
+
+/// `munmapq preload-env [bash|zsh|fish]`: sets LD_PRELOAD (or
+/// DYLD_INSERT_LIBRARIES) for everything the shell starts, keeping what is
+/// set; sh syntax by default, fish's for fish. On macOS only if the library
+/// serves every architecture a process of this Mac can be: the variable
+/// reaches everything the shell starts, and dyld kills a process whose
+/// inserted library it cannot load.
+pub fn preload_env(shell: Option<&str>) -> Result<String, String> {
+    let fish = shell == Some("fish");
     let lib = find_library(None)?;
     platform::shell_wide_ok(&lib)?;
-    let lib = sh_quote(&lib.to_string_lossy());
+    let lib = lib.to_string_lossy();
     let sep = PRELOAD_LIST.separator();
-    Ok(format!(
-        "export {PRELOAD_VAR}={lib}\"${{{PRELOAD_VAR}:+{sep}${PRELOAD_VAR}}}\"\n"
-    ))
+    Ok(if fish {
+        format!(
+            "# munmapq: preload the library into everything this shell starts (munmapq preload-env fish | source)\n\
+             if set -q {PRELOAD_VAR}; and test -n \"${PRELOAD_VAR}\"\n    \
+             set -gx {PRELOAD_VAR} {lib}'{sep}'\"${PRELOAD_VAR}\"\n\
+             else\n    set -gx {PRELOAD_VAR} {lib}\n\
+             end\n",
+            lib = fish_quote(&lib)
+        )
+    } else {
+        format!(
+            "# munmapq: preload the library into everything this shell starts (eval \"$(munmapq preload-env)\")\n\
+             export {PRELOAD_VAR}={}\"${{{PRELOAD_VAR}:+{sep}${PRELOAD_VAR}}}\"\n",
+            sh_quote(&lib)
+        )
+    })
 }
 
 #[cfg(test)]

@@ -148,7 +148,7 @@ fn stats_sum_over_child_processes() {
     assert!(err.contains("\"deferred\":800"), "{err}");
     let out = munmapq(&["--stats", "sh", "-c", &script]);
     assert!(
-        text(&out.stderr).contains("syscalls avoided"),
+        text(&out.stderr).contains("mmap and munmap system calls"),
         "{}",
         text(&out.stderr)
     );

@@ -1,4 +1,4 @@
-//! libmunmapq is loaded into every process a shell starts (`munmapq env`),
+//! libmunmapq is loaded into every process a shell starts (`munmapq preload-env`),
 //! so it must stay small and cheap to load: no standard library in it, the
 //! mapping table in `.bss` (zero-filled on demand, no file bytes), and no
 //! symbol that could capture a program's own (it exports its hooks, nothing

@@ -94,21 +94,24 @@ pub const VARIABLES: [(&str, &str); 8] = [
     ),
     (
         VAR_TRACE,
-        "a file path; each process appends an 80-byte record per hooked call (mq-replay reads it)",
+        "a file path; each process appends an 80-byte record per hooked call",
     ),
 ];
 
 const ACCEPTS_BOOL: &str = "0 or 1";
 const ACCEPTS_ENTRIES: &str = "an integer from 1 to 8192";
 const ACCEPTS_BYTES: &str =
-    "a size from 1 byte to 1T, in bytes or with a K, M or G suffix (powers of 1024)";
+    "a size from 1 byte to 1T, in bytes or with a K, M, G or T suffix (powers of 1024)";
 const ACCEPTS_EVICT: &str = "aged, oldest or all";
 
-/// Parses the configuration; `get` answers a variable's raw value.
+/// Parses the configuration; `get` answers a variable's raw value. An
+/// empty value counts as unset, for every variable (`MUNMAPQ_STATS=`
+/// like `MUNMAPQ_STATS_FILE=`: a way to turn one off in a shell line).
 pub fn parse<'a>(
     sys: System,
     get: impl Fn(&'static str) -> Option<&'a [u8]>,
 ) -> Result<Config, ConfigError> {
+    let get = |var| get(var).filter(|v| !v.is_empty());
     let mut cfg = Config::defaults(sys);
     let err = |var, accepts| ConfigError { var, accepts };
     if let Some(v) = get(VAR_DISABLE) {
@@ -235,7 +238,6 @@ mod tests {
             ("MUNMAPQ_MAX_ENTRIES", "0"),
             ("MUNMAPQ_MAX_ENTRIES", "8193"),
             ("MUNMAPQ_MAX_ENTRIES", "12x"),
-            ("MUNMAPQ_MAX_ENTRIES", ""),
             ("MUNMAPQ_MAX_BYTES", "2T"),
             ("MUNMAPQ_MAX_BYTES", "0"),
             ("MUNMAPQ_MAX_BYTES", "M"),
@@ -248,6 +250,14 @@ mod tests {
             let e = parse(LINUX, |v| (v == var).then_some(val.as_bytes())).unwrap_err();
             assert_eq!(e.var, var, "{var}={val}");
             assert!(!e.accepts.is_empty());
+        }
+    }
+
+    #[test]
+    fn empty_is_unset() {
+        for (var, _) in VARIABLES {
+            let c = parse(LINUX, |v| (v == var).then_some(&b""[..])).unwrap();
+            assert_eq!(c, with(&[]).unwrap(), "{var}=");
         }
     }
 

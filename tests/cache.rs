@@ -1,0 +1,176 @@
+//! Where a launcher with no library beside it (what `cargo install` gives)
+//! writes the one it carries (issue 19): `$XDG_CACHE_HOME` only if
+//! absolute, then `~/.cache`, then `$TMPDIR/munmapq-UID`; a user without a
+//! writable home still runs; when nothing works, one line naming the cause
+//! and the fix; other versions unused for a month are removed.
+//!
+//! The unprivileged cases really drop privileges (`setpriv` to `nobody`):
+//! root ignores directory permissions.
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A copy of the launcher alone in a directory (no library beside it, so
+/// it uses the one it carries), readable by everyone.
+fn lone_launcher(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = bin.join("munmapq");
+    std::fs::copy(launcher(), &exe).unwrap();
+    for d in [dir, &bin] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    exe
+}
+
+/// Runs `exe ARGS` with exactly `env` (plus PATH), as `nobody` when
+/// `unprivileged`.
+fn run_as(unprivileged: bool, exe: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = if unprivileged {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        c.arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    };
+    c.args(args).env_clear().env("PATH", "/usr/bin:/bin");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    output_within(&mut c, MINUTE)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A world-writable sticky directory, as /tmp is.
+fn shared_tmp(p: &Path) -> PathBuf {
+    std::fs::create_dir_all(p).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    p.to_path_buf()
+}
+
+#[test]
+fn relative_xdg_cache_home_is_ignored() {
+    let dir = scratch("cache-xdg");
+    let exe = lone_launcher(&dir);
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut c = Command::new(&exe);
+    c.arg("--print-lib")
+        .current_dir(&dir)
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", "relative/cache");
+    let out = output_within(&mut c, MINUTE);
+    let lib = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        lib.starts_with(home.join(".cache/munmapq/").to_str().unwrap()),
+        "{lib}"
+    );
+    assert!(!dir.join("relative").exists());
+    println!("XDG_CACHE_HOME=relative/cache: ignored, {lib}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_user_without_a_writable_home_still_runs() {
+    let dir = scratch("cache-nobody");
+    let exe = lone_launcher(&dir);
+    let tmp = shared_tmp(&dir.join("tmp"));
+    // A home that does not exist, and one that is not ours (read-only).
+    let readonly = dir.join("readonly-home");
+    std::fs::create_dir_all(&readonly).unwrap();
+    std::fs::set_permissions(&readonly, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for home in [Path::new("/nonexistent"), &readonly] {
+        let env = [("HOME", home), ("TMPDIR", &tmp)];
+        let out = run_as(true, &exe, &["--stats=json", "true"], &env);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "HOME={}: {err}", home.display());
+        assert!(err.contains("\"loaded\":1"), "{err}");
+        let lib = text(&run_as(true, &exe, &["--print-lib"], &env).stdout);
+        assert!(
+            lib.starts_with(tmp.join("munmapq-65534/").to_str().unwrap()),
+            "{lib}"
+        );
+        println!("nobody, HOME={}: ran with {}", home.display(), lib.trim());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn no_usable_cache_is_one_line_with_the_cause_and_the_fix() {
+    let dir = scratch("cache-none");
+    let exe = lone_launcher(&dir);
+    let tmp = shared_tmp(&dir.join("tmp"));
+    // Someone else's directory where ours would go: refused, not used.
+    let theirs = tmp.join("munmapq-65534");
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let env = [("HOME", Path::new("/nonexistent")), ("TMPDIR", &tmp)];
+    let out = run_as(true, &exe, &["sh", "-c", "echo ran"], &env);
+    let err = text(&out.stderr);
+    println!("{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for needle in [
+        "/nonexistent: permission denied",
+        "munmapq-65534: not a private directory",
+        "--lib PATH",
+        "XDG_CACHE_HOME",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn versions_unused_for_a_month_are_removed() {
+    let dir = scratch("cache-prune");
+    let exe = lone_launcher(&dir);
+    let home = dir.join("home");
+    let cache = home.join(".cache/munmapq");
+    let month_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 86400);
+    for (name, old) in [
+        ("0.0.1-0123456789abcdef", true),
+        ("0.0.2-fedcba9876543210", false),
+        ("my-notes", true),
+    ] {
+        let d = cache.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(LIB_NAME), b"old").unwrap();
+        if old {
+            std::fs::File::open(&d)
+                .unwrap()
+                .set_modified(month_ago)
+                .unwrap();
+        }
+    }
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = run_as(false, &exe, &["--print-lib"], &[("HOME", &home)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lib = text(&out.stdout);
+    let current = Path::new(lib.trim()).parent().unwrap().file_name().unwrap();
+    let mut left: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    println!("left in the cache: {left:?}");
+    assert_eq!(
+        left,
+        [
+            "0.0.2-fedcba9876543210".as_ref(),
+            current,
+            "my-notes".as_ref()
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,278 @@
+//! The launcher's command line (issue 19): no panic on a closed pipe, every
+//! setting checked before the command starts, munmapq's own words, and the
+//! `--stats` summary.
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::*;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Output, Stdio};
+
+fn munmapq(args: &[&str]) -> Output {
+    output_within(Command::new(launcher()).args(args), MINUTE)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The write end of a pipe whose read end is already closed.
+fn closed_pipe() -> Stdio {
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two descriptors into `fds`.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both are ours: the read end is closed, the write end owned.
+    unsafe {
+        libc::close(fds[0]);
+        Stdio::from(OwnedFd::from_raw_fd(fds[1]))
+    }
+}
+
+#[test]
+fn a_closed_pipe_is_not_a_crash() {
+    for args in [
+        &["--help"][..],
+        &["help"],
+        &["--version"],
+        &["version"],
+        &["--print-lib"],
+        &["shell-init", "bash"],
+        &["preload-env"],
+        &["doctor", "git"],
+    ] {
+        // stdout closed; stderr read: no panic, success.
+        let mut c = Command::new(launcher());
+        c.args(args).stdout(closed_pipe()).stderr(Stdio::piped());
+        let out = c.spawn().unwrap().wait_with_output().unwrap();
+        let err = text(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {:?} {err}",
+            out.status
+        );
+    }
+    // stderr closed: the statistics, an error, a warning.
+    for (args, status) in [
+        (&["--stats", "true"][..], 0),
+        (&["--stats=json", "sh", "-c", "exit 4"], 4),
+        (&["--bogus"], 2),
+        (&["no-such-command-here"], 127),
+    ] {
+        let mut c = Command::new(launcher());
+        c.args(args).stdout(Stdio::null()).stderr(closed_pipe());
+        let s = c.status().unwrap();
+        assert_eq!(
+            s.code(),
+            Some(status),
+            "{args:?}: {s:?} (signal {:?})",
+            s.signal()
+        );
+    }
+    println!("closed stdout (8 commands) and stderr (4): no panic, their own status");
+}
+
+#[test]
+fn inherited_variables_are_checked_before_the_command_starts() {
+    for (var, value, accepts) in [
+        ("MUNMAPQ_EVICT", "lru", "aged, oldest or all"),
+        ("MUNMAPQ_MAX_ENTRIES", "0", "an integer from 1 to 8192"),
+        ("MUNMAPQ_STATS", "yes", "0 or 1"),
+    ] {
+        let mut c = Command::new(launcher());
+        c.args(["sh", "-c", "echo ran"]).env(var, value);
+        let out = output_within(&mut c, MINUTE);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}: {err}");
+        assert!(out.stdout.is_empty(), "{var}: the command ran");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(var) && err.contains(value) && err.contains(accepts),
+            "{err}"
+        );
+    }
+    // An option replaces the variable, so the variable is not checked.
+    let mut c = Command::new(launcher());
+    c.args(["--evict", "all", "true"])
+        .env("MUNMAPQ_EVICT", "lru");
+    assert!(output_within(&mut c, MINUTE).status.success());
+    // Empty is unset, for every variable alike.
+    for var in [
+        "MUNMAPQ_STATS",
+        "MUNMAPQ_STATS_FILE",
+        "MUNMAPQ_EVICT",
+        "MUNMAPQ_LIB",
+    ] {
+        let mut c = Command::new(launcher());
+        c.args(["sh", "-c", "echo ran"]).env(var, "");
+        let out = output_within(&mut c, MINUTE);
+        assert_eq!(text(&out.stdout), "ran\n", "{var}=");
+        assert!(out.stderr.is_empty(), "{var}=: {}", text(&out.stderr));
+    }
+    println!("bad MUNMAPQ_* from the environment: refused with status 2 before the command");
+}
+
+#[test]
+fn files_are_opened_before_the_command_starts() {
+    let dir = scratch("cli-files");
+    for (args, var) in [
+        (&["--stats-out", "/nonexistent/stats"][..], None),
+        (&[], Some(("MUNMAPQ_STATS_FILE", "/nonexistent/stats"))),
+        (&[], Some(("MUNMAPQ_TRACE", "/nonexistent/trace"))),
+    ] {
+        let mut c = Command::new(launcher());
+        c.args(args).args(["sh", "-c", "echo ran"]);
+        if let Some((k, v)) = var {
+            c.env(k, v);
+        }
+        let out = output_within(&mut c, MINUTE);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {var:?}: {err}");
+        assert!(out.stdout.is_empty(), "the command ran");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("/nonexistent/") && err.contains("no such file"),
+            "{err}"
+        );
+    }
+    // The caller's MUNMAPQ_STATS_FILE gets the lines the library would
+    // have written to it.
+    let file = dir.join("mine.stats");
+    let mut c = Command::new(launcher());
+    c.args(["--stats-out", dir.join("out").to_str().unwrap(), "true"])
+        .env("MUNMAPQ_STATS_FILE", &file);
+    assert!(output_within(&mut c, MINUTE).status.success());
+    let lines = std::fs::read_to_string(&file).unwrap();
+    assert!(lines.starts_with("munmapq-loaded pid="), "{lines}");
+    assert!(lines.contains("\nmunmapq pid="), "{lines}");
+    let out = std::fs::read_to_string(dir.join("out")).unwrap();
+    assert!(out.starts_with("munmapq: 1 process(es) loaded"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("--stats-out, MUNMAPQ_STATS_FILE, MUNMAPQ_TRACE: opened first, refused with status 2");
+}
+
+#[test]
+fn munmapqs_own_words() {
+    let help = munmapq(&["help"]);
+    assert!(help.status.success());
+    assert_eq!(help.stdout, munmapq(&["--help"]).stdout);
+    let version = text(&munmapq(&["version"]).stdout);
+    assert_eq!(version, format!("munmapq {}\n", env!("CARGO_PKG_VERSION")));
+    // Wrong arguments: status 2, one line with the usage and the way to
+    // run a program of that name.
+    for args in [
+        &["help", "me"][..],
+        &["version", "2"],
+        &["doctor"],
+        &["selftest", "--fast"],
+        &["shell-init"],
+        &["preload-env", "bash", "zsh"],
+    ] {
+        let out = munmapq(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let word = args[0];
+        assert!(err.contains(&format!("usage: munmapq {word}")), "{err}");
+        assert!(err.contains(&format!("munmapq -- {word}")), "{err}");
+    }
+    // env is no word of munmapq's: it runs the program env, with or
+    // without arguments.
+    let env = text(&munmapq(&["env"]).stdout);
+    assert!(
+        env.contains("\nLD_PRELOAD=") || env.starts_with("LD_PRELOAD="),
+        "{env}"
+    );
+    let out = munmapq(&["env", "sh", "-c", "echo through env"]);
+    assert_eq!(text(&out.stdout), "through env\n");
+    // A program named like a word: after --.
+    let out = munmapq(&["--", "version"]);
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
+    let out = munmapq(&["--print-lib", "extra"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--print-lib takes no command"));
+    println!("help, version, usage errors with status 2, env and -- run programs");
+}
+
+#[test]
+fn help_and_shell_output() {
+    let help = text(&munmapq(&["--help"]).stdout);
+    assert!(!help.contains("mq-replay"), "{help}");
+    for needle in [
+        "exit status:",
+        "127  COMMAND not found",
+        "~/.cache/munmapq",
+        "K, M, G or T",
+        "preload-env",
+        "munmapq -- NAME",
+    ] {
+        assert!(help.contains(needle), "{needle}");
+    }
+    let fish = text(&munmapq(&["shell-init", "fish"]).stdout);
+    assert!(fish.starts_with("# munmapq: "), "{fish}");
+    assert!(!fish.contains("eval") && !fish.contains("$("), "{fish}");
+    assert!(fish.contains("munmapq shell-init fish | source"), "{fish}");
+    let fish = text(&munmapq(&["preload-env", "fish"]).stdout);
+    assert!(fish.contains("set -gx LD_PRELOAD"), "{fish}");
+    assert!(!fish.contains("export") && !fish.contains("$("), "{fish}");
+    let sh = text(&munmapq(&["preload-env"]).stdout);
+    assert!(sh.contains("export LD_PRELOAD="), "{sh}");
+    // The sh form works: sourced by sh, LD_PRELOAD starts with the library.
+    let out = output_within(
+        Command::new("sh").args(["-c", &format!("{sh}\necho \"$LD_PRELOAD\"")]),
+        MINUTE,
+    );
+    assert!(text(&out.stdout).starts_with(lib().canonicalize().unwrap().to_str().unwrap()));
+}
+
+#[test]
+fn stats_summary_full_and_json() {
+    let dir = scratch("cli-stats");
+    let file = data_file(&dir, 64);
+    let p = probe();
+    let script = format!("{p} cycle {file} 500 8", p = p.display());
+    let out = munmapq(&["--stats", "sh", "-c", &script]);
+    let short = text(&out.stderr);
+    println!("{short}");
+    assert!(out.status.success(), "{short}");
+    assert!(short.lines().count() <= 12, "{short}");
+    assert!(
+        short.starts_with("munmapq: 2 process(es) loaded the library"),
+        "{short}"
+    );
+    assert!(short.lines().any(|l| l.trim_start().starts_with("reused ")));
+    assert!(!short.contains("avoided"), "{short}");
+    assert!(short.contains("--stats=full"), "{short}");
+    let full = text(&munmapq(&["--stats=full", "sh", "-c", &script]).stderr);
+    assert!(
+        full.contains("pass_contention") && full.contains("lost_records"),
+        "{full}"
+    );
+    let json = text(&munmapq(&["--stats=json", "sh", "-c", &script]).stderr);
+    let want = format!(
+        "{{\"version\":\"{}\",\"loaded\":2,",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(json.starts_with(&want), "{json}");
+    assert!(
+        json.contains("\"incomplete\":null") && json.contains("\"git\":null}"),
+        "{json}"
+    );
+    // Interrupted: the command killed by a signal.
+    let out = munmapq(&["--stats", "sh", "-c", &format!("{script}; kill -INT $$")]);
+    assert_eq!(out.status.signal(), Some(libc::SIGINT));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("munmapq: incomplete: sh was killed by SIGINT"),
+        "{err}"
+    );
+    let out = munmapq(&["--stats=json", "sh", "-c", "kill -TERM $$"]);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("\"incomplete\":\"sh was killed by SIGTERM"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
