@@ -275,8 +275,8 @@ pub fn stats_line(command: &[OsString], report: &crate::report::Report) -> Strin
 
 /// For `munmapq doctor git`: the advice about the repository in the
 /// current directory, if any.
-pub fn doctor_lines(cmd: &str) -> Option<String> {
-    if Path::new(cmd).file_name()? != "git" {
+pub fn doctor_lines(command: &[OsString]) -> Option<String> {
+    if Path::new(command.first()?).file_name()? != "git" {
         return None;
     }
     let p = packs(&[])?;

@@ -1,8 +1,10 @@
 //! `munmapq [OPTIONS] [--] COMMAND [ARGS...]`: runs COMMAND with libmunmapq
 //! preloaded, its options passed as `MUNMAPQ_*` variables.
 
+mod asan;
 mod cli;
 mod doctor;
+mod elf;
 mod embedded;
 mod gitcheck;
 mod library;
@@ -11,6 +13,7 @@ mod platform;
 mod program;
 mod report;
 mod run;
+mod script;
 mod selftest;
 mod shell;
 
@@ -60,8 +63,8 @@ fn main() -> ExitCode {
         _ => {}
     }
     if args.first().is_some_and(|a| a == "doctor") {
-        return match args.get(1).and_then(|a| a.to_str()) {
-            Some(cmd) => ExitCode::from(doctor::run(cmd)),
+        return match args.get(1..).filter(|c| !c.is_empty()) {
+            Some(command) => ExitCode::from(doctor::run(command)),
             None => fail("doctor needs a command (munmapq doctor COMMAND)", 2),
         };
     }
