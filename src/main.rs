@@ -7,6 +7,7 @@ mod doctor;
 mod elf;
 mod embedded;
 mod gitcheck;
+mod gitrepo;
 mod library;
 mod macho;
 mod platform;

@@ -1,6 +1,7 @@
 //! `munmapq doctor` on what really runs: scripts followed through their
 //! `#!` lines (and `/usr/bin/env NAME`) to the program, a file without
-//! `#!` judged by /bin/sh as execvp runs it; a `--lib` that is no library.
+//! `#!` judged by /bin/sh as execvp runs it; `doctor git ...` with git's
+//! own `-c`/`-C`/`--git-dir` options; a `--lib` that is no library.
 #![cfg(target_os = "linux")] // ELF, LD_PRELOAD and the kernel's #! rules
 
 mod common;
@@ -93,4 +94,51 @@ fn a_library_path_that_is_no_library_is_one_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("not a shared library"), "{err}");
     println!("--lib: a directory and a text file refused in one line each");
+}
+
+#[test]
+fn doctor_git_reads_gits_own_options() {
+    let dir = scratch("doctor-git");
+    let repo = repo::packed_repo(&dir, "repo");
+    let thrash = [
+        "-c",
+        "core.packedGitWindowSize=16k",
+        "-c",
+        "core.packedGitLimit=32k",
+    ];
+    let doctor = |cwd: &Path, before: &[&str], opts: &[&str]| {
+        let mut args = vec!["doctor", "git"];
+        args.extend(before);
+        args.extend(opts);
+        args.push("log");
+        let out = munmapq_in(cwd, &args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        text(&out.stdout)
+    };
+    let repo_s = repo.to_str().unwrap();
+    let git_dir = format!("--git-dir={repo_s}/.git");
+    let forms: [(&Path, Vec<&str>); 4] = [
+        (&repo, vec![]),
+        (&dir, vec!["-C", repo_s]),
+        (&dir, vec![git_dir.as_str()]),
+        (&dir, vec!["-C", repo_s, "--git-dir", ".git"]),
+    ];
+    for (cwd, before) in &forms {
+        let said = doctor(cwd, before, &thrash);
+        assert!(
+            said.contains("maps and unmaps windows of 16 KiB")
+                && said.contains("core.packedGitLimit=32k (command line)"),
+            "{before:?}: {said}"
+        );
+        let said = doctor(cwd, before, &[]);
+        assert!(said.contains("without thrashing"), "{before:?}: {said}");
+    }
+    let said = doctor(&dir, &["--git-dir", &format!("{repo_s}/.git")], &thrash);
+    assert!(said.contains("maps and unmaps windows"), "{said}");
+    let said = doctor(&dir, &[], &thrash);
+    assert!(
+        said.contains("skipped the pack check") && said.contains("not a git repository"),
+        "{said}"
+    );
+    println!("doctor git: -c windows read with -C, --git-dir=, --git-dir DIR and in the repository: thrashing named; without -c: none; outside a repository: check skipped");
 }

@@ -269,3 +269,5 @@ pub fn strace_count(cmd: &[&str], preload: bool, env: &[(&str, &str)], syscall: 
     let needle = format!("{syscall}(");
     text.lines().filter(|l| l.contains(&needle)).count()
 }
+
+pub mod repo;
