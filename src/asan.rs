@@ -19,7 +19,7 @@ pub fn order_check_off(options: Option<&str>) -> bool {
         .unwrap_or("")
         .split([':', ',', ' ', '\t', '\n'])
         .filter_map(|o| o.strip_prefix("verify_asan_link_order="))
-        .last()
+        .next_back()
         .is_some_and(|v| matches!(v, "0" | "false" | "no"))
 }
 

@@ -259,10 +259,27 @@ pub fn judge(f: &Facts) -> Verdict {
     }
 }
 
-/// The program that really runs `path`: itself, and on Linux the end of
-/// its `#!` chain (the steps said on the way). Err: the exit status.
+/// The program that really runs `path`: itself, the real git when `path`
+/// is this munmapq linked as git, and on Linux the end of its `#!` chain
+/// (the steps said on the way). Err: the exit status.
 fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
     let say = |line: &str| println!("munmapq doctor: {line}");
+    let mut path = path;
+    if crate::gitwrap::is_me(&path) {
+        let Some(real) = crate::gitwrap::real_git() else {
+            say(&format!(
+                "{}: munmapq itself (the git wrapper), and there is no other git in PATH",
+                path.display()
+            ));
+            return Err(127);
+        };
+        say(&format!(
+            "{}: munmapq itself, linked as git: the git wrapper, which runs {}",
+            path.display(),
+            real.display()
+        ));
+        path = real;
+    }
     if !cfg!(target_os = "linux") {
         return Ok(path);
     }
@@ -302,7 +319,12 @@ pub fn run(command: &[OsString]) -> u8 {
     if let Some(advice) = crate::gitcheck::doctor_lines(command) {
         println!("{advice}");
     }
-    let via_script = program != path;
+    if Path::new(&*cmd).file_name().is_some_and(|n| n == "git") {
+        for line in crate::gitwrap::doctor_lines(&command[1..]) {
+            println!("munmapq doctor: {line}");
+        }
+    }
+    let via_script = program != path && !crate::gitwrap::is_me(&path);
     match judge(&f) {
         Verdict::Loads => {
             if let Ok(Some(note)) = crate::asan::judge(f.asan.as_ref(), f.asan_check_off) {

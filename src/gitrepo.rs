@@ -1,6 +1,6 @@
 //! What git itself says about a repository, asked the way the user's
 //! command would ask it: with the same global options (`-C`, `-c`,
-//! `--git-dir`, ...).
+//! `--git-dir`, ...), from the real git (never a munmapq linked as git).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -73,9 +73,10 @@ pub fn start_dir(prefix: &[OsString]) -> PathBuf {
     dir
 }
 
-/// The program to run for `git`.
+/// The program to run for `git`: the first git in PATH that is not a
+/// munmapq (see gitwrap), else the name itself.
 pub fn git_program() -> PathBuf {
-    PathBuf::from("git")
+    crate::gitwrap::real_git().unwrap_or_else(|| PathBuf::from("git"))
 }
 
 /// Runs the real git with `prefix` and `args`: its stdout, or its first
@@ -84,6 +85,10 @@ pub fn git(prefix: &[OsString], args: &[&str]) -> Result<String, String> {
     let out = Command::new(git_program())
         .args(prefix)
         .args(args)
+        .env(
+            crate::gitwrap::GUARD_VAR,
+            crate::gitwrap::guard_for_children(),
+        )
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("git: {e}"))?;

@@ -6,8 +6,11 @@ mod cli;
 mod doctor;
 mod elf;
 mod embedded;
+mod gitcache;
 mod gitcheck;
+mod gitdecide;
 mod gitrepo;
+mod gitwrap;
 mod library;
 mod macho;
 mod platform;
@@ -25,6 +28,13 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    // Linked as `git`, or called by shell-init's git function: the git wrapper.
+    if gitwrap::invoked_as_git() {
+        return gitwrap::run(&args);
+    }
+    if args.first().is_some_and(|a| a == "__git") {
+        return gitwrap::run(&args[1..]);
+    }
     let print = |r: Result<String, String>| match r {
         Ok(text) => {
             print!("{text}");
