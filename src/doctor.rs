@@ -11,6 +11,15 @@ use crate::program::{resolve, shebang, sip_protected};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+/// A line on stdout; a closed pipe (`munmapq doctor git | head -1`) is
+/// not an error worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// What decides whether a preloaded library reaches a program.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Facts {
@@ -263,7 +272,7 @@ pub fn judge(f: &Facts) -> Verdict {
 /// is this munmapq linked as git, and on Linux the end of its `#!` chain
 /// (the steps said on the way). Err: the exit status.
 fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
-    let say = |line: &str| println!("munmapq doctor: {line}");
+    let say = |line: &str| say!("munmapq doctor: {line}");
     let mut path = path;
     if crate::gitwrap::is_me(&path) {
         let Some(real) = crate::gitwrap::real_git() else {
@@ -301,7 +310,7 @@ fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
 pub fn run(command: &[OsString]) -> u8 {
     let cmd = command[0].to_string_lossy();
     let Some(path) = resolve(&cmd) else {
-        println!("munmapq doctor: {cmd}: command not found");
+        say!("munmapq doctor: {cmd}: command not found");
         return 127;
     };
     let program = match program_of(path.clone()) {
@@ -311,26 +320,26 @@ pub fn run(command: &[OsString]) -> u8 {
     let mut f = match file_facts(&program) {
         Ok(f) => f,
         Err(e) => {
-            println!("munmapq doctor: {}: {e}", program.display());
+            say!("munmapq doctor: {}: {e}", program.display());
             return 126;
         }
     };
     platform_facts(&mut f);
     if let Some(advice) = crate::gitcheck::doctor_lines(command) {
-        println!("{advice}");
+        say!("{advice}");
     }
     if Path::new(&*cmd).file_name().is_some_and(|n| n == "git") {
         for line in crate::gitwrap::doctor_lines(&command[1..]) {
-            println!("munmapq doctor: {line}");
+            say!("munmapq doctor: {line}");
         }
     }
     let via_script = program != path && !crate::gitwrap::is_me(&path);
     match judge(&f) {
         Verdict::Loads => {
             if let Ok(Some(note)) = crate::asan::judge(f.asan.as_ref(), f.asan_check_off) {
-                println!("munmapq doctor: {}: {note}", program.display());
+                say!("munmapq doctor: {}: {note}", program.display());
             }
-            println!(
+            say!(
                 "munmapq doctor: {}: the library would load (dynamically linked{}{}){}",
                 program.display(),
                 f.interpreter
@@ -355,11 +364,11 @@ pub fn run(command: &[OsString]) -> u8 {
             0
         }
         Verdict::WontLoad(why, instead) => {
-            println!(
+            say!(
                 "munmapq doctor: {}: the library would NOT load: {why}",
                 program.display()
             );
-            println!("munmapq doctor: instead: {instead}");
+            say!("munmapq doctor: instead: {instead}");
             1
         }
     }
