@@ -8,7 +8,17 @@
 
 use crate::macho::{self, Arch, Host};
 use crate::program::{resolve, shebang, sip_protected};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+/// A line on stdout; a closed pipe (`munmapq doctor git | head -1`) is
+/// not an error worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 
 /// What decides whether a preloaded library reaches a program.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -22,6 +32,10 @@ pub struct Facts {
     pub interpreter: Option<String>,
     /// A script: its `#!` interpreter.
     pub shebang: Option<String>,
+    /// Linux: built with AddressSanitizer, and how.
+    pub asan: Option<crate::elf::Asan>,
+    /// `ASAN_OPTIONS` turns ASan's link order check off.
+    pub asan_check_off: bool,
     /// macOS: on a SIP-protected volume path (/usr/bin, /bin, /System, ...).
     pub sip_protected: bool,
     /// macOS: signed with the hardened runtime (codesign flag 0x10000).
@@ -56,10 +70,12 @@ pub fn judge_linux(f: &Facts) -> Verdict {
             "run an ordinary (not set-id) copy of the program",
         );
     }
+    // `run` follows #! lines to the program first; facts of a script
+    // itself mean its interpreter could not be followed.
     if let Some(sh) = &f.shebang {
         return Verdict::WontLoad(
-            format!("it is a script: the library loads into its interpreter {sh}, and from there into what the script runs"),
-            format!("run `munmapq doctor {sh}` and check the programs the script starts"),
+            format!("it is a script (#!{sh}): the library loads into the program that runs it"),
+            "run `munmapq doctor` on the script: it follows #! lines to that program".into(),
         );
     }
     if !f.elf {
@@ -81,7 +97,10 @@ pub fn judge_linux(f: &Facts) -> Verdict {
             format!("its dynamic linker {i} is not glibc's"),
             "use a glibc build of the program".into(),
         ),
-        Some(_) => Verdict::Loads,
+        Some(_) => match crate::asan::judge(f.asan.as_ref(), f.asan_check_off) {
+            Err((why, instead)) => Verdict::WontLoad(why, instead),
+            Ok(_) => Verdict::Loads,
+        },
     }
 }
 
@@ -183,11 +202,12 @@ pub fn parse_codesign(text: &str, f: &mut Facts) {
     f.disables_library_validation = entitled("com.apple.security.cs.disable-library-validation");
 }
 
-/// What the file itself says: set-id bits, script or ELF, interpreter.
+/// What the file itself says: set-id bits, script or ELF, interpreter,
+/// AddressSanitizer.
 pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path)?.permissions().mode();
-    let data = std::fs::read(path)?;
+    let data = macho::head(path)?;
     let mut f = Facts {
         path: path.to_path_buf(),
         setuid: mode & 0o4000 != 0,
@@ -201,48 +221,10 @@ pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
         f.archs = archs;
     } else if data.starts_with(b"\x7fELF") {
         f.elf = true;
-        f.interpreter = elf_interpreter(&data);
+        f.interpreter = crate::elf::interpreter(path);
+        (f.asan, f.asan_check_off) = crate::asan::facts(path);
     }
     Ok(f)
-}
-
-/// PT_INTERP of a 64- or 32-bit little-endian ELF file.
-fn elf_interpreter(d: &[u8]) -> Option<String> {
-    let is64 = *d.get(4)? == 2;
-    let rd = |off: usize, n: usize| -> Option<u64> {
-        let b = d.get(off..off + n)?;
-        Some(b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64))
-    };
-    let (phoff, phentsize, phnum) = if is64 {
-        (
-            rd(0x20, 8)? as usize,
-            rd(0x36, 2)? as usize,
-            rd(0x38, 2)? as usize,
-        )
-    } else {
-        (
-            rd(0x1c, 4)? as usize,
-            rd(0x2a, 2)? as usize,
-            rd(0x2c, 2)? as usize,
-        )
-    };
-    for i in 0..phnum {
-        let ph = phoff + i * phentsize;
-        if rd(ph, 4)? == 3 {
-            let (off, size) = if is64 {
-                (rd(ph + 8, 8)? as usize, rd(ph + 32, 8)? as usize)
-            } else {
-                (rd(ph + 4, 4)? as usize, rd(ph + 16, 4)? as usize)
-            };
-            let s = d.get(off..off + size)?;
-            return Some(
-                String::from_utf8_lossy(s)
-                    .trim_end_matches('\0')
-                    .to_string(),
-            );
-        }
-    }
-    None
 }
 
 #[cfg(target_os = "macos")]
@@ -286,28 +268,80 @@ pub fn judge(f: &Facts) -> Verdict {
     }
 }
 
-/// Runs the doctor; answers the exit status (0: the library would load).
-pub fn run(cmd: &str) -> u8 {
-    let Some(path) = resolve(cmd) else {
-        println!("munmapq doctor: {cmd}: command not found");
+/// The program that really runs `path`: itself, the real git when `path`
+/// is this munmapq linked as git, and on Linux the end of its `#!` chain
+/// (the steps said on the way). Err: the exit status.
+fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
+    let say = |line: &str| say!("munmapq doctor: {line}");
+    let mut path = path;
+    if crate::gitwrap::is_me(&path) {
+        let Some(real) = crate::gitwrap::real_git() else {
+            say(&format!(
+                "{}: munmapq itself (the git wrapper), and there is no other git in PATH",
+                path.display()
+            ));
+            return Err(127);
+        };
+        say(&format!(
+            "{}: munmapq itself, linked as git: the git wrapper, which runs {}",
+            path.display(),
+            real.display()
+        ));
+        path = real;
+    }
+    if !cfg!(target_os = "linux") {
+        return Ok(path);
+    }
+    match crate::script::follow(&path) {
+        Ok(chain) => {
+            chain.steps.iter().for_each(|s| say(s));
+            Ok(chain.program)
+        }
+        Err(e) => {
+            say(&format!("{e}; the library would NOT load"));
+            Err(1)
+        }
+    }
+}
+
+/// Runs the doctor on `command` (a program and its arguments: `doctor git
+/// -c ... log` reads git's options as git would); answers the exit status
+/// (0: the library would load).
+pub fn run(command: &[OsString]) -> u8 {
+    let cmd = command[0].to_string_lossy();
+    let Some(path) = resolve(&cmd) else {
+        say!("munmapq doctor: {cmd}: command not found");
         return 127;
     };
-    let mut f = match file_facts(&path) {
+    let program = match program_of(path.clone()) {
+        Ok(p) => p,
+        Err(status) => return status,
+    };
+    let mut f = match file_facts(&program) {
         Ok(f) => f,
         Err(e) => {
-            println!("munmapq doctor: {}: {e}", path.display());
+            say!("munmapq doctor: {}: {e}", program.display());
             return 126;
         }
     };
     platform_facts(&mut f);
-    if let Some(advice) = crate::gitcheck::doctor_lines(cmd) {
-        println!("{advice}");
+    if let Some(advice) = crate::gitcheck::doctor_lines(command) {
+        say!("{advice}");
     }
+    if Path::new(&*cmd).file_name().is_some_and(|n| n == "git") {
+        for line in crate::gitwrap::doctor_lines(&command[1..]) {
+            say!("munmapq doctor: {line}");
+        }
+    }
+    let via_script = program != path && !crate::gitwrap::is_me(&path);
     match judge(&f) {
         Verdict::Loads => {
-            println!(
-                "munmapq doctor: {}: the library would load (dynamically linked{}{})",
-                path.display(),
+            if let Ok(Some(note)) = crate::asan::judge(f.asan.as_ref(), f.asan_check_off) {
+                say!("munmapq doctor: {}: {note}", program.display());
+            }
+            say!(
+                "munmapq doctor: {}: the library would load (dynamically linked{}{}){}",
+                program.display(),
                 f.interpreter
                     .as_deref()
                     .map(|i| format!(", {i}"))
@@ -320,16 +354,21 @@ pub fn run(cmd: &str) -> u8 {
                     )
                 } else {
                     String::new()
+                },
+                if via_script {
+                    ", and from there into the dynamically linked programs the script starts"
+                } else {
+                    ""
                 }
             );
             0
         }
         Verdict::WontLoad(why, instead) => {
-            println!(
+            say!(
                 "munmapq doctor: {}: the library would NOT load: {why}",
-                path.display()
+                program.display()
             );
-            println!("munmapq doctor: instead: {instead}");
+            say!("munmapq doctor: instead: {instead}");
             1
         }
     }
@@ -372,7 +411,21 @@ mod tests {
             shebang: Some("/bin/sh".into()),
             ..Facts::default()
         };
-        assert!(matches!(judge_linux(&script), Verdict::WontLoad(w, _) if w.contains("script")));
+        assert!(
+            matches!(judge_linux(&script), Verdict::WontLoad(w, i) if w.contains("script") && !i.contains("/usr/bin/env"))
+        );
+        let asan = Facts {
+            asan: Some(crate::elf::Asan::Shared("libasan.so.8".into())),
+            ..linux(Some("/lib64/ld-linux-x86-64.so.2"))
+        };
+        assert!(
+            matches!(judge_linux(&asan), Verdict::WontLoad(w, i) if w.contains("AddressSanitizer") && i.contains("verify_asan_link_order=0"))
+        );
+        let asan_off = Facts {
+            asan_check_off: true,
+            ..asan
+        };
+        assert_eq!(judge_linux(&asan_off), Verdict::Loads);
     }
 
     fn mac(path: &str) -> Facts {

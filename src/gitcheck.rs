@@ -7,11 +7,10 @@
 //! and unmaps the same windows over and over. Defaults on 64-bit systems
 //! (git's environment.h): 1 GiB windows, a 32 TiB limit.
 
+use crate::gitrepo::{git_prefix, last, repo, Entry, Repo};
 use munmapq_core::config::parse_size;
 use munmapq_core::stats::Counter;
 use std::ffi::OsString;
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 pub const DEFAULT_WINDOW: u64 = 1 << 30;
 pub const DEFAULT_LIMIT: u64 = 32 << 40;
@@ -34,49 +33,6 @@ pub struct Packs {
     pub window: Option<Setting>,
     /// Sizes of the repository's packs, bytes.
     pub sizes: Vec<u64>,
-}
-
-/// git's global options in `command` (everything before the subcommand),
-/// if `command` runs git: `git config` runs with the same ones, so it sees
-/// the same repository and `-c` settings.
-pub fn git_prefix(command: &[OsString]) -> Option<Vec<OsString>> {
-    let prog = Path::new(command.first()?).file_name()?.to_str()?;
-    if prog != "git" {
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut args = command[1..].iter();
-    while let Some(a) = args.next() {
-        let s = a.to_str()?;
-        if matches!(s, "-c" | "-C" | "--git-dir" | "--work-tree" | "--namespace") {
-            out.push(a.clone());
-            out.push(args.next()?.clone());
-        } else if s.starts_with("--git-dir=")
-            || s.starts_with("--work-tree=")
-            || s.starts_with("--namespace=")
-            || (s.starts_with("-c") && s.len() > 2)
-        {
-            out.push(a.clone());
-        } else if s.starts_with('-') {
-            continue;
-        } else {
-            break;
-        }
-    }
-    Some(out)
-}
-
-fn git(prefix: &[OsString], args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .args(prefix)
-        .args(args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// `file:/home/me/.gitconfig` -> `~/.gitconfig:3` (the line that sets
@@ -105,39 +61,33 @@ pub fn describe_origin(origin: &str, key: &str) -> String {
     }
 }
 
-fn setting(prefix: &[OsString], key: &'static str) -> Option<Setting> {
-    let out = git(prefix, &["config", "--show-origin", "--get", key])?;
-    let (origin, raw) = out.trim_end().split_once('\t')?;
+/// One setting as git resolves it from the configuration entries.
+fn setting(entries: &[Entry], key: &'static str) -> Option<Setting> {
+    let e = last(entries, key)?;
+    let raw = e.value.clone().unwrap_or_default();
     Some(Setting {
         key,
-        raw: raw.to_string(),
         bytes: parse_size(raw.trim().as_bytes())?,
-        origin: describe_origin(origin, key),
+        raw,
+        origin: describe_origin(&e.origin, key),
     })
 }
 
+impl Packs {
+    /// The packs of `repo` and git's window settings in `entries`.
+    pub fn of(repo: &Repo, entries: &[Entry]) -> Packs {
+        Packs {
+            limit: setting(entries, "core.packedGitLimit"),
+            window: setting(entries, "core.packedGitWindowSize"),
+            sizes: repo.pack_sizes(),
+        }
+    }
+}
+
 /// The repository's packs and git's window settings, as `prefix` sees them.
-pub fn packs(prefix: &[OsString]) -> Option<Packs> {
-    let dir = git(
-        prefix,
-        &[
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-path",
-            "objects/pack",
-        ],
-    )?;
-    let sizes = std::fs::read_dir(dir.trim())
-        .ok()?
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
-        .filter_map(|e| e.metadata().ok().map(|m| m.len()))
-        .collect();
-    Some(Packs {
-        limit: setting(prefix, "core.packedGitLimit"),
-        window: setting(prefix, "core.packedGitWindowSize"),
-        sizes,
-    })
+pub fn packs(prefix: &[OsString]) -> Result<Packs, String> {
+    let repo = repo(prefix)?;
+    Ok(Packs::of(&repo, &repo.config(prefix)))
 }
 
 fn mib(n: u64) -> String {
@@ -217,17 +167,21 @@ impl Packs {
         }
         let total: u64 = self.sizes.iter().sum();
         let names: Vec<String> = culprits.iter().map(|s| named(s)).collect();
+        let cure = match culprits[0].origin.as_str() {
+            "command line" => format!("leave out -c {}", culprits[0].key),
+            _ => format!("git config --unset {} where it is set", culprits[0].key),
+        };
         Some(format!(
             "git here has {} of packs (largest {}); with {} it maps and unmaps windows of {} \
              over and over (at most {} mapped at once); {}. The cure is the setting: \
-             git config --unset {} where it is set; munmapq only makes the thrashing cheaper.",
+             {}; munmapq only makes the thrashing cheaper.",
             mib(total),
             mib(self.largest()),
             names.join(" and "),
             mib(self.effective_window()),
             mib(self.limit_bytes().min(total)),
             self.default_would(),
-            culprits[0].key
+            cure
         ))
     }
 
@@ -268,26 +222,31 @@ fn group(n: u64) -> String {
 /// For `--stats`: the closing line when `command` was git and it thrashed.
 pub fn stats_line(command: &[OsString], report: &crate::report::Report) -> String {
     git_prefix(command)
-        .and_then(|p| packs(&p))
+        .and_then(|p| packs(&p).ok())
         .and_then(|p| p.after_run(report.get(Counter::Eligible)))
         .unwrap_or_default()
 }
 
-/// For `munmapq doctor git`: the advice about the repository in the
-/// current directory, if any.
-pub fn doctor_lines(cmd: &str) -> Option<String> {
-    if Path::new(cmd).file_name()? != "git" {
-        return None;
-    }
-    let p = packs(&[])?;
-    Some(match p.advice() {
-        Some(a) => format!("munmapq doctor: {a}"),
-        None => format!(
-            "munmapq doctor: git here: {} pack(s), {} in all; core.packedGitLimit and \
-             core.packedGitWindowSize let git map them without thrashing",
-            p.sizes.len(),
-            mib(p.sizes.iter().sum())
-        ),
+/// For `munmapq doctor git ...`: whether git, with the global options of
+/// `command` (`-c`, `-C`, `--git-dir`, ...), would thrash its pack
+/// windows, or why that was not checked. None when `command` is not git.
+pub fn doctor_lines(command: &[OsString]) -> Option<String> {
+    let prefix = git_prefix(command)?;
+    Some(match packs(&prefix) {
+        Err(why) => format!("munmapq doctor: skipped the pack check, git here says: {why}"),
+        Ok(p) => match p.advice() {
+            Some(a) => format!("munmapq doctor: {a}"),
+            None => format!(
+                "munmapq doctor: git here: {} pack(s), {} in all; {} let git map them without thrashing",
+                p.sizes.len(),
+                mib(p.sizes.iter().sum()),
+                [("core.packedGitLimit", &p.limit), ("core.packedGitWindowSize", &p.window)]
+                    .iter()
+                    .map(|(k, s)| s.as_ref().map_or(format!("{k} (default)"), named))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+        },
     })
 }
 
@@ -338,24 +297,7 @@ mod tests {
     }
 
     #[test]
-    fn global_options_are_kept() {
-        let cmd: Vec<OsString> = [
-            "/usr/bin/git",
-            "-C",
-            "r",
-            "-c",
-            "a=b",
-            "--no-pager",
-            "log",
-            "-c",
-            "x",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
-        let p = git_prefix(&cmd).unwrap();
-        assert_eq!(p, ["-C", "r", "-c", "a=b"].map(OsString::from));
-        assert!(git_prefix(&[OsString::from("ls")]).is_none());
+    fn numbers_are_grouped() {
         assert_eq!(group(1400), "1,400");
     }
 }

@@ -14,7 +14,7 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
             .map(PathBuf::from)
     };
     if let Some(p) = explicit.or_else(from_env) {
-        std::fs::File::open(&p).map_err(|e| format!("library {}: {e}", p.display()))?;
+        check_explicit(&p)?;
         return p
             .canonicalize()
             .map_err(|e| format!("{}: {e}", p.display()));
@@ -48,4 +48,25 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
             beside[0].display()
         )),
     }
+}
+
+/// A library named by `--lib` or `$MUNMAPQ_LIB` must be a readable file
+/// that starts as a shared library does (ELF, or Mach-O on macOS): the
+/// dynamic linker would otherwise skip it with a message of its own, and
+/// the command would run without munmapq.
+fn check_explicit(p: &Path) -> Result<(), String> {
+    let what = format!("library {}", p.display());
+    let meta = std::fs::metadata(p).map_err(|e| format!("{what}: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!(
+            "{what} is a directory; give the path of {LIB_NAME} itself (munmapq --print-lib prints the default)"
+        ));
+    }
+    let head = crate::macho::head(p).map_err(|e| format!("{what}: {e}"))?;
+    if !head.starts_with(b"\x7fELF") && crate::macho::archs(&head).is_none() {
+        return Err(format!(
+            "{what} is not a shared library (neither ELF nor Mach-O); give the path of {LIB_NAME}"
+        ));
+    }
+    Ok(())
 }

@@ -7,16 +7,23 @@
 #[macro_use]
 mod out;
 
+mod asan;
 mod cli;
 mod doctor;
+mod elf;
 mod embedded;
+mod gitcache;
 mod gitcheck;
+mod gitdecide;
+mod gitrepo;
+mod gitwrap;
 mod library;
 mod macho;
 mod platform;
 mod program;
 mod report;
 mod run;
+mod script;
 mod selftest;
 mod shell;
 mod signals;
@@ -31,7 +38,7 @@ use std::process::ExitCode;
 const WORDS: [(&str, &str); 6] = [
     ("help", ""),
     ("version", ""),
-    ("doctor", " COMMAND"),
+    ("doctor", " COMMAND [ARGS...]"),
     ("selftest", " [--lib PATH]"),
     ("shell-init", " bash|zsh|fish [COMMAND...]"),
     ("preload-env", " [bash|zsh|fish]"),
@@ -62,6 +69,13 @@ fn preload_env(shell: Option<&str>) -> ExitCode {
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    // Linked as `git`, or called by shell-init's git function: the git wrapper.
+    if gitwrap::invoked_as_git() {
+        return gitwrap::run(&args);
+    }
+    if args.first().is_some_and(|a| a == "__git") {
+        return gitwrap::run(&args[1..]);
+    }
     let print = |r: Result<String, String>| match r {
         Ok(text) => {
             print!("{text}");
@@ -78,7 +92,7 @@ fn main() -> ExitCode {
     match (word, rest.as_slice()) {
         ("help", []) => print(Ok(cli::usage())),
         ("version", []) => print(Ok(cli::version())),
-        ("doctor", [cmd, ..]) => ExitCode::from(doctor::run(cmd)),
+        ("doctor", [_, ..]) => ExitCode::from(doctor::run(&args[1..])),
         ("selftest", []) => selftest::run(None),
         ("selftest", [flag, path]) if flag == "--lib" => selftest::run(Some(PathBuf::from(path))),
         ("shell-init", [shell, cmds @ ..]) => print(shell::shell_init(shell, cmds)),

@@ -121,6 +121,12 @@ pub fn run(o: Options) -> ExitCode {
     // dyld kills a program whose inserted library it cannot load: such a
     // program runs without munmapq, after one line saying so.
     let killed_by = crate::program::resolve(&name).and_then(|p| platform::would_kill(&p, &lib));
+    // A shared ASan runtime aborts under any preload: say so first.
+    if let Some(line) =
+        crate::program::resolve(&name).and_then(|p| crate::asan::launcher_warning(&p))
+    {
+        eprintln!("munmapq: {line}");
+    }
     match &killed_by {
         Some(why) => eprintln!("munmapq: warning: {name}: {why}; running it without munmapq"),
         None => {

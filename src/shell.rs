@@ -22,9 +22,11 @@ fn is_plain_name(c: &str) -> bool {
 
 /// A function per command that runs it through this munmapq (absolute
 /// path, so it works whatever PATH says). Functions rather than aliases:
-/// they also work in scripts that source them. Nothing is exported: each
-/// run goes through the launcher, which checks the program's architecture
-/// against the library's (platform::would_kill) before preloading it.
+/// they also work in scripts that source them. Nothing is exported. `git`
+/// goes to the git wrapper (`munmapq __git`, see gitwrap): munmapq only in
+/// a repository where it pays, git exec'd either way. Other commands go
+/// through the launcher, which checks the program's architecture against
+/// the library's (platform::would_kill) before preloading it.
 pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
     let exe = exe.to_string_lossy();
@@ -42,12 +44,19 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
     };
     let mut out = format!("# munmapq: run these commands through munmapq ({load})\n");
     for c in commands {
+        // git goes through the git wrapper (gitwrap): munmapq only in a
+        // repository where it pays, else git as it is, exec'd either way.
+        let call = if c == "git" {
+            "__git".to_string()
+        } else {
+            format!("-- {c}")
+        };
         match shell {
             "bash" | "zsh" | "sh" => {
-                out.push_str(&format!("{c}() {{ {} -- {c} \"$@\"; }}\n", sh_quote(&exe)))
+                out.push_str(&format!("{c}() {{ {} {call} \"$@\"; }}\n", sh_quote(&exe)))
             }
             "fish" => out.push_str(&format!(
-                "function {c} --wraps {c}; {} -- {c} $argv; end\n",
+                "function {c} --wraps {c}; {} {call} $argv; end\n",
                 fish_quote(&exe)
             )),
             other => {
@@ -100,12 +109,17 @@ mod tests {
     #[test]
     fn quoting_and_names() {
         assert_eq!(sh_quote("a'b"), r"'a'\''b'");
-        assert!(shell_init("bash", &["git".into()])
-            .unwrap()
-            .contains("git() {"));
-        assert!(shell_init("fish", &[])
-            .unwrap()
-            .contains("function git --wraps git;"));
+        let bash = shell_init("bash", &["git".into(), "tig".into()]).unwrap();
+        assert!(
+            bash.contains("git() {") && bash.contains(" __git \"$@\"; }"),
+            "{bash}"
+        );
+        assert!(
+            bash.contains("tig() {") && bash.contains(" -- tig \"$@\"; }"),
+            "{bash}"
+        );
+        let fish = shell_init("fish", &[]).unwrap();
+        assert!(fish.contains("function git --wraps git;") && fish.contains(" __git $argv;"));
         assert!(shell_init("bash", &["rm -rf".into()]).is_err());
         assert!(shell_init("tcsh", &[])
             .unwrap_err()

@@ -41,7 +41,7 @@ fn file_rewritten_under_a_queued_mapping() {
         "stale={stale} reused={reused}"
     );
     assert_eq!(with.get(Counter::Released), 0);
-    let _ = std::fs::remove_dir_all(&dir);
+    println!("file rewritten under a queued mapping, {ROUNDS} rounds: identical bytes; {stale} stale mappings unmapped, {reused} reused");
 }
 
 /// A fresh overlay mount with the probe's data file in its lower layer;
@@ -123,4 +123,7 @@ fn overlayfs_copy_up_under_a_queued_mapping() {
     // Files on overlayfs are not tracked at all (see interpose/src/linux/file.rs).
     assert_eq!(with.get(Counter::Eligible), 0);
     assert!(with.processes > 0, "the library reported nothing");
+    println!(
+        "overlayfs copy-up under a queued mapping: identical bytes; files on overlayfs not tracked"
+    );
 }

@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use munmapq_core::stats::Counter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 const TINY: [&str; 4] = [
@@ -40,7 +40,7 @@ fn git(repo: &Path) -> Command {
 }
 
 /// A packed repository from the probe's deterministic fast-import stream.
-fn make_repo(name: &str, commits: usize, files: usize) -> PathBuf {
+fn make_repo(name: &str, commits: usize, files: usize) -> Scratch {
     let repo = scratch(name);
     let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
     ok(Command::new("git")

@@ -21,7 +21,7 @@ fn seed_repo() -> (PathBuf, PathBuf) {
 }
 
 fn make_seed_repo() -> (PathBuf, PathBuf) {
-    let dir = scratch("git-seed");
+    let dir = scratch("git-seed").for_the_whole_run();
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(

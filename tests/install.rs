@@ -1,6 +1,7 @@
 //! `cargo install` gives a working tool with no further step: the installed
 //! launcher carries its library, runs git with it (from a directory outside
-//! the checkout), and its shell integration makes `git` go through munmapq.
+//! the checkout), and its shell integration makes `git` go through munmapq
+//! where git thrashes its windows.
 //!
 //! By default this installs from the checkout (`cargo install --path`);
 //! scripts/install-test.sh installs from a local registry of the packaged
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn install() -> (PathBuf, PathBuf) {
-    let dir = scratch("install");
+    let dir = scratch("install").for_the_whole_run();
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     if let Some(bin) = std::env::var_os("MUNMAPQ_INSTALLED_BIN") {
@@ -84,21 +85,36 @@ fn installed_launcher_works_alone() {
     assert!(!err.contains("\"reused\":0,"), "no reuse: {err}");
     println!("installed munmapq, git log --raw: {err}");
 
-    // shell-init, evaluated by bash: `git` now goes through munmapq.
+    // shell-init, evaluated by bash: `git` goes through munmapq where git
+    // thrashes its windows (this repository with tiny ones), and runs as it
+    // is outside a repository.
     let init = text(&run(&["shell-init", "bash"]).stdout);
-    let out = output_within(
-        Command::new("bash")
-            .args(["-c", &format!("{init}\nMUNMAPQ_STATS=1 git --version")])
-            .current_dir(&home)
-            .env("HOME", &home),
-        MINUTE,
-    );
-    assert!(out.status.success());
+    let bash_git = |args: &str| {
+        let out = output_within(
+            Command::new("bash")
+                .args([
+                    "-c",
+                    &format!("{init}\nMUNMAPQ_STATS=1 git {args} >/dev/null"),
+                ])
+                .current_dir(&home)
+                .env("HOME", &home)
+                .env_remove("XDG_CACHE_HOME"),
+            MINUTE,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stderr).contains("munmapq pid=")
+    };
     assert!(
-        text(&out.stderr).contains("munmapq pid="),
-        "git did not go through munmapq: {}",
-        text(&out.stderr)
+        bash_git(&format!(
+            "-C {repo} -c core.packedGitWindowSize=16k -c core.packedGitLimit=32k log -1"
+        )),
+        "git did not go through munmapq where it thrashes"
     );
+    assert!(
+        !bash_git("--version"),
+        "git went through munmapq outside a repository"
+    );
+    println!("installed munmapq, shell-init bash: git with munmapq where it thrashes, without outside a repository");
 
     // Exit statuses and signals pass through; errors are one line each.
     assert_eq!(run(&["sh", "-c", "exit 3"]).status.code(), Some(3));

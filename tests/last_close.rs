@@ -138,7 +138,7 @@ fn ok(c: &mut Command) {
 /// A repository whose objects are all loose: the probe's fast-import
 /// stream (400 commits over 60 files) into a packed repository, its pack
 /// unpacked into a second one.
-fn loose_repo() -> std::path::PathBuf {
+fn loose_repo() -> Scratch {
     let packed = scratch("loose-src");
     let loose = scratch("loose");
     ok(Command::new("git")

@@ -64,6 +64,7 @@ fn doctor_verdicts() {
     let out = munmapq(&["doctor", "no-such-command-here"]);
     assert_eq!(out.status.code(), Some(127));
     assert!(text(&out.stdout).contains("command not found"));
+    println!("doctor: git would load; static, setuid and missing programs: why not, exit 1/1/127");
 }
 
 fn common_git_path() -> std::path::PathBuf {
@@ -87,6 +88,7 @@ fn says_when_the_library_did_not_load() {
     let out = munmapq(&["git", "--version"]);
     assert!(out.status.success());
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    println!("launcher: a static binary gets the not-loaded warning, git nothing");
 }
 
 #[test]
@@ -102,6 +104,7 @@ fn exit_status_and_signals_pass_through() {
     );
     let killed = munmapq(&["sh", "-c", "kill -SEGV $$"]);
     assert_eq!(killed.status.signal(), Some(libc::SIGSEGV));
+    println!("launcher: exit 7, 0, SIGTERM and SIGSEGV passed through");
 }
 
 #[test]
@@ -129,6 +132,7 @@ fn launcher_errors_are_one_line_with_conventional_status() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+    println!("launcher: 7 errors, one line each, exit 127/2/1");
 }
 
 #[test]
@@ -152,6 +156,7 @@ fn stats_sum_over_child_processes() {
         "{}",
         text(&out.stderr)
     );
+    println!("launcher: --stats sums 3 processes (sh and two probes): 800 deferred");
 }
 
 #[test]
@@ -165,6 +170,7 @@ fn keeps_what_was_already_preloaded() {
     let v = text(&out.stdout);
     assert!(v.starts_with(lib().to_str().unwrap()), "{v}");
     assert!(v.trim_end().ends_with(" libc.so.6"), "{v}");
+    println!("launcher: LD_PRELOAD keeps what was there, after libmunmapq");
 }
 
 #[test]
@@ -174,4 +180,5 @@ fn print_lib_names_the_library() {
         text(&out.stdout).trim(),
         lib().canonicalize().unwrap().to_str().unwrap()
     );
+    println!("launcher: --print-lib prints the library beside munmapq");
 }

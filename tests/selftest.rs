@@ -72,9 +72,16 @@ fn a_foreign_library_fails_through_munmapq_lib() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("load        FAILED"), "{text}");
     assert!(text.contains(&foreign.display().to_string()), "{text}");
-    // Not a library at all.
+    // Not a library at all: refused before any check, in one line.
     std::fs::write(&foreign, b"not a library").unwrap();
-    let (code, text, _) = selftest(&foreign, &[]);
-    assert_eq!(code, 1, "{text}");
-    assert!(text.contains("neither ELF nor Mach-O"), "{text}");
+    let out = output_within(
+        Command::new(launcher()).args(["selftest".as_ref(), "--lib".as_ref(), foreign.as_os_str()]),
+        MINUTE,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("neither ELF nor Mach-O") && err.lines().count() == 1,
+        "{err}"
+    );
 }

@@ -54,12 +54,71 @@ pub fn probe_cmd(args: &[&str]) -> Command {
     c
 }
 
-/// A fresh directory for one test.
-pub fn scratch(name: &str) -> PathBuf {
+/// A fresh directory for one test, removed when dropped; kept (and its
+/// path printed) when the test is failing, to look at what it left.
+pub struct Scratch {
+    path: PathBuf,
+}
+
+pub fn scratch(name: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("munmapq-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch { path: d }
+}
+
+impl Scratch {
+    /// For a directory shared by several tests of a run (made once, in a
+    /// static): removed when the test process exits, failed or not.
+    pub fn for_the_whole_run(self) -> PathBuf {
+        static AT_EXIT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+        extern "C" fn remove_all() {
+            if let Ok(dirs) = AT_EXIT.lock() {
+                for d in dirs.iter() {
+                    let _ = std::fs::remove_dir_all(d);
+                }
+            }
+        }
+        let mut dirs = AT_EXIT.lock().unwrap();
+        if dirs.is_empty() {
+            // SAFETY: registers a plain extern "C" function with no
+            // arguments; it runs once, at exit, and only removes files.
+            unsafe { libc::atexit(remove_all) };
+        }
+        let p = self.path.clone();
+        dirs.push(p.clone());
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept {} (the test failed)", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
 }
 
 /// A data file of `pages` pages of the probe's pattern.
@@ -445,3 +504,4 @@ pub fn same_as_without(
     assert!(failures.is_empty(), "\n{}", failures.join("\n\n"));
     runs
 }
+pub mod repo;

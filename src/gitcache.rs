@@ -1,0 +1,203 @@
+//! The git wrapper's cache: one small text file per repository (and per
+//! set of configuration variables) in `$XDG_CACHE_HOME/munmapq/git/`
+//! (absolute only, else `~/.cache/munmapq/git/`), holding what git's
+//! configuration and packs said and the identity of every file that said
+//! it. It only ever switches the preload on or off; the library's path is
+//! not in it. Without a usable cache directory every git asks git again.
+
+use crate::gitdecide::{identity, Settled};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+const MAGIC: &str = "munmapq git decision 1";
+/// A file changed this recently may change again within the same mtime
+/// tick, unseen: such an answer is not cached.
+const RACY: Duration = Duration::from_secs(1);
+
+/// The variables that change which configuration git reads.
+const ENV: [&str; 8] = [
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_DIR",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+];
+
+pub fn dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".cache"))
+        })?;
+    Some(base.join("munmapq").join("git"))
+}
+
+/// FNV-1a, 64 bits: a file name for the key.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    })
+}
+
+fn key(git_dir: &Path) -> String {
+    let mut k = git_dir.as_os_str().as_encoded_bytes().to_vec();
+    for v in ENV {
+        k.push(0);
+        if let Some(val) = std::env::var_os(v) {
+            k.extend_from_slice(val.as_encoded_bytes());
+        }
+    }
+    format!(
+        "{}\n",
+        String::from_utf8_lossy(&k).replace(['\n', '\0'], " ")
+    )
+}
+
+fn field(o: Option<&String>) -> String {
+    o.map_or("-".into(), |s| s.replace('\n', " "))
+}
+
+/// The cache file's text for `s`, which came from `files`.
+pub fn render(git_dir: &Path, s: &Settled, files: &[PathBuf]) -> String {
+    let enable = s.enable.as_ref().map(|(b, at)| format!("{b} {at}"));
+    let mut t = format!(
+        "{MAGIC}\nkey {}enable {}\nthrash {}\nerror {}\n",
+        key(git_dir),
+        field(enable.as_ref()),
+        field(s.thrash.as_ref()),
+        field(s.error.as_ref())
+    );
+    for f in files {
+        t.push_str(&format!("file {}\t{}\n", identity(f), f.display()));
+    }
+    t
+}
+
+/// The answer in `text` if it is for `git_dir` and every file is as it was.
+pub fn parse(git_dir: &Path, text: &str) -> Option<Settled> {
+    let body = text.strip_prefix(MAGIC)?.strip_prefix('\n')?;
+    let body = body
+        .strip_prefix("key ")?
+        .strip_prefix(key(git_dir).as_str())?;
+    let mut s = Settled::default();
+    for line in body.lines() {
+        let (tag, rest) = line.split_once(' ')?;
+        let value = (rest != "-").then(|| rest.to_string());
+        match tag {
+            "enable" => {
+                s.enable = match value {
+                    None => None,
+                    Some(v) => {
+                        let (b, at) = v.split_once(' ')?;
+                        Some((b.parse().ok()?, at.to_string()))
+                    }
+                }
+            }
+            "thrash" => s.thrash = value,
+            "error" => s.error = value,
+            "file" => {
+                let (id, path) = rest.split_once('\t')?;
+                if identity(Path::new(path)) != id {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(s)
+}
+
+/// Whether any of `files` changed within the last `RACY`.
+fn racy(files: &[PathBuf]) -> bool {
+    let now = SystemTime::now();
+    files.iter().any(|f| {
+        std::fs::metadata(f).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            let t = |s: i64, ns: i64| {
+                SystemTime::UNIX_EPOCH
+                    + Duration::new(s.max(0) as u64, ns.clamp(0, 999_999_999) as u32)
+            };
+            let changed = t(m.mtime(), m.mtime_nsec()).max(t(m.ctime(), m.ctime_nsec()));
+            now.duration_since(changed).map_or(true, |d| d < RACY)
+        })
+    })
+}
+
+/// The cached answer for `git_dir`, or `compute`'s (stored when it can be).
+pub fn cached(git_dir: &Path, compute: impl FnOnce() -> (Settled, Vec<PathBuf>)) -> Settled {
+    let dir = dir();
+    let file = dir
+        .as_ref()
+        .map(|d| d.join(format!("{:016x}", fnv(key(git_dir).as_bytes()))));
+    if let Some(s) = file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .and_then(|t| parse(git_dir, &t))
+    {
+        return s;
+    }
+    let (s, files) = compute();
+    if let (Some(dir), Some(file)) = (dir, file) {
+        if !racy(&files) {
+            store(&dir, &file, &render(git_dir, &s, &files));
+        }
+    }
+    s
+}
+
+/// Writes the file whole (a temporary file renamed over it); on any error
+/// nothing is cached.
+fn store(dir: &Path, file: &Path, text: &str) {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir);
+    let tmp = file.with_extension(format!("{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+    if written.is_err() || std::fs::rename(&tmp, file).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_file_invalidates() {
+        let dir = std::env::temp_dir().join(format!("munmapq-gitcache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("config");
+        std::fs::write(&cfg, "[core]\n").unwrap();
+        let s = Settled {
+            enable: Some((true, "x:1".into())),
+            thrash: None,
+            error: None,
+        };
+        let files = vec![cfg.clone(), dir.join("absent")];
+        let text = render(&dir, &s, &files);
+        assert_eq!(parse(&dir, &text), Some(s));
+        assert_eq!(parse(&dir.join("other"), &text), None);
+        std::fs::write(&cfg, "[core]\n\tx = 1\n").unwrap();
+        assert_eq!(parse(&dir, &text), None);
+        let text = render(&dir, &Settled::default(), &files);
+        std::fs::write(dir.join("absent"), "").unwrap();
+        assert_eq!(parse(&dir, &text), None);
+        assert!(racy(&files));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

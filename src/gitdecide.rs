@@ -1,0 +1,301 @@
+//! Does munmapq pay for git here? The git wrapper (gitwrap) asks before
+//! every git it runs, so the answer must be cheap:
+//!
+//! - `git config munmapq.enable true|false` decides when set;
+//! - else munmapq pays where git would thrash its pack windows (the
+//!   doctor's check, gitcheck) or where it holds many loose objects (git
+//!   maps each loose object whole, once per read): more than git's own
+//!   `gc --auto` threshold (6700), estimated as `gc --auto` does, from the
+//!   entries of `objects/17` times 256;
+//! - anywhere else, and outside a repository, git runs as it is.
+//!
+//! The configuration and the packs need git to read them (a few
+//! milliseconds), so that part is cached per repository in the user's
+//! cache directory, with the identity (device, inode, size, mtime, ctime)
+//! of every file it came from: each configuration file git read (includes
+//! too), the ones it would read if they existed, and the pack directory.
+//! Any change to one of them and the next git asks again. The loose object
+//! estimate (one small directory read) is made every time.
+
+use crate::gitcheck::Packs;
+use crate::gitrepo::{self, boolean, global_options, last, sets_config, start_dir, Repo};
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// git's default `gc.auto`: more loose objects than this and git packs them.
+pub const MANY_LOOSE: u64 = 6700;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub wrap: bool,
+    pub reason: String,
+}
+
+/// What git's configuration and packs say here (the cached part).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Settled {
+    /// `munmapq.enable`, and where it is set.
+    pub enable: Option<(bool, String)>,
+    /// The settings that make git thrash its windows, named.
+    pub thrash: Option<String>,
+    /// Why git could not tell (then munmapq stays out).
+    pub error: Option<String>,
+}
+
+/// The decision for a git run with arguments `args` (after `git`), from
+/// the current directory.
+pub fn decide(args: &[OsString]) -> Decision {
+    let prefix = global_options(args);
+    let Some(found) = discover(&prefix) else {
+        return no("not in a git repository");
+    };
+    let settled = if sets_config(&prefix)
+        || std::env::var_os("GIT_CONFIG_PARAMETERS").is_some()
+        || std::env::var_os("GIT_CONFIG_COUNT").is_some()
+    {
+        settle(&prefix).0
+    } else {
+        crate::gitcache::cached(&found.git_dir, || settle(&prefix))
+    };
+    judge(&settled, loose_estimate(&found.objects))
+}
+
+fn no(reason: &str) -> Decision {
+    Decision {
+        wrap: false,
+        reason: reason.into(),
+    }
+}
+
+/// The rules, on what was found.
+pub fn judge(s: &Settled, loose: u64) -> Decision {
+    let yes = |reason: String| Decision { wrap: true, reason };
+    if let Some(err) = &s.error {
+        return no(&format!("git could not say: {err}"));
+    }
+    match &s.enable {
+        Some((true, at)) => return yes(format!("munmapq.enable=true ({at})")),
+        Some((false, at)) => return no(&format!("munmapq.enable=false ({at})")),
+        None => {}
+    }
+    if let Some(t) = &s.thrash {
+        return yes(format!("git thrashes its pack windows here with {t}"));
+    }
+    if loose > MANY_LOOSE {
+        return yes(format!(
+            "about {loose} loose objects (more than {MANY_LOOSE}), each mapped whole"
+        ));
+    }
+    no(&format!(
+        "git does not thrash its pack windows here and has about {loose} loose objects \
+         (munmapq pays above {MANY_LOOSE}, or with git config munmapq.enable true)"
+    ))
+}
+
+/// Asks git (the slow part), and the files the answer depends on.
+pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
+    let repo = match gitrepo::repo(prefix) {
+        Ok(r) => r,
+        Err(e) => {
+            let s = Settled {
+                error: Some(e),
+                ..Settled::default()
+            };
+            return (s, config_candidates(None));
+        }
+    };
+    let entries = repo.config(prefix);
+    let enable = last(&entries, "munmapq.enable").and_then(|e| {
+        let at = crate::gitcheck::describe_origin(&e.origin, "munmapq.enable");
+        boolean(e.value.as_deref()).map(|b| (b, at))
+    });
+    let packs = Packs::of(&repo, &entries);
+    let culprits = packs.culprits();
+    let thrash = (!culprits.is_empty()).then(|| {
+        culprits
+            .iter()
+            .map(|s| format!("{}={} ({})", s.key, s.raw, s.origin))
+            .collect::<Vec<_>>()
+            .join(" and ")
+    });
+    let mut files = config_candidates(Some(&repo));
+    files.push(repo.pack_dir.clone());
+    files.extend(
+        entries
+            .iter()
+            .filter_map(|e| e.origin.strip_prefix("file:").map(PathBuf::from)),
+    );
+    files.sort();
+    files.dedup();
+    (
+        Settled {
+            enable,
+            thrash,
+            error: None,
+        },
+        files,
+    )
+}
+
+/// The configuration files git reads or would read if they existed
+/// (git's config.c: system, global, repository, worktree).
+fn config_candidates(repo: Option<&Repo>) -> Vec<PathBuf> {
+    let var = |v: &str| {
+        std::env::var_os(v)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    };
+    let mut v = Vec::new();
+    if std::env::var_os("GIT_CONFIG_NOSYSTEM").is_none() {
+        v.push(var("GIT_CONFIG_SYSTEM").unwrap_or_else(|| "/etc/gitconfig".into()));
+    }
+    match var("GIT_CONFIG_GLOBAL") {
+        Some(g) => v.push(g),
+        None => {
+            let home = var("HOME");
+            if let Some(h) = &home {
+                v.push(h.join(".gitconfig"));
+            }
+            if let Some(x) = var("XDG_CONFIG_HOME")
+                .filter(|x| x.is_absolute())
+                .or_else(|| home.map(|h| h.join(".config")))
+            {
+                v.push(x.join("git/config"));
+            }
+        }
+    }
+    if let Some(r) = repo {
+        v.push(r.common_dir.join("config"));
+        v.push(r.git_dir.join("config.worktree"));
+    }
+    v
+}
+
+/// A repository as found without running git.
+pub struct Found {
+    /// The git directory, canonical: the cache's key.
+    pub git_dir: PathBuf,
+    pub objects: PathBuf,
+}
+
+/// Finds the repository git would use, as git's setup does: `--git-dir`
+/// or `$GIT_DIR`, else the first directory up from where git starts that
+/// holds `.git` (a directory, or a file `gitdir: PATH`) or is a bare
+/// repository.
+pub fn discover(prefix: &[OsString]) -> Option<Found> {
+    let start = start_dir(prefix);
+    let explicit = prefix
+        .iter()
+        .zip(prefix.iter().skip(1))
+        .filter(|(a, _)| *a == "--git-dir")
+        .map(|(_, v)| v.clone())
+        .chain(prefix.iter().filter_map(|a| {
+            a.to_str()
+                .and_then(|s| s.strip_prefix("--git-dir="))
+                .map(OsString::from)
+        }))
+        .last()
+        .or_else(|| std::env::var_os("GIT_DIR").filter(|d| !d.is_empty()));
+    let git_dir = match explicit {
+        Some(d) => gitfile_or_dir(&start.join(d))?,
+        None => start.ancestors().find_map(|d| {
+            let dot = d.join(".git");
+            gitfile_or_dir(&dot).or_else(|| is_git_dir(d).then(|| d.to_path_buf()))
+        })?,
+    };
+    let git_dir = git_dir.canonicalize().ok()?;
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .map(|c| git_dir.join(c.trim_end()))
+        .unwrap_or_else(|_| git_dir.clone());
+    let objects = std::env::var_os("GIT_OBJECT_DIRECTORY")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common.join("objects"));
+    Some(Found { git_dir, objects })
+}
+
+/// `p` as a git directory, or the one a `gitdir: PATH` file there names.
+fn gitfile_or_dir(p: &Path) -> Option<PathBuf> {
+    let m = std::fs::metadata(p).ok()?;
+    if m.is_dir() {
+        return is_git_dir(p).then(|| p.to_path_buf());
+    }
+    let text = std::fs::read_to_string(p).ok()?;
+    let target = text.strip_prefix("gitdir:")?.trim();
+    let dir = p.parent()?.join(target);
+    is_git_dir(&dir).then_some(dir)
+}
+
+/// git's `is_git_directory`, roughly: HEAD, and objects or a common dir.
+fn is_git_dir(d: &Path) -> bool {
+    d.join("HEAD").is_file() && (d.join("objects").is_dir() || d.join("commondir").is_file())
+}
+
+/// Loose objects, estimated as `git gc --auto` does: the objects in
+/// `objects/17`, times 256.
+pub fn loose_estimate(objects: &Path) -> u64 {
+    let n = std::fs::read_dir(objects.join("17"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    let n = e.file_name();
+                    let n = n.as_encoded_bytes();
+                    n.len() == 38 && n.iter().all(u8::is_ascii_hexdigit)
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    n as u64 * 256
+}
+
+/// The identity of a file or directory: what changes when it is written,
+/// replaced or removed.
+pub fn identity(p: &Path) -> String {
+    match std::fs::metadata(p) {
+        Ok(m) => format!(
+            "{} {} {} {}.{} {}.{}",
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec()
+        ),
+        Err(_) => "absent".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules() {
+        let plain = Settled::default();
+        assert!(!judge(&plain, 0).wrap);
+        assert!(!judge(&plain, MANY_LOOSE).wrap);
+        assert!(judge(&plain, MANY_LOOSE + 256).wrap);
+        let thrash = Settled {
+            thrash: Some("core.packedGitLimit=32k (command line)".into()),
+            ..Settled::default()
+        };
+        assert!(judge(&thrash, 0).wrap);
+        let off = Settled {
+            enable: Some((false, "~/.gitconfig:3".into())),
+            ..thrash.clone()
+        };
+        assert!(!judge(&off, MANY_LOOSE * 2).wrap);
+        let on = Settled {
+            enable: Some((true, ".git/config:7".into())),
+            ..Settled::default()
+        };
+        assert!(judge(&on, 0).wrap && judge(&on, 0).reason.contains(".git/config:7"));
+        let broken = Settled {
+            error: Some("fatal: detected dubious ownership".into()),
+            ..on
+        };
+        assert!(!judge(&broken, 0).wrap);
+    }
+}

@@ -1,0 +1,285 @@
+//! What git itself says about a repository, asked the way the user's
+//! command would ask it: with the same global options (`-C`, `-c`,
+//! `--git-dir`, ...), from the real git (never a munmapq linked as git).
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// git's global options in `command` (everything before the subcommand),
+/// if `command` runs git: `git config` runs with the same ones, so it sees
+/// the same repository and `-c` settings. The options that take their
+/// value as the next word are git.c's `handle_options` ones.
+pub fn git_prefix(command: &[OsString]) -> Option<Vec<OsString>> {
+    let prog = Path::new(command.first()?).file_name()?.to_str()?;
+    if prog != "git" {
+        return None;
+    }
+    Some(global_options(&command[1..]))
+}
+
+/// The global options at the start of git's arguments `args`.
+pub fn global_options(args: &[OsString]) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut args = args.iter();
+    while let Some(a) = args.next() {
+        let Some(s) = a.to_str() else { break };
+        if matches!(
+            s,
+            "-c" | "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--config-env"
+        ) {
+            out.push(a.clone());
+            match args.next() {
+                Some(v) => out.push(v.clone()),
+                None => break,
+            }
+        } else if [
+            "--git-dir=",
+            "--work-tree=",
+            "--namespace=",
+            "--config-env=",
+        ]
+        .iter()
+        .any(|p| s.starts_with(p))
+            || s == "--bare"
+        {
+            out.push(a.clone());
+        } else if !s.starts_with('-') {
+            break;
+        }
+    }
+    out
+}
+
+/// Whether the options carry configuration of their own (`-c`,
+/// `--config-env`), which no cache may answer for.
+pub fn sets_config(prefix: &[OsString]) -> bool {
+    prefix.iter().any(|a| {
+        a == "-c" || a == "--config-env" || a.to_string_lossy().starts_with("--config-env=")
+    })
+}
+
+/// The directory git starts in: the current one, moved by each `-C`.
+pub fn start_dir(prefix: &[OsString]) -> PathBuf {
+    let mut dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let mut it = prefix.iter();
+    while let Some(a) = it.next() {
+        if a == "-C" {
+            if let Some(d) = it.next().filter(|d| !d.is_empty()) {
+                dir = dir.join(d);
+            }
+        }
+    }
+    dir
+}
+
+/// The program to run for `git`: the first git in PATH that is not a
+/// munmapq (see gitwrap), else the name itself.
+pub fn git_program() -> PathBuf {
+    crate::gitwrap::real_git().unwrap_or_else(|| PathBuf::from("git"))
+}
+
+/// Runs the real git with `prefix` and `args`: its stdout, or its first
+/// line of stderr as the error.
+pub fn git(prefix: &[OsString], args: &[&str]) -> Result<String, String> {
+    let out = Command::new(git_program())
+        .args(prefix)
+        .args(args)
+        .env(
+            crate::gitwrap::GUARD_VAR,
+            crate::gitwrap::guard_for_children(),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("git: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(err.lines().next().unwrap_or("git failed").to_string())
+    }
+}
+
+/// Where a repository keeps things, as git resolves them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Repo {
+    pub git_dir: PathBuf,
+    pub common_dir: PathBuf,
+    pub pack_dir: PathBuf,
+    /// Where git runs its command from (the top of the work tree): the
+    /// base of the relative paths `--show-origin` prints.
+    pub base: PathBuf,
+}
+
+/// The repository `prefix` selects. Err: git's reason (usually "not a git
+/// repository").
+pub fn repo(prefix: &[OsString]) -> Result<Repo, String> {
+    let out = git(
+        prefix,
+        &[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-dir",
+            "--git-common-dir",
+            "--git-path",
+            "objects/pack",
+            "--show-prefix",
+        ],
+    )?;
+    let mut lines = out.lines();
+    let mut next = || lines.next().map(PathBuf::from);
+    let (git_dir, common_dir, pack_dir) = (next(), next(), next());
+    let sub = next().unwrap_or_default();
+    let start = start_dir(prefix);
+    let base = sub
+        .components()
+        .try_fold(start.clone(), |d, _| d.parent().map(Path::to_path_buf))
+        .unwrap_or(start);
+    match (git_dir, common_dir, pack_dir) {
+        (Some(git_dir), Some(common_dir), Some(pack_dir)) => Ok(Repo {
+            git_dir,
+            common_dir,
+            pack_dir,
+            base,
+        }),
+        _ => Err(format!("git rev-parse said {out:?}")),
+    }
+}
+
+/// One configuration entry: where it comes from (`file:PATH` made
+/// absolute, `command line:`, ...), its key as git lists it (section and
+/// name in lower case), its value (None: a bare `key`, which means true).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub origin: String,
+    pub key: String,
+    pub value: Option<String>,
+}
+
+impl Repo {
+    /// Every configuration entry git reads here, in git's order (the last
+    /// one of a key wins), with `file:` origins made absolute.
+    pub fn config(&self, prefix: &[OsString]) -> Vec<Entry> {
+        let out = git(prefix, &["config", "--list", "--show-origin", "-z"]).unwrap_or_default();
+        parse_list(&out)
+            .into_iter()
+            .map(|mut e| {
+                if let Some(p) = e.origin.strip_prefix("file:") {
+                    e.origin = format!("file:{}", self.absolute(Path::new(p)).display());
+                }
+                e
+            })
+            .collect()
+    }
+
+    fn absolute(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            return p.to_path_buf();
+        }
+        let from_base = self.base.join(p);
+        if from_base.exists() {
+            from_base
+        } else {
+            self.git_dir.join(p)
+        }
+    }
+
+    /// The sizes of the repository's packs.
+    pub fn pack_sizes(&self) -> Vec<u64> {
+        std::fs::read_dir(&self.pack_dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.path().extension() == Some(OsStr::new("pack")))
+                    .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// `git config --list --show-origin -z`: `ORIGIN\0KEY\nVALUE\0` per entry,
+/// `ORIGIN\0KEY\0` for a key without a value.
+pub fn parse_list(out: &str) -> Vec<Entry> {
+    let mut fields = out.split('\0');
+    let mut v = Vec::new();
+    while let (Some(origin), Some(kv)) = (fields.next(), fields.next()) {
+        let (key, value) = match kv.split_once('\n') {
+            Some((k, val)) => (k, Some(val.to_string())),
+            None => (kv, None),
+        };
+        v.push(Entry {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            value,
+        });
+    }
+    v
+}
+
+/// The last entry for `key` (any case), as git's `--get` answers.
+pub fn last<'a>(entries: &'a [Entry], key: &str) -> Option<&'a Entry> {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.key.eq_ignore_ascii_case(key))
+}
+
+/// A git boolean: `true`/`yes`/`on`/`1` or a bare key; `false`/`no`/`off`/
+/// `0`/empty. None: not a boolean.
+pub fn boolean(value: Option<&str>) -> Option<bool> {
+    let Some(v) = value else { return Some(true) };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Some(true),
+        "false" | "no" | "off" | "0" | "" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn global_options_are_kept() {
+        let cmd = os(&[
+            "/usr/bin/git",
+            "-C",
+            "r",
+            "-c",
+            "a=b",
+            "--no-pager",
+            "--git-dir",
+            "g",
+            "--work-tree=w",
+            "log",
+            "-c",
+            "x",
+        ]);
+        let p = git_prefix(&cmd).unwrap();
+        assert_eq!(
+            p,
+            os(&["-C", "r", "-c", "a=b", "--git-dir", "g", "--work-tree=w"])
+        );
+        assert!(sets_config(&p) && !sets_config(&os(&["-C", "r"])));
+        assert!(git_prefix(&os(&["ls"])).is_none());
+        assert!(start_dir(&os(&["-C", "/a", "-C", "b"])).ends_with("/a/b"));
+    }
+
+    #[test]
+    fn config_lists_and_booleans() {
+        let e = parse_list("file:/h/.gitconfig\0user.name\nMe\0file:.git/config\0munmapq.enable\0command line:\0core.packedgitlimit\n32k\0");
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[1].value, None);
+        assert_eq!(
+            last(&e, "core.packedGitLimit").unwrap().origin,
+            "command line:"
+        );
+        assert_eq!(boolean(None), Some(true));
+        assert_eq!(boolean(Some("Off")), Some(false));
+        assert_eq!(boolean(Some("maybe")), None);
+    }
+}

@@ -1,0 +1,144 @@
+//! `munmapq doctor` on what really runs: scripts followed through their
+//! `#!` lines (and `/usr/bin/env NAME`) to the program, a file without
+//! `#!` judged by /bin/sh as execvp runs it; `doctor git ...` with git's
+//! own `-c`/`-C`/`--git-dir` options; a `--lib` that is no library.
+#![cfg(target_os = "linux")] // ELF, LD_PRELOAD and the kernel's #! rules
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn munmapq_in(dir: &Path, args: &[&str]) -> Output {
+    output_within(
+        Command::new(launcher())
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", dir)
+            .env("XDG_CACHE_HOME", dir.join("cache")),
+        MINUTE,
+    )
+}
+
+fn script(dir: &Path, name: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn doctor_follows_scripts_to_the_program_that_runs_them() {
+    let dir = scratch("doctor-scripts");
+    script(
+        &dir,
+        "s.sh",
+        "#!/bin/sh\ngrep -c libmunmapq /proc/$$/maps\n",
+    );
+    script(&dir, "env.sh", "#!/usr/bin/env sh\necho\n");
+    script(&dir, "env-s.sh", "#!/usr/bin/env -S sh -e\necho\n");
+    script(&dir, "plain.sh", "grep -c libmunmapq /proc/$$/maps\n");
+    script(
+        &dir,
+        "nested.sh",
+        &format!("#!{}\n", dir.join("s.sh").display()),
+    );
+    for (name, needle) in [
+        ("./s.sh", "run by /bin/sh"),
+        ("./env.sh", "env runs sh"),
+        ("./env-s.sh", "env runs sh"),
+        ("./plain.sh", "run it with /bin/sh"),
+        ("./nested.sh", "run by /bin/sh"),
+    ] {
+        let out = munmapq_in(&dir, &["doctor", name]);
+        let said = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{name}: {said}");
+        assert!(said.contains(needle), "{name}: {said}");
+        assert!(said.contains("the library would load"), "{name}: {said}");
+        assert!(!said.contains("doctor /usr/bin/env"), "{name}: {said}");
+    }
+    // What the doctor says is what happens: the library is in the shell
+    // running each script.
+    for name in ["./s.sh", "./plain.sh"] {
+        let out = munmapq_in(&dir, &[name]);
+        let count: u32 = text(&out.stdout).trim().parse().unwrap_or(0);
+        assert!(count > 0, "{name}: {}", text(&out.stderr));
+    }
+    script(&dir, "gone.sh", "#!/usr/bin/env no-such-program-here\n");
+    let out = munmapq_in(&dir, &["doctor", "./gone.sh"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("no-such-program-here is not in PATH"),
+        "{}",
+        text(&out.stdout)
+    );
+    println!("doctor: 5 scripts (#!/bin/sh, #!/usr/bin/env sh, env -S, no #!, a script as interpreter) followed to the program; 2 run with the library loaded; a missing #!env program named");
+}
+
+#[test]
+fn a_library_path_that_is_no_library_is_one_line() {
+    let dir = scratch("doctor-lib");
+    let out = munmapq_in(&dir, &["--lib", "/tmp", "true"]);
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("/tmp is a directory"), "{err}");
+    std::fs::write(dir.join("notes.txt"), "not a library").unwrap();
+    let out = munmapq_in(&dir, &["--lib", "notes.txt", "true"]);
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a shared library"), "{err}");
+    println!("--lib: a directory and a text file refused in one line each");
+}
+
+#[test]
+fn doctor_git_reads_gits_own_options() {
+    let dir = scratch("doctor-git");
+    let repo = repo::packed_repo(&dir, "repo");
+    let thrash = [
+        "-c",
+        "core.packedGitWindowSize=16k",
+        "-c",
+        "core.packedGitLimit=32k",
+    ];
+    let doctor = |cwd: &Path, before: &[&str], opts: &[&str]| {
+        let mut args = vec!["doctor", "git"];
+        args.extend(before);
+        args.extend(opts);
+        args.push("log");
+        let out = munmapq_in(cwd, &args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        text(&out.stdout)
+    };
+    let repo_s = repo.to_str().unwrap();
+    let git_dir = format!("--git-dir={repo_s}/.git");
+    let forms: [(&Path, Vec<&str>); 4] = [
+        (&repo, vec![]),
+        (&dir, vec!["-C", repo_s]),
+        (&dir, vec![git_dir.as_str()]),
+        (&dir, vec!["-C", repo_s, "--git-dir", ".git"]),
+    ];
+    for (cwd, before) in &forms {
+        let said = doctor(cwd, before, &thrash);
+        assert!(
+            said.contains("maps and unmaps windows of 16 KiB")
+                && said.contains("core.packedGitLimit=32k (command line)"),
+            "{before:?}: {said}"
+        );
+        let said = doctor(cwd, before, &[]);
+        assert!(said.contains("without thrashing"), "{before:?}: {said}");
+    }
+    let said = doctor(&dir, &["--git-dir", &format!("{repo_s}/.git")], &thrash);
+    assert!(said.contains("maps and unmaps windows"), "{said}");
+    let said = doctor(&dir, &[], &thrash);
+    assert!(
+        said.contains("skipped the pack check") && said.contains("not a git repository"),
+        "{said}"
+    );
+    println!("doctor git: -c windows read with -C, --git-dir=, --git-dir DIR and in the repository: thrashing named; without -c: none; outside a repository: check skipped");
+}

@@ -1,0 +1,245 @@
+//! The git wrapper, both forms: `munmapq shell-init`'s git function and a
+//! munmapq linked as `git` first in PATH. git runs with the library only in
+//! a repository where git thrashes its pack windows, holds many loose
+//! objects, or says `munmapq.enable=true`; elsewhere it runs as it is. The
+//! wrapper is an exec (git's pid, status and signals), never runs itself
+//! or another munmapq, and its cached decision follows the configuration.
+//! The library says it was loaded with `MUNMAPQ_STATS=1` (a line at exit).
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::*;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct World {
+    dir: Scratch,
+    bin: PathBuf,
+}
+
+impl World {
+    fn new(name: &str) -> World {
+        let dir = scratch(name);
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(launcher(), bin.join("git")).unwrap();
+        World { dir, bin }
+    }
+
+    /// `program` in `cwd` with this world's HOME, cache and no user
+    /// configuration, PATH with `path_head` first.
+    fn cmd(&self, program: &str, cwd: &Path, path_head: &[&Path]) -> Command {
+        let mut path: Vec<PathBuf> = path_head.iter().map(|p| p.to_path_buf()).collect();
+        path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap()));
+        let mut c = Command::new(program);
+        c.current_dir(cwd)
+            .env("PATH", std::env::join_paths(path).unwrap())
+            .env("HOME", &*self.dir)
+            .env("XDG_CACHE_HOME", self.dir.join("cache"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("MUNMAPQ_STATS", "1")
+            .env_remove("MUNMAPQ_GIT_WRAPPER")
+            .env_remove("LD_PRELOAD");
+        c
+    }
+
+    /// `git ARGS` in `cwd`, as PATH (`path_head` first) finds it.
+    fn git_cmd(&self, cwd: &Path, path_head: &[&Path], args: &[&str]) -> Command {
+        let mut c = self.cmd("git", cwd, path_head);
+        c.args(args);
+        c
+    }
+
+    fn git(&self, cwd: &Path, args: &[&str]) -> Output {
+        output_within(&mut self.git_cmd(cwd, &[&self.bin], args), MINUTE)
+    }
+
+    /// Whether the wrapped git ran with the library.
+    fn wrapped(&self, cwd: &Path, args: &[&str]) -> bool {
+        let out = self.git(cwd, args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        loaded(&out)
+    }
+
+    fn real_git(&self, cwd: &Path, args: &[&str]) {
+        repo::git(cwd, &self.dir, args);
+    }
+}
+
+fn loaded(out: &Output) -> bool {
+    String::from_utf8_lossy(&out.stderr).contains("munmapq pid=")
+}
+
+fn thrashing_repo(w: &World) -> PathBuf {
+    let repo = repo::packed_repo(&w.dir, "thrash");
+    w.real_git(&repo, &["config", "core.packedGitWindowSize", "16k"]);
+    w.real_git(&repo, &["config", "core.packedGitLimit", "32k"]);
+    repo
+}
+
+#[test]
+fn shell_function_wraps_git_only_where_it_pays() {
+    let w = World::new("wrapper-function");
+    let small = repo::small_repo(&w.dir, "small");
+    let thrash = thrashing_repo(&w);
+    let init = Command::new(launcher())
+        .args(["shell-init", "bash"])
+        .output()
+        .unwrap();
+    let init = String::from_utf8(init.stdout).unwrap();
+    assert!(init.contains(" __git \"$@\""), "{init}");
+    let in_bash = |repo: &Path| {
+        let mut bash = w.cmd("bash", repo, &[]);
+        bash.args(["-c", &format!("{init}\ngit log --oneline")]);
+        let out = output_within(&mut bash, MINUTE);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        loaded(&out)
+    };
+    assert!(!in_bash(&small), "wrapped in a small default repository");
+    assert!(in_bash(&thrash), "not wrapped where git thrashes");
+    println!("shell-init bash: git function: small repository without munmapq, thrashing one with");
+}
+
+#[test]
+fn git_symlink_wraps_where_it_pays_and_follows_the_configuration() {
+    let w = World::new("wrapper-symlink");
+    let small = repo::small_repo(&w.dir, "small");
+    let thrash = thrashing_repo(&w);
+    let outside = w.dir.join("bin");
+    assert!(!w.wrapped(&outside, &["--version"]), "outside a repository");
+    assert!(!w.wrapped(&small, &["status"]), "small default repository");
+    assert!(
+        w.wrapped(&thrash, &["log", "--raw"]),
+        "thrashing repository"
+    );
+    // munmapq.enable overrides, both ways (set through the wrapper itself).
+    assert!(w
+        .git(&thrash, &["config", "munmapq.enable", "false"])
+        .status
+        .success());
+    assert!(!w.wrapped(&thrash, &["log"]), "munmapq.enable=false");
+    assert!(w
+        .git(&small, &["config", "munmapq.enable", "true"])
+        .status
+        .success());
+    assert!(w.wrapped(&small, &["status"]), "munmapq.enable=true");
+
+    // The cached answer: stored once the files are older than a second,
+    // then used, and dropped when a file changes (even in place).
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(w.wrapped(&small, &["status"]));
+    let cache = w.dir.join("cache/munmapq/git");
+    let cached = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    assert!(cached > 0, "nothing cached in {}", cache.display());
+    assert!(w.wrapped(&small, &["status"]));
+    let config = small.join(".git/config");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("enable = true", "enable = false")).unwrap();
+    assert!(!w.wrapped(&small, &["status"]), "in-place edit not seen");
+    w.real_git(&small, &["config", "--unset", "munmapq.enable"]);
+    std::fs::write(w.dir.join(".gitconfig"), "[munmapq]\n\tenable = true\n").unwrap();
+    assert!(w.wrapped(&small, &["status"]), "~/.gitconfig not seen");
+    std::fs::remove_file(w.dir.join(".gitconfig")).unwrap();
+    assert!(!w.wrapped(&small, &["status"]));
+
+    // Many loose objects (estimated from objects/17, as git gc --auto does).
+    let seventeen = small.join(".git/objects/17");
+    std::fs::create_dir_all(&seventeen).unwrap();
+    for i in 0..30 {
+        std::fs::write(seventeen.join(format!("{i:038x}")), "").unwrap();
+    }
+    assert!(w.wrapped(&small, &["status"]), "many loose objects");
+    println!("git symlink: outside a repository, small repository: git as it is; thrashing: munmapq; munmapq.enable false/true override; the cache follows git config, in-place edits and ~/.gitconfig; 7680 loose objects (estimated): munmapq");
+}
+
+#[test]
+fn git_symlink_is_an_exec_with_gits_status_and_never_runs_itself() {
+    let w = World::new("wrapper-exec");
+    let small = repo::small_repo(&w.dir, "small");
+    // git's own pid: the alias's shell is git's child.
+    let child = w
+        .git_cmd(&small, &[&w.bin], &["-c", "alias.ppid=!echo $PPID", "ppid"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), pid.to_string());
+    // git's status and signals.
+    let out = w.git(&small, &["rev-parse", "--verify", "-q", "no-such-ref"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = w.git(&small, &["-c", "alias.die=!kill -TERM $PPID", "die"]);
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{:?}", out.status);
+    // The signals its caller ignored stay ignored (exec keeps them; git
+    // passes them to the alias's shell).
+    let ignored = |head: &[&Path]| {
+        let mut sh = w.cmd("sh", &small, head);
+        sh.args([
+            "-c",
+            "trap '' HUP; git -c 'alias.ign=!grep SigIgn /proc/$$/status' ign",
+        ]);
+        String::from_utf8(output_within(&mut sh, MINUTE).stdout).unwrap()
+    };
+    let (direct, wrapped) = (ignored(&[]), ignored(&[&w.bin]));
+    assert!(direct.starts_with("SigIgn:"), "{direct}");
+    assert_eq!(wrapped, direct);
+    // Another munmapq linked as git after this one: both skipped.
+    let other = w.dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(launcher(), other.join("git")).unwrap();
+    let out = output_within(
+        &mut w.git_cmd(&small, &[&w.bin, &other, &w.bin], &["--version"]),
+        MINUTE,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let real = output_within(Command::new("git").arg("--version"), MINUTE);
+    assert_eq!(out.stdout, real.stdout);
+    // Only munmapqs in PATH: one line, 127, no loop.
+    let out = output_within(
+        w.git_cmd(&small, &[], &["--version"])
+            .env("PATH", std::env::join_paths([&w.bin, &other]).unwrap()),
+        MINUTE,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    println!("git symlink: git's pid, exit 1, SIGTERM and ignored SIGHUP are git's own; a second munmapq as git skipped; none but munmapqs in PATH: exit 127");
+}
+
+#[test]
+fn doctor_explains_the_wrapper() {
+    let w = World::new("wrapper-doctor");
+    let small = repo::small_repo(&w.dir, "small");
+    let thrash = thrashing_repo(&w);
+    let doctor = |cwd: &Path, head: &[&Path]| {
+        let mut c = w.cmd(launcher().to_str().unwrap(), cwd, head);
+        let out = output_within(c.args(["doctor", "git", "log"]), MINUTE);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = doctor(&thrash, &[&w.bin]);
+    assert!(said.contains("would run git here with munmapq"), "{said}");
+    assert!(said.contains("the git wrapper is installed"), "{said}");
+    let said = doctor(&small, &[]);
+    assert!(
+        said.contains("would run git here without munmapq"),
+        "{said}"
+    );
+    assert!(
+        said.contains("ln -s") && said.contains("shell-init"),
+        "{said}"
+    );
+    println!("doctor git: the wrapper's decision (with munmapq where git thrashes, without in a small repository) and how to install both forms");
+}
