@@ -351,12 +351,23 @@ fn elf_interpreter(d: &[u8]) -> Option<String> {
 #[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
 pub fn mach_o_facts(f: &mut Facts) {
     f.sip_protected = sip_protected_file(&f.path);
-    if let Some(process) = macho::process_arch(&f.archs, f.host) {
-        f.restrict_section = macho::slice_load_commands(&f.path, process)
+    if let Some(slice) = running_slice(f) {
+        f.restrict_section = macho::slice_load_commands(&f.path, slice)
             .ok()
             .and_then(|v| macho::restricted(&v))
             .unwrap_or(false);
     }
+}
+
+/// The slice of the file the kernel runs: `macho::process_arch`, except
+/// that Rosetta's x86_64 process may come from an x86_64h slice.
+fn running_slice(f: &Facts) -> Option<Arch> {
+    let p = macho::process_arch(&f.archs, f.host)?;
+    Some(if p == Arch::X86_64 && !f.archs.contains(&p) {
+        Arch::X86_64h
+    } else {
+        p
+    })
 }
 
 /// macOS: the code-signing facts, from `codesign -dv --entitlements -`
@@ -365,7 +376,7 @@ pub fn mach_o_facts(f: &mut Facts) {
 pub fn signing_facts(f: &mut Facts) {
     let mut args: Vec<std::ffi::OsString> = vec!["-dv".into(), "--entitlements".into(), "-".into()];
     if f.archs.len() > 1 {
-        if let Some(name) = macho::process_arch(&f.archs, f.host).and_then(|a| a.tool_name()) {
+        if let Some(name) = running_slice(f).and_then(|a| a.tool_name()) {
             args.extend(["-a".into(), name.into()]);
         }
     }
@@ -637,6 +648,9 @@ mod tests {
         };
         mach_o_facts(&mut intel);
         assert!(intel.restrict_section);
+        // Rosetta runs an x86_64h slice (as x86_64): that slice is read.
+        let haswell = facts("haswell", macho(CPU_X86_64.0, 8, true, &[TEXT, RESTRICT]));
+        assert!(haswell.archs == [Arch::X86_64h] && haswell.restrict_section);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
