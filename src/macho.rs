@@ -789,4 +789,36 @@ mod tests {
         assert!(slice_load_commands(&fat, Arm64).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// The same rule on real linker output, against LIEF's reading of it:
+    /// scripts/macos-build.sh writes the cross-built launcher, a copy with
+    /// a `__RESTRICT,__restrict` section, and the universal library to a
+    /// directory, with LIEF's answer per slice in `lief.txt`
+    /// (inspect_macho.py --restrict-fixtures), and runs this test on them.
+    #[test]
+    #[ignore = "needs MUNMAPQ_MACHO_FIXTURES (scripts/macos-build.sh)"]
+    fn agrees_with_lief() {
+        let dir = std::path::PathBuf::from(
+            std::env::var_os("MUNMAPQ_MACHO_FIXTURES").expect("MUNMAPQ_MACHO_FIXTURES"),
+        );
+        let lief = std::fs::read_to_string(dir.join("lief.txt")).unwrap();
+        let mut seen = [0, 0];
+        for line in lief.lines() {
+            let v: Vec<&str> = line.split(' ').collect();
+            let (file, arch, restrict) = (dir.join(v[0]), v[1], v[2] == "1");
+            let found = archs(&head(&file).unwrap()).unwrap();
+            let a = *found
+                .iter()
+                .find(|a| match a {
+                    Arm64eOther(_) => arch == "arm64e",
+                    a => a.name() == arch,
+                })
+                .unwrap_or_else(|| panic!("{line}: we read {}", names(&found)));
+            let ours = restricted(&slice_load_commands(&file, a).unwrap());
+            assert_eq!(ours, Some(restrict), "{line}");
+            seen[restrict as usize] += 1;
+        }
+        assert!(seen[0] > 0 && seen[1] > 0, "{lief}");
+        println!("agrees with LIEF on {} slices", seen[0] + seen[1]);
+    }
 }
