@@ -161,10 +161,10 @@ fn cannot_run(f: &Facts) -> Option<(String, String)> {
 /// the `__RESTRICT,__restrict` section (`UnsafeHeader::isRestricted`, sent
 /// as `AMFI_DYLD_INPUT_PROC_HAS_RESTRICT_SEG`), and the process's
 /// code-signing flags, which the kernel copies from the signature's
-/// CodeDirectory (xnu bsd/kern/ubc_subr.c keeps `CS_ALLOWED_MACHO` of
-/// `cd->flags`, bsd/kern/mach_loader.c `load_code_signature`, and
-/// bsd/kern/kern_exec.c `exec_mach_imgact` keeps CS_RESTRICT, CS_RUNTIME and
-/// CS_REQUIRE_LV). The rule without AMFI, in dyld-852 src/dyld2.cpp
+/// CodeDirectory (xnu bsd/kern/ubc_subr.c `cs_blob_init_validated` keeps
+/// `CS_ALLOWED_MACHO` of `cd->flags`, bsd/kern/mach_loader.c
+/// `load_code_signature`, and bsd/kern/kern_exec.c `exec_mach_imgact`
+/// keeps CS_RESTRICT, CS_RUNTIME and CS_REQUIRE_LV). The rule without AMFI, in dyld-852 src/dyld2.cpp
 /// `configureProcessRestrictions`: restricted if `issetugid()`, the
 /// `__RESTRICT` section, or CS_RESTRICT (0x800, "tell dyld to treat
 /// restricted", xnu osfmk/kern/cs_blobs.h) with SIP on. The hardened

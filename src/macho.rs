@@ -311,9 +311,9 @@ pub fn kernel_refuses(process: Arch, platform_binary: bool, preview_abi: bool) -
 /// Is pointer authentication off in a process of slice `process`? xnu
 /// kern_exec.c: `IMGPF_NOJOP` unless the slice is arm64e of the current
 /// ABI (`arm64_cpusubtype_uses_ptrauth`), and an arm64e slice run so gets
-/// the apple[] string `ptrauth_disabled=1`; dyld-1378
-/// dyld/DyldProcessConfig.cpp, `Process::getMainArchs`: keys are off for
-/// an arm64 main executable, or with `ptrauth_disabled=1`.
+/// the apple[] string `ptrauth_disabled=1` (`exec_add_apple_strings`);
+/// dyld-1378 dyld/DyldProcessConfig.cpp, `Process::getMainArchs`: keys are
+/// off for an arm64 main executable, or with `ptrauth_disabled=1`.
 fn keys_off(process: Arch) -> bool {
     process == Arch::Arm64 || process.ptrauth_version().is_some_and(|v| v != 0)
 }
