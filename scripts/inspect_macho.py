@@ -9,7 +9,13 @@ NAME in a module `hooks`), no two originals one address in libSystem
 hook is exported under its bare C name. Every slice of a universal (fat) file
 is checked; --archs arm64,x86_64 requires those slices.
 Usage: inspect_macho.py [--archs A,B] SRC DYLIB...
-       inspect_macho.py --selftest   (the alias check on known aliases)"""
+       inspect_macho.py --selftest   (the alias check on known aliases)
+       inspect_macho.py --restrict-fixtures DIR EXE [MACHO...]
+         writes real Mach-O files for the launcher's __RESTRICT rule to DIR:
+         EXE as it is, EXE with a __RESTRICT,__restrict section added as
+         `ld -sectcreate __RESTRICT __restrict /dev/null` adds it, and each
+         MACHO (universal ones too), with LIEF's answer per slice in
+         DIR/lief.txt, for the Rust test macho::tests::agrees_with_lief"""
 import os
 import re
 import struct
@@ -132,10 +138,56 @@ def selftest():
     print("inspect_macho selftest: the alias check refuses _madvise + _posix_madvise, accepts the hooks")
 
 
+def lief_restricted(b):
+    """dyld's isRestricted as LIEF sees a slice: a section __restrict in segment __RESTRICT."""
+    return any(s.name == "__restrict" and s.segment_name == "__RESTRICT" for s in b.sections)
+
+
+def add_restrict_section(data):
+    """A thin 64-bit Mach-O with one more LC_SEGMENT_64, __RESTRICT holding an
+    empty __restrict section (loader.h layouts), written into the padding
+    after the load commands, as the linker's -sectcreate would place it."""
+    magic, _, _, _, ncmds, sizeofcmds = struct.unpack_from("<6I", data, 0)
+    assert magic == 0xFEEDFACF, "not a thin 64-bit Mach-O"
+    seg = struct.pack("<II16sQQQQiiII", 0x19, 72 + 80, b"__RESTRICT", 0, 0, 0, 0, 1, 1, 1, 0)
+    sect = struct.pack("<16s16sQQ8I", b"__restrict", b"__RESTRICT", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    at = 32 + sizeofcmds
+    assert data[at:at + len(seg + sect)] == bytes(len(seg + sect)), "no room after the load commands"
+    data = bytearray(data)
+    data[at:at + len(seg + sect)] = seg + sect
+    struct.pack_into("<II", data, 16, ncmds + 1, sizeofcmds + len(seg + sect))
+    return bytes(data)
+
+
+def restrict_fixtures(out, exe, others):
+    os.makedirs(out, exist_ok=True)
+    plain = open(exe, "rb").read()
+    files = {"plain": plain, "restricted": add_restrict_section(plain)}
+    for i, path in enumerate(others):
+        files[f"other{i}"] = open(path, "rb").read()
+    lines = []
+    for name, data in files.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+        fat = lief.MachO.parse(os.path.join(out, name))
+        assert fat is not None, f"LIEF cannot read {name}"
+        for i in range(fat.size):
+            b = fat.at(i)
+            lines.append(f"{name} {slice_arch(b)} {int(lief_restricted(b))}")
+    # The fixtures are what they are meant to be, as LIEF reads them.
+    assert lines[0].endswith(" 0") and lines[1].endswith(" 1"), lines
+    assert all(line.endswith(" 0") for line in lines[2:]), lines
+    with open(os.path.join(out, "lief.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"restrict fixtures in {out}: " + "; ".join(lines))
+
+
 def main():
     args = sys.argv[1:]
     if args == ["--selftest"]:
         return selftest()
+    if args and args[0] == "--restrict-fixtures":
+        return restrict_fixtures(args[1], args[2], args[3:])
     want = []
     if args and args[0] == "--archs":
         want, args = args[1].split(","), args[2:]

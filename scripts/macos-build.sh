@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Cross-builds libmunmapq.dylib for both Apple architectures on Linux, the
 # universal (arm64 + x86_64) one, and the launcher whose embedded library
-# must be universal, and inspects every slice (scripts/inspect_macho.py).
+# must be universal, and inspects every slice (scripts/inspect_macho.py);
+# then checks the launcher's reading of dyld's __RESTRICT rule against
+# LIEF's on real linker output (inspect_macho.py --restrict-fixtures).
 # This compiles and links the macOS code for real; it does not run it (no
 # Mac here). With --all-targets it also checks every target of the
 # workspace (probes and tests included, warnings denied) and links the
@@ -76,3 +78,16 @@ embedded=$(ls -t target/macos/aarch64-apple-darwin/release/build/munmapq-*/out/l
 python3 scripts/inspect_macho.py --selftest
 python3 scripts/inspect_macho.py interpose/src "${out[@]:0:2}"
 python3 scripts/inspect_macho.py --archs arm64,x86_64 interpose/src "${out[2]}" "$embedded"
+# The launcher's __RESTRICT rule (dyld's isRestricted) on real linker
+# output: the launcher as built, a copy with the section added, the
+# universal library; our reading must match LIEF's, slice by slice.
+fixtures="$PWD/target/macos/restrict-fixtures"
+python3 scripts/inspect_macho.py --restrict-fixtures "$fixtures" \
+  target/macos/aarch64-apple-darwin/release/munmapq "${out[2]}"
+if ! log=$(MUNMAPQ_MACHO_FIXTURES="$fixtures" cargo test -q -p munmapq --bins \
+  macho::tests::agrees_with_lief -- --ignored --exact --nocapture 2>&1); then
+  echo "$log"
+  echo "macos-build: the launcher's __RESTRICT reading disagrees with LIEF's"
+  exit 1
+fi
+echo "macho: launcher's __RESTRICT reading: $(echo "$log" | grep -o 'agrees with LIEF.*')"

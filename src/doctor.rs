@@ -7,7 +7,7 @@
 //! facts.
 
 use crate::macho::{self, Arch, Host};
-use crate::program::{resolve, shebang, sip_protected};
+use crate::program::{resolve, shebang, sip_protected_file};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -36,8 +36,18 @@ pub struct Facts {
     pub asan: Option<crate::elf::Asan>,
     /// `ASAN_OPTIONS` turns ASan's link order check off.
     pub asan_check_off: bool,
-    /// macOS: on a SIP-protected volume path (/usr/bin, /bin, /System, ...).
+    /// macOS: on a SIP-protected path (/usr/bin, /bin, /System, ...), once
+    /// symlinks are resolved.
     pub sip_protected: bool,
+    /// macOS: the slice that runs has a `__RESTRICT,__restrict` section.
+    pub restrict_section: bool,
+    /// macOS: signed with the restrict flag (codesign flag 0x800).
+    pub cs_restrict: bool,
+    /// macOS: a platform binary, part of macOS (codesign prints its
+    /// "Platform identifier").
+    pub platform_binary: bool,
+    /// macOS: this Mac was booted with `-arm64e_preview_abi`.
+    pub arm64e_preview_abi: bool,
     /// macOS: signed with the hardened runtime (codesign flag 0x10000).
     pub hardened_runtime: bool,
     /// macOS: entitlement com.apple.security.cs.allow-dyld-environment-variables.
@@ -106,9 +116,8 @@ pub fn judge_linux(f: &Facts) -> Verdict {
 
 /// The macOS rules.
 pub fn judge_macos(f: &Facts) -> Verdict {
-    let no = |why: &str, instead: &str| Verdict::WontLoad(why.into(), instead.into());
     if let Some(sh) = &f.shebang {
-        if sip_protected(Path::new(sh)) {
+        if sip_protected_file(Path::new(sh)) {
             return Verdict::WontLoad(
                 format!("it is a script run by {sh}, which System Integrity Protection covers: dyld drops every DYLD_* variable for it and for everything it starts"),
                 "run the program the script starts with munmapq itself (e.g. munmapq /opt/homebrew/bin/git ...)".into(),
@@ -119,22 +128,93 @@ pub fn judge_macos(f: &Facts) -> Verdict {
             format!("run `munmapq doctor {sh}` and check the programs the script starts"),
         );
     }
+    if !f.sip_protected && !f.mach_o {
+        return Verdict::WontLoad(
+            "it is neither a Mach-O program nor a #! script".into(),
+            "point munmapq at the real program".into(),
+        );
+    }
+    if let Some((why, instead)) = cannot_run(f).or_else(|| dyld_refusal(f)) {
+        return Verdict::WontLoad(why, instead);
+    }
+    Verdict::Loads
+}
+
+/// macOS: why this Mac does not run the Mach-O program at all, with or
+/// without munmapq: no slice it runs, or an arm64e slice the kernel
+/// refuses (see `macho::process_arch` and `macho::kernel_refuses`).
+fn cannot_run(f: &Facts) -> Option<(String, String)> {
+    if !f.mach_o {
+        return None;
+    }
+    let Some(process) = macho::process_arch(&f.archs, f.host) else {
+        return Some((
+            format!("it has no slice this Mac runs ({})", macho::names(&f.archs)),
+            "use a build of the program for this Mac".into(),
+        ));
+    };
+    macho::kernel_refuses(process, f.platform_binary, f.arm64e_preview_abi).then(|| {
+        (
+            format!(
+                "the kernel picks its {} slice{}, and runs an arm64e program that is not part of macOS only on a Mac booted with -arm64e_preview_abi: it does not run here, with or without munmapq",
+                process.name(),
+                if f.archs.len() > 1 { format!(" (of {})", macho::names(&f.archs)) } else { String::new() },
+            ),
+            "use a build of the program without an arm64e slice (arm64 or x86_64)".into(),
+        )
+    })
+}
+
+/// macOS: why dyld will not put the library into a process of this
+/// program although DYLD_INSERT_LIBRARIES names it (it ignores the
+/// variable, and drops it for the program's children too, or it kills the
+/// process for a library it cannot load), and what to do instead. None:
+/// it loads, or the program does not run here (`cannot_run`). The launcher
+/// runs a program refused so without the library.
+///
+/// dyld-1378 dyld/DyldProcessConfig.cpp: `Security::Security` asks AMFI
+/// (`amfi_check_dyld_policy_self`) whether the `DYLD_*` path variables are
+/// allowed, `PathOverrides::PathOverrides` reads DYLD_INSERT_LIBRARIES only
+/// if they are, and `pruneEnvVars` deletes every `DYLD_*` variable of a
+/// restricted process. AMFI's policy is not published; its inputs are:
+/// the `__RESTRICT,__restrict` section (`UnsafeHeader::isRestricted`, sent
+/// as `AMFI_DYLD_INPUT_PROC_HAS_RESTRICT_SEG`), and the process's
+/// code-signing flags, which the kernel copies from the signature's
+/// CodeDirectory (xnu bsd/kern/ubc_subr.c `cs_blob_init_validated` keeps
+/// `CS_ALLOWED_MACHO` of `cd->flags`, bsd/kern/mach_loader.c
+/// `load_code_signature`, and bsd/kern/kern_exec.c `exec_mach_imgact`
+/// keeps CS_RESTRICT, CS_RUNTIME and CS_REQUIRE_LV). The rule without AMFI, in dyld-852 src/dyld2.cpp
+/// `configureProcessRestrictions`: restricted if `issetugid()`, the
+/// `__RESTRICT` section, or CS_RESTRICT (0x800, "tell dyld to treat
+/// restricted", xnu osfmk/kern/cs_blobs.h) with SIP on. The hardened
+/// runtime's rule is Apple's entitlement documentation
+/// (com.apple.security.cs.allow-dyld-environment-variables). A library
+/// that fails to load kills the process unless AMFI allows insert failures
+/// (dyld/DyldRuntimeState.cpp, `loadInsertedLibraries`).
+pub fn dyld_refusal(f: &Facts) -> Option<(String, String)> {
+    let no = |why: &str, instead: &str| Some((why.to_string(), instead.to_string()));
     if f.sip_protected {
         return no(
             "it is protected by System Integrity Protection: dyld drops DYLD_INSERT_LIBRARIES for it (/usr/bin/git is such a shim, and /bin/sh, which git uses for subprocesses, too)",
             "use a git outside the system paths, e.g. Homebrew's (/opt/homebrew/bin/git or /usr/local/bin/git)",
         );
     }
-    if !f.mach_o {
-        return no(
-            "it is neither a Mach-O program nor a #! script",
-            "point munmapq at the real program",
-        );
-    }
     if f.setuid || f.setgid {
         return no(
             "it is setuid/setgid: dyld ignores DYLD_* variables for it",
             "run an ordinary copy of the program",
+        );
+    }
+    if f.restrict_section {
+        return no(
+            "it has a __RESTRICT,__restrict section: dyld treats it as restricted and ignores DYLD_* variables for it and its children",
+            "use a build of the program without that section",
+        );
+    }
+    if f.cs_restrict {
+        return no(
+            "it is signed with the restrict flag (0x800): dyld treats it as restricted and ignores DYLD_* variables for it and its children",
+            "re-sign a copy of the program without the restrict flag",
         );
     }
     if f.hardened_runtime && !f.allows_dyld_env {
@@ -145,23 +225,35 @@ pub fn judge_macos(f: &Facts) -> Verdict {
     }
     if (f.hardened_runtime || f.library_validation) && !f.disables_library_validation {
         return no(
-            "it enforces library validation: only libraries signed by Apple or its own team may load",
+            "it enforces library validation: only libraries signed by Apple or its own team may load, and dyld would kill it for munmapq's",
             "re-sign a copy with com.apple.security.cs.disable-library-validation, or use an unsigned build",
         );
     }
-    if macho::process_arch(&f.archs, f.host).is_none() {
-        return Verdict::WontLoad(
-            format!("it has no slice this Mac runs ({})", macho::names(&f.archs)),
-            "use a build of the program for this Mac".into(),
-        );
+    if !f.mach_o {
+        return None;
     }
-    if let Some(why) = macho::would_kill(&f.archs, &f.lib_archs, f.host) {
-        return Verdict::WontLoad(
+    let process = macho::process_arch(&f.archs, f.host)?;
+    if macho::kernel_refuses(process, f.platform_binary, f.arm64e_preview_abi) {
+        return None;
+    }
+    macho::would_kill(&f.archs, &f.lib_archs, f.host).map(|why| {
+        (
             format!("{why} (munmapq runs it without the library instead)"),
             "use an arm64 or x86_64 build of the program, or a library with that slice".into(),
-        );
+        )
+    })
+}
+
+/// macOS, the launcher's question: why run this Mach-O program without the
+/// library (dyld would ignore it or kill the program for it, or the kernel
+/// does not run the program anyway), or None to preload it.
+pub fn run_without(f: &Facts) -> Option<String> {
+    match cannot_run(f) {
+        // No slice for this Mac: let exec say so, as without munmapq.
+        Some(_) if macho::process_arch(&f.archs, f.host).is_none() => None,
+        Some((why, _)) => Some(why),
+        None => dyld_refusal(f).map(|(why, _)| why),
     }
-    Verdict::Loads
 }
 
 /// Parses `codesign -dv --entitlements - <path>` output (stderr and stdout
@@ -180,9 +272,16 @@ pub fn parse_codesign(text: &str, f: &mut Facts) {
                     .unwrap_or("")
                     .trim_start_matches("0x");
                 let v = u32::from_str_radix(hex, 16).unwrap_or(0);
+                // xnu osfmk/kern/cs_blobs.h: CS_RUNTIME, CS_REQUIRE_LV, CS_RESTRICT.
                 f.hardened_runtime |= v & 0x1_0000 != 0;
                 f.library_validation |= v & 0x2000 != 0;
+                f.cs_restrict |= v & 0x800 != 0;
             }
+        }
+        // Printed for a signature whose CodeDirectory names a platform:
+        // Apple's own programs.
+        if line.trim().starts_with("Platform identifier=") {
+            f.platform_binary = true;
         }
     }
     // The value after the key, up to the next key, in either output form
@@ -227,31 +326,63 @@ pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
     Ok(f)
 }
 
+/// macOS facts the file itself gives, for `f.host` (set it first): whether
+/// it really is (symlinks resolved) on a SIP-protected path, and whether
+/// the slice the kernel runs has dyld's `__RESTRICT,__restrict` section.
+/// Not cfg-gated: Linux tests it on fake Mach-O files.
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
+pub fn mach_o_facts(f: &mut Facts) {
+    f.sip_protected = sip_protected_file(&f.path);
+    if let Some(slice) = running_slice(f) {
+        f.restrict_section = macho::slice_load_commands(&f.path, slice)
+            .ok()
+            .and_then(|v| macho::restricted(&v))
+            .unwrap_or(false);
+    }
+}
+
+/// The slice of the file the kernel runs: `macho::process_arch`, except
+/// that Rosetta's x86_64 process may come from an x86_64h slice.
+fn running_slice(f: &Facts) -> Option<Arch> {
+    let p = macho::process_arch(&f.archs, f.host)?;
+    Some(if p == Arch::X86_64 && !f.archs.contains(&p) {
+        Arch::X86_64h
+    } else {
+        p
+    })
+}
+
+/// macOS: the code-signing facts, from `codesign -dv --entitlements -`
+/// (of the slice the kernel runs, `-a`, for a universal file).
+#[cfg(target_os = "macos")]
+pub fn signing_facts(f: &mut Facts) {
+    let mut args: Vec<std::ffi::OsString> = vec!["-dv".into(), "--entitlements".into(), "-".into()];
+    if f.archs.len() > 1 {
+        if let Some(name) = running_slice(f).and_then(|a| a.tool_name()) {
+            args.extend(["-a".into(), name.into()]);
+        }
+    }
+    args.push(f.path.clone().into_os_string());
+    let text = std::process::Command::new("codesign")
+        .args(&args)
+        .output()
+        .map(|o| {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        })
+        .unwrap_or_default();
+    parse_codesign(&text, f);
+}
+
 #[cfg(target_os = "macos")]
 fn platform_facts(f: &mut Facts) {
-    f.sip_protected = sip_protected(&f.path);
-    let run = |prog: &str, args: &[&std::ffi::OsStr]| {
-        std::process::Command::new(prog)
-            .args(args)
-            .output()
-            .map(|o| {
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&o.stdout),
-                    String::from_utf8_lossy(&o.stderr)
-                )
-            })
-            .unwrap_or_default()
-    };
-    let p = f.path.clone().into_os_string();
-    parse_codesign(
-        &run(
-            "codesign",
-            &["-dv".as_ref(), "--entitlements".as_ref(), "-".as_ref(), &p],
-        ),
-        f,
-    );
     f.host = Host::this();
+    f.arm64e_preview_abi = macho::arm64e_preview_abi(&macho::bootargs());
+    mach_o_facts(f);
+    signing_facts(f);
     if let Ok(lib) = crate::library::find_library(None) {
         f.lib_archs = crate::platform::library_archs(&lib);
     }
@@ -431,7 +562,7 @@ mod tests {
     fn mac(path: &str) -> Facts {
         Facts {
             path: path.into(),
-            sip_protected: sip_protected(Path::new(path)),
+            sip_protected: crate::program::sip_protected(Path::new(path)),
             mach_o: true,
             archs: vec![Arch::Arm64],
             lib_archs: vec![Arch::Arm64, Arch::X86_64],
@@ -474,16 +605,183 @@ mod tests {
         assert!(
             matches!(judge_macos(&only_env), Verdict::WontLoad(w, _) if w.contains("library validation"))
         );
-        let e = Facts {
-            archs: vec![Arch::Arm64e],
+    }
+
+    #[test]
+    fn macos_arm64e() {
+        // A third-party program with an arm64e slice: the kernel picks that
+        // slice, then refuses it without the boot-arg (no arm64 fallback).
+        for archs in [vec![Arch::Arm64e], vec![Arch::Arm64e, Arch::Arm64]] {
+            let e = Facts {
+                archs,
+                ..mac("/opt/x")
+            };
+            let v = judge_macos(&e);
+            assert!(
+                matches!(&v, Verdict::WontLoad(w, i) if w.contains("arm64e slice") && w.contains("-arm64e_preview_abi") && i.contains("without an arm64e slice")),
+                "{v:?}"
+            );
+            assert!(run_without(&e).unwrap().contains("with or without munmapq"));
+            // With the boot-arg, or Apple's own: it runs as arm64e, and dyld
+            // wants an arm64e slice of the library.
+            for f in [
+                Facts {
+                    arm64e_preview_abi: true,
+                    ..e.clone()
+                },
+                Facts {
+                    platform_binary: true,
+                    ..e.clone()
+                },
+            ] {
+                let v = judge_macos(&f);
+                assert!(
+                    matches!(&v, Verdict::WontLoad(w, _) if w.contains("runs as arm64e, which loads only arm64e libraries") && w.contains("kill")),
+                    "{v:?}"
+                );
+                assert!(run_without(&f).unwrap().contains("runs as arm64e"));
+                let served = Facts {
+                    lib_archs: vec![Arch::Arm64e, Arch::X86_64],
+                    ..f
+                };
+                assert_eq!(judge_macos(&served), Verdict::Loads);
+                assert_eq!(run_without(&served), None);
+            }
+        }
+        // Another pointer-auth ABI version: it runs, keys off, and loads arm64.
+        let v1 = Facts {
+            archs: vec![Arch::Arm64eOther(0x8100_0002), Arch::Arm64],
             ..mac("/opt/x")
         };
-        assert!(matches!(judge_macos(&e), Verdict::WontLoad(w, _) if w.contains("arm64e")));
-        let fat = Facts {
-            archs: vec![Arch::Arm64e, Arch::Arm64],
+        assert_eq!(judge_macos(&v1), Verdict::Loads);
+    }
+
+    #[test]
+    fn macos_restricted_programs() {
+        let restrict_flag = Facts {
+            cs_restrict: true,
             ..mac("/opt/x")
         };
-        assert_eq!(judge_macos(&fat), Verdict::Loads);
+        assert!(
+            matches!(judge_macos(&restrict_flag), Verdict::WontLoad(w, _) if w.contains("restrict flag (0x800)"))
+        );
+        let section = Facts {
+            restrict_section: true,
+            ..mac("/opt/x")
+        };
+        assert!(
+            matches!(judge_macos(&section), Verdict::WontLoad(w, _) if w.contains("__RESTRICT,__restrict"))
+        );
+        // Read from fake files: the section counts in the slice that runs.
+        let dir = std::env::temp_dir().join(format!("munmapq-restrict-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let facts = |name: &str, bytes: Vec<u8>| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            let mut f = file_facts(&p).unwrap();
+            f.lib_archs = vec![Arch::Arm64, Arch::X86_64];
+            mach_o_facts(&mut f);
+            f
+        };
+        use macho::fake::{macho, universal, CPU_ARM64, CPU_X86_64, RESTRICT, TEXT};
+        let arm = |segs: &[macho::fake::Segment]| macho(CPU_ARM64.0, CPU_ARM64.1, true, segs);
+        let x86 = |segs: &[macho::fake::Segment]| macho(CPU_X86_64.0, CPU_X86_64.1, true, segs);
+        let plain = facts("plain", arm(&[TEXT]));
+        assert!(plain.mach_o && !plain.restrict_section && !plain.sip_protected);
+        assert_eq!(judge_macos(&plain), Verdict::Loads);
+        let thin = facts("thin", arm(&[TEXT, RESTRICT]));
+        assert!(thin.restrict_section);
+        assert!(run_without(&thin).unwrap().contains("__RESTRICT"));
+        // Universal: Apple Silicon runs the arm64 slice, Intel the x86_64 one.
+        let fat = facts("fat", universal(&[x86(&[TEXT, RESTRICT]), arm(&[TEXT])]));
+        assert!(!fat.restrict_section);
+        let mut intel = Facts {
+            host: Host::Intel,
+            ..fat
+        };
+        mach_o_facts(&mut intel);
+        assert!(intel.restrict_section);
+        // Rosetta runs an x86_64h slice (as x86_64): that slice is read.
+        let haswell = facts("haswell", macho(CPU_X86_64.0, 8, true, &[TEXT, RESTRICT]));
+        assert!(haswell.archs == [Arch::X86_64h] && haswell.restrict_section);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn macos_sip_through_a_symlink() {
+        let dir = std::env::temp_dir().join(format!("munmapq-siplink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("sh");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/bin/sh", &link).unwrap();
+        let mut f = Facts {
+            path: link,
+            mach_o: true,
+            archs: vec![Arch::Arm64],
+            lib_archs: vec![Arch::Arm64, Arch::X86_64],
+            ..Facts::default()
+        };
+        mach_o_facts(&mut f);
+        assert!(f.sip_protected);
+        assert!(
+            matches!(judge_macos(&f), Verdict::WontLoad(w, _) if w.contains("System Integrity"))
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn macos_what_the_launcher_does() {
+        let ok = mac("/opt/homebrew/bin/git");
+        assert_eq!(run_without(&ok), None);
+        for (f, word) in [
+            (mac("/usr/bin/git"), "System Integrity"),
+            (
+                Facts {
+                    setgid: true,
+                    ..ok.clone()
+                },
+                "setuid/setgid",
+            ),
+            (
+                Facts {
+                    hardened_runtime: true,
+                    disables_library_validation: true,
+                    ..ok.clone()
+                },
+                "allow-dyld-environment-variables",
+            ),
+            (
+                Facts {
+                    library_validation: true,
+                    ..ok.clone()
+                },
+                "library validation",
+            ),
+            (
+                Facts {
+                    archs: vec![Arch::X86_64],
+                    lib_archs: vec![Arch::Arm64],
+                    ..ok.clone()
+                },
+                "runs as x86_64",
+            ),
+        ] {
+            assert!(run_without(&f).is_some_and(|w| w.contains(word)), "{word}");
+        }
+        // Not the launcher's business: no slice for this Mac (exec says
+        // so), a file that is not Mach-O (exec fails as without munmapq).
+        let ppc = Facts {
+            archs: vec![Arch::Other(18, 0)],
+            ..ok.clone()
+        };
+        assert!(matches!(judge_macos(&ppc), Verdict::WontLoad(w, _) if w.contains("no slice")));
+        assert_eq!(run_without(&ppc), None);
+        let data = Facts {
+            mach_o: false,
+            archs: vec![],
+            ..ok
+        };
+        assert_eq!(run_without(&data), None);
     }
 
     #[test]
@@ -515,7 +813,8 @@ mod tests {
             &macho::fake::fat(&[macho::fake::CPU_X86_64, macho::fake::CPU_ARM64E]),
         );
         assert!(fat.mach_o && fat.archs == [Arch::X86_64, Arch::Arm64e]);
-        // An arm64e + x86_64 program runs as arm64e on Apple Silicon.
+        // An arm64e + x86_64 program: Apple Silicon picks the arm64e slice
+        // (and refuses it: not Apple's, no boot-arg).
         let fat = Facts {
             lib_archs: vec![Arch::Arm64, Arch::X86_64],
             ..fat
@@ -560,6 +859,15 @@ mod tests {
         let mut g = Facts::default();
         parse_codesign(xml, &mut g);
         assert!(g.library_validation && g.disables_library_validation && !g.hardened_runtime);
+        assert!(!g.cs_restrict && !g.platform_binary);
+        // The restrict flag among others, and an Apple program's platform.
+        let text = "Executable=/x\nFormat=Mach-O thin (arm64e)\nCodeDirectory v=20400 size=776 flags=0x10a00(kill,restrict,runtime) hashes=14+7 location=embedded\nPlatform identifier=15\n";
+        let mut h = Facts::default();
+        parse_codesign(text, &mut h);
+        assert!(h.cs_restrict && h.hardened_runtime && h.platform_binary && !h.library_validation);
+        let mut u = Facts::default();
+        parse_codesign("/x: code object is not signed at all\n", &mut u);
+        assert_eq!(u, Facts::default());
     }
 
     #[cfg(target_os = "linux")]

@@ -35,9 +35,18 @@ pub fn shebang(head: &[u8]) -> Option<String> {
 
 /// Paths System Integrity Protection covers: programs there drop every
 /// `DYLD_*` variable (including `/bin/sh`, which git runs subprocesses with).
+/// `path` must be canonical (`sip_protected_file` makes it so): a symlink
+/// elsewhere that points into `/usr/bin` is just as protected. The data
+/// volume's mount point, `/System/Volumes/Data`, holds the writable part of
+/// the root (`/usr/local`, `/opt`, `/Users`), which SIP does not cover: its
+/// paths are judged as the root's.
 #[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
 pub fn sip_protected(path: &Path) -> bool {
     let p = path.to_string_lossy();
+    let p = match p.strip_prefix("/System/Volumes/Data/") {
+        Some(rest) => format!("/{rest}"),
+        None => p.into_owned(),
+    };
     [
         "/usr/bin/",
         "/bin/",
@@ -49,4 +58,63 @@ pub fn sip_protected(path: &Path) -> bool {
     .iter()
     .any(|d| p.starts_with(d))
         && !p.starts_with("/usr/local/")
+}
+
+/// `sip_protected` of where `path` really is: symlinks resolved (a
+/// `~/bin/git` that points at `/usr/bin/git` is the SIP-protected shim). A
+/// path that cannot be resolved is judged as written.
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
+pub fn sip_protected_file(path: &Path) -> bool {
+    match path.canonicalize() {
+        Ok(real) => sip_protected(&real),
+        Err(_) => sip_protected(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sip_paths() {
+        for p in [
+            "/usr/bin/git",
+            "/bin/sh",
+            "/usr/libexec/x",
+            "/System/x",
+            "/sbin/x",
+        ] {
+            assert!(sip_protected(Path::new(p)), "{p}");
+        }
+        for p in [
+            "/usr/local/bin/git",
+            "/opt/homebrew/bin/git",
+            "/Users/me/bin/git",
+            "/System/Volumes/Data/opt/homebrew/bin/git",
+            "/System/Volumes/Data/usr/local/bin/git",
+        ] {
+            assert!(!sip_protected(Path::new(p)), "{p}");
+        }
+        assert!(sip_protected(Path::new("/System/Volumes/Data/System/x")));
+    }
+
+    /// A symlink from an unprotected directory into a protected one is
+    /// judged where it points.
+    #[test]
+    fn sip_follows_symlinks() {
+        let dir = std::env::temp_dir().join(format!("munmapq-sip-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // /bin/sh exists on Linux too (under /usr/bin on merged-/usr systems).
+        let link = dir.join("sh");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/bin/sh", &link).unwrap();
+        assert!(!sip_protected(&link));
+        assert!(sip_protected_file(&link));
+        // Not resolvable: judged as written.
+        assert!(sip_protected_file(Path::new(
+            "/usr/bin/no-such-program-here"
+        )));
+        assert!(!sip_protected_file(&dir.join("missing")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

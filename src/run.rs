@@ -118,8 +118,10 @@ pub fn run(o: Options) -> ExitCode {
     let name = o.command[0].to_string_lossy().into_owned();
     let mut cmd = Command::new(&o.command[0]);
     cmd.args(&o.command[1..]);
-    // dyld kills a program whose inserted library it cannot load: such a
-    // program runs without munmapq, after one line saying so.
+    // dyld kills a program whose inserted library it cannot load, and
+    // ignores the variable for a restricted one (macOS: the doctor's
+    // verdict, platform::would_kill): such a program runs without munmapq,
+    // after one line saying so.
     let killed_by = crate::program::resolve(&name).and_then(|p| platform::would_kill(&p, &lib));
     // A shared ASan runtime aborts under any preload: say so first.
     if let Some(line) =
