@@ -46,13 +46,21 @@ page=$(getconf PAGESIZE)
 "$probe" mkfile "$file" $((64 * 16384 / page + 1)) >/dev/null
 export MQ_WINDOW_PAGES=$((16384 / page))
 
-run() { # PRELOAD CYCLES: the CPU and wall seconds of one run
-  local t0 t1
-  t0=$(date +%s.%N)
-  local cpu
-  cpu=$( { /usr/bin/time -f "%U %S" env ${1:+LD_PRELOAD=$1} "$probe" cycle "$file" "$2" 64 >/dev/null; } 2>&1 | tail -1)
-  t1=$(date +%s.%N)
-  echo "$cpu $t0 $t1" | awk '{printf "%.4f %.4f\n", $1 + $2, $4 - $3}'
+run() { # PRELOAD CYCLES: the CPU and wall seconds of one run (getrusage)
+  python3 - "$1" "$2" "$probe" "$file" <<'PY'
+import os, resource, subprocess, sys, time
+lib, cycles, probe, f = sys.argv[1:5]
+env = dict(os.environ)
+if lib:
+    env["LD_PRELOAD"] = lib
+before = resource.getrusage(resource.RUSAGE_CHILDREN)
+t = time.monotonic()
+subprocess.run([probe, "cycle", f, cycles, "64"], env=env, stdout=subprocess.DEVNULL, check=True)
+wall = time.monotonic() - t
+after = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+print(f"{cpu:.4f} {wall:.4f}")
+PY
 }
 
 declare -A cpu wall
