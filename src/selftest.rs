@@ -6,7 +6,8 @@
 //! and a short report to paste into a bug report; exits 0 only if every
 //! check matched.
 
-use crate::platform::{self, LIB_NAME, PRELOAD_VAR};
+use crate::doctor::launcher;
+use crate::platform::{LIB_NAME, PRELOAD_VAR};
 use crate::report::Report;
 use munmapq_core::config::VAR_STATS_FILE;
 use munmapq_core::stats::Counter;
@@ -202,7 +203,7 @@ fn checks(t: &mut Selftest) -> Vec<Line> {
         });
         ok
     };
-    if let Some(why) = platform::would_kill(&t.exe, &t.lib) {
+    if let Some(why) = launcher::would_kill(&t.exe, &t.lib) {
         say("load", Err(why));
         return lines;
     }
