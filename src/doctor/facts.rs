@@ -82,11 +82,10 @@ pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
     Ok(f)
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn reads_elf_interpreters() {
         let f = file_facts(Path::new("/bin/sh")).unwrap();
