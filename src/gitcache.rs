@@ -5,7 +5,7 @@
 //! it. It only ever switches the preload on or off; the library's path is
 //! not in it. Without a usable cache directory every git asks git again.
 
-use crate::gitdecide::{identity, Settled};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -25,6 +25,17 @@ const ENV: [&str; 8] = [
     "GIT_COMMON_DIR",
     "GIT_OBJECT_DIRECTORY",
 ];
+
+/// What git's configuration and packs say here (the cached part).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Settled {
+    /// `munmapq.enable`, and where it is set.
+    pub enable: Option<(bool, String)>,
+    /// The settings that make git thrash its windows, named.
+    pub thrash: Option<String>,
+    /// Why git could not tell (then munmapq stays out).
+    pub error: Option<String>,
+}
 
 pub fn dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")
@@ -119,7 +130,6 @@ fn racy(files: &[PathBuf]) -> bool {
     let now = SystemTime::now();
     files.iter().any(|f| {
         std::fs::metadata(f).is_ok_and(|m| {
-            use std::os::unix::fs::MetadataExt;
             let t = |s: i64, ns: i64| {
                 SystemTime::UNIX_EPOCH
                     + Duration::new(s.max(0) as u64, ns.clamp(0, 999_999_999) as u32)
@@ -170,6 +180,24 @@ fn store(dir: &Path, file: &Path, text: &str) {
         .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
     if written.is_err() || std::fs::rename(&tmp, file).is_err() {
         let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// The identity of a file or directory: what changes when it is written,
+/// replaced or removed.
+pub fn identity(p: &Path) -> String {
+    match std::fs::metadata(p) {
+        Ok(m) => format!(
+            "{} {} {} {}.{} {}.{}",
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec()
+        ),
+        Err(_) => "absent".into(),
     }
 }
 

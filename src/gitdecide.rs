@@ -17,10 +17,10 @@
 //! Any change to one of them and the next git asks again. The loose object
 //! estimate (one small directory read) is made every time.
 
+use crate::gitcache::Settled;
 use crate::gitcheck::Packs;
 use crate::gitrepo::{self, boolean, global_options, last, sets_config, start_dir, Repo};
 use std::ffi::OsString;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// git's default `gc.auto`: more loose objects than this and git packs them.
@@ -30,17 +30,6 @@ pub const MANY_LOOSE: u64 = 6700;
 pub struct Decision {
     pub wrap: bool,
     pub reason: String,
-}
-
-/// What git's configuration and packs say here (the cached part).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Settled {
-    /// `munmapq.enable`, and where it is set.
-    pub enable: Option<(bool, String)>,
-    /// The settings that make git thrash its windows, named.
-    pub thrash: Option<String>,
-    /// Why git could not tell (then munmapq stays out).
-    pub error: Option<String>,
 }
 
 /// The decision for a git run with arguments `args` (after `git`), from
@@ -247,24 +236,6 @@ pub fn loose_estimate(objects: &Path) -> u64 {
         })
         .unwrap_or(0);
     n as u64 * 256
-}
-
-/// The identity of a file or directory: what changes when it is written,
-/// replaced or removed.
-pub fn identity(p: &Path) -> String {
-    match std::fs::metadata(p) {
-        Ok(m) => format!(
-            "{} {} {} {}.{} {}.{}",
-            m.dev(),
-            m.ino(),
-            m.size(),
-            m.mtime(),
-            m.mtime_nsec(),
-            m.ctime(),
-            m.ctime_nsec()
-        ),
-        Err(_) => "absent".into(),
-    }
 }
 
 #[cfg(test)]

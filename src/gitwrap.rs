@@ -131,7 +131,7 @@ pub fn run(args: &[OsString]) -> ExitCode {
 fn preload(cmd: &mut Command, git: &Path) {
     match crate::library::find_library(None) {
         Ok(lib) => {
-            if let Some(why) = crate::platform::would_kill(git, &lib) {
+            if let Some(why) = crate::doctor::launcher::would_kill(git, &lib) {
                 eprintln!("munmapq: warning: git: {why}; running it without munmapq");
                 return;
             }

@@ -3,9 +3,10 @@
 //! them (signals.rs), and its exit status or signal passed through.
 
 use crate::cli::{fail, Options, StatsFormat};
+use crate::doctor::launcher;
 use crate::gitcheck;
 use crate::library::find_library;
-use crate::platform::{self, LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
+use crate::platform::{LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
 use crate::report::{Notes, Report};
 use crate::signals::{self, Forwarding};
 use munmapq_core::config::{VAR_STATS_FILE, VAR_TRACE};
@@ -120,9 +121,9 @@ pub fn run(o: Options) -> ExitCode {
     cmd.args(&o.command[1..]);
     // dyld kills a program whose inserted library it cannot load, and
     // ignores the variable for a restricted one (macOS: the doctor's
-    // verdict, platform::would_kill): such a program runs without munmapq,
+    // verdict, launcher::would_kill): such a program runs without munmapq,
     // after one line saying so.
-    let killed_by = crate::program::resolve(&name).and_then(|p| platform::would_kill(&p, &lib));
+    let killed_by = crate::program::resolve(&name).and_then(|p| launcher::would_kill(&p, &lib));
     // A shared ASan runtime aborts under any preload: say so first.
     if let Some(line) =
         crate::program::resolve(&name).and_then(|p| crate::asan::launcher_warning(&p))

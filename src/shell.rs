@@ -26,7 +26,7 @@ fn is_plain_name(c: &str) -> bool {
 /// goes to the git wrapper (`munmapq __git`, see gitwrap): munmapq only in
 /// a repository where it pays, git exec'd either way. Other commands go
 /// through the launcher, which checks the program's architecture against
-/// the library's (platform::would_kill) before preloading it.
+/// the library's (doctor::launcher::would_kill) before preloading it.
 pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
     let exe = exe.to_string_lossy();

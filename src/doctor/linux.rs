@@ -1,0 +1,102 @@
+//! The doctor's Linux rules: does ld.so preload the library into the
+//! program?
+
+use super::facts::{Facts, Verdict};
+
+/// The Linux rules.
+pub fn judge_linux(f: &Facts) -> Verdict {
+    let no = |why: &str, instead: &str| Verdict::WontLoad(why.into(), instead.into());
+    if f.setuid || f.setgid {
+        return no(
+            "it is setuid/setgid: the dynamic linker runs it in secure mode and ignores LD_PRELOAD",
+            "run an ordinary (not set-id) copy of the program",
+        );
+    }
+    // `run` follows #! lines to the program first; facts of a script
+    // itself mean its interpreter could not be followed.
+    if let Some(sh) = &f.shebang {
+        return Verdict::WontLoad(
+            format!("it is a script (#!{sh}): the library loads into the program that runs it"),
+            "run `munmapq doctor` on the script: it follows #! lines to that program".into(),
+        );
+    }
+    if !f.elf {
+        return no(
+            "it is not an ELF executable",
+            "point munmapq at the real program",
+        );
+    }
+    match &f.interpreter {
+        None => no(
+            "it is statically linked: there is no dynamic linker to preload anything",
+            "use a dynamically linked build of the program (e.g. your distribution's package)",
+        ),
+        Some(i) if i.contains("musl") => no(
+            "it uses musl's dynamic linker; libmunmapq is built for glibc",
+            "build munmapq for the musl target, or use a glibc build of the program",
+        ),
+        Some(i) if !i.contains("ld-linux") && !i.contains("ld64.so") => Verdict::WontLoad(
+            format!("its dynamic linker {i} is not glibc's"),
+            "use a glibc build of the program".into(),
+        ),
+        Some(_) => match crate::asan::judge(f.asan.as_ref(), f.asan_check_off) {
+            Err((why, instead)) => Verdict::WontLoad(why, instead),
+            Ok(_) => Verdict::Loads,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linux(interp: Option<&str>) -> Facts {
+        Facts {
+            elf: true,
+            interpreter: interp.map(String::from),
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn linux_rules() {
+        assert_eq!(
+            judge_linux(&linux(Some("/lib64/ld-linux-x86-64.so.2"))),
+            Verdict::Loads
+        );
+        assert_eq!(
+            judge_linux(&linux(Some("/lib/ld-linux-aarch64.so.1"))),
+            Verdict::Loads
+        );
+        assert!(
+            matches!(judge_linux(&linux(None)), Verdict::WontLoad(w, _) if w.contains("statically"))
+        );
+        assert!(
+            matches!(judge_linux(&linux(Some("/lib/ld-musl-x86_64.so.1"))), Verdict::WontLoad(w, _) if w.contains("musl"))
+        );
+        let suid = Facts {
+            setuid: true,
+            ..linux(Some("/lib64/ld-linux-x86-64.so.2"))
+        };
+        assert!(matches!(judge_linux(&suid), Verdict::WontLoad(w, _) if w.contains("setuid")));
+        let script = Facts {
+            shebang: Some("/bin/sh".into()),
+            ..Facts::default()
+        };
+        assert!(
+            matches!(judge_linux(&script), Verdict::WontLoad(w, i) if w.contains("script") && !i.contains("/usr/bin/env"))
+        );
+        let asan = Facts {
+            asan: Some(crate::elf::Asan::Shared("libasan.so.8".into())),
+            ..linux(Some("/lib64/ld-linux-x86-64.so.2"))
+        };
+        assert!(
+            matches!(judge_linux(&asan), Verdict::WontLoad(w, i) if w.contains("AddressSanitizer") && i.contains("verify_asan_link_order=0"))
+        );
+        let asan_off = Facts {
+            asan_check_off: true,
+            ..asan
+        };
+        assert_eq!(judge_linux(&asan_off), Verdict::Loads);
+    }
+}

@@ -1,0 +1,162 @@
+//! `munmapq doctor COMMAND`: would the library load into COMMAND, and if
+//! not, why and what to do instead. Injection that silently does nothing is
+//! the main way a preload tool fails its users.
+//!
+//! Facts are gathered per system (ELF headers on Linux; Mach-O headers and
+//! `codesign` on macOS) and judged by pure functions, unit-tested on fake
+//! facts.
+
+mod facts;
+pub mod launcher;
+mod linux;
+mod macos;
+mod macos_facts;
+
+use crate::macho;
+#[cfg(target_os = "macos")]
+use crate::macho::Host;
+use crate::program::resolve;
+use facts::{file_facts, Facts, Verdict};
+use linux::judge_linux;
+use macos::judge_macos;
+#[cfg(target_os = "macos")]
+use macos_facts::{mach_o_facts, signing_facts};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// A line on stdout; a closed pipe (`munmapq doctor git | head -1`) is
+/// not an error worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+#[cfg(target_os = "macos")]
+fn platform_facts(f: &mut Facts) {
+    f.host = Host::this();
+    f.arm64e_preview_abi = macho::arm64e_preview_abi(&macho::bootargs());
+    mach_o_facts(f);
+    signing_facts(f);
+    if let Ok(lib) = crate::library::find_library(None) {
+        f.lib_archs = crate::platform::library_archs(&lib);
+    }
+}
+
+#[cfg(not(target_os = "macos"))]
+fn platform_facts(_f: &mut Facts) {}
+
+pub fn judge(f: &Facts) -> Verdict {
+    if cfg!(target_os = "macos") {
+        judge_macos(f)
+    } else {
+        judge_linux(f)
+    }
+}
+
+/// The program that really runs `path`: itself, the real git when `path`
+/// is this munmapq linked as git, and on Linux the end of its `#!` chain
+/// (the steps said on the way). Err: the exit status.
+fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
+    let say = |line: &str| say!("munmapq doctor: {line}");
+    let mut path = path;
+    if crate::gitwrap::is_me(&path) {
+        let Some(real) = crate::gitwrap::real_git() else {
+            say(&format!(
+                "{}: munmapq itself (the git wrapper), and there is no other git in PATH",
+                path.display()
+            ));
+            return Err(127);
+        };
+        say(&format!(
+            "{}: munmapq itself, linked as git: the git wrapper, which runs {}",
+            path.display(),
+            real.display()
+        ));
+        path = real;
+    }
+    if !cfg!(target_os = "linux") {
+        return Ok(path);
+    }
+    match crate::script::follow(&path) {
+        Ok(chain) => {
+            chain.steps.iter().for_each(|s| say(s));
+            Ok(chain.program)
+        }
+        Err(e) => {
+            say(&format!("{e}; the library would NOT load"));
+            Err(1)
+        }
+    }
+}
+
+/// Runs the doctor on `command` (a program and its arguments: `doctor git
+/// -c ... log` reads git's options as git would); answers the exit status
+/// (0: the library would load).
+pub fn run(command: &[OsString]) -> u8 {
+    let cmd = command[0].to_string_lossy();
+    let Some(path) = resolve(&cmd) else {
+        say!("munmapq doctor: {cmd}: command not found");
+        return 127;
+    };
+    let program = match program_of(path.clone()) {
+        Ok(p) => p,
+        Err(status) => return status,
+    };
+    let mut f = match file_facts(&program) {
+        Ok(f) => f,
+        Err(e) => {
+            say!("munmapq doctor: {}: {e}", program.display());
+            return 126;
+        }
+    };
+    platform_facts(&mut f);
+    if let Some(advice) = crate::gitcheck::doctor_lines(command) {
+        say!("{advice}");
+    }
+    if Path::new(&*cmd).file_name().is_some_and(|n| n == "git") {
+        for line in crate::gitwrap::doctor_lines(&command[1..]) {
+            say!("munmapq doctor: {line}");
+        }
+    }
+    let via_script = program != path && !crate::gitwrap::is_me(&path);
+    match judge(&f) {
+        Verdict::Loads => {
+            if let Ok(Some(note)) = crate::asan::judge(f.asan.as_ref(), f.asan_check_off) {
+                say!("munmapq doctor: {}: {note}", program.display());
+            }
+            say!(
+                "munmapq doctor: {}: the library would load (dynamically linked{}{}){}",
+                program.display(),
+                f.interpreter
+                    .as_deref()
+                    .map(|i| format!(", {i}"))
+                    .unwrap_or_default(),
+                if f.mach_o {
+                    format!(
+                        ", {} into {}",
+                        macho::names(&f.lib_archs),
+                        macho::names(&f.archs)
+                    )
+                } else {
+                    String::new()
+                },
+                if via_script {
+                    ", and from there into the dynamically linked programs the script starts"
+                } else {
+                    ""
+                }
+            );
+            0
+        }
+        Verdict::WontLoad(why, instead) => {
+            say!(
+                "munmapq doctor: {}: the library would NOT load: {why}",
+                program.display()
+            );
+            say!("munmapq doctor: instead: {instead}");
+            1
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! The kind of Mac, and its boot-args.
+
+use super::arch::Arch;
+
+/// The kind of Mac: what its processes can be.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Host {
+    /// arm64e (Apple's own programs), arm64, and x86_64 under Rosetta.
+    #[default]
+    AppleSilicon,
+    Intel,
+}
+
+impl Host {
+    /// A slice of each kind of process this Mac can have, as far as dyld's
+    /// choice of library slices goes (see `loads_into`): arm64e with
+    /// pointer authentication on, arm64 (pointer authentication off; an
+    /// arm64e slice of another ABI version runs so too), and x86_64.
+    pub fn process_archs(self) -> &'static [Arch] {
+        match self {
+            Host::AppleSilicon => &[Arch::Arm64e, Arch::Arm64, Arch::X86_64],
+            Host::Intel => &[Arch::X86_64h, Arch::X86_64],
+        }
+    }
+
+    /// This Mac. `hw.optional.arm64` is 1 on Apple Silicon, also inside a
+    /// process translated by Rosetta.
+    #[cfg(target_os = "macos")]
+    pub fn this() -> Host {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>();
+        // SAFETY: a NUL-terminated name and an out-buffer of `len` bytes.
+        let r = unsafe {
+            libc::sysctlbyname(
+                c"hw.optional.arm64".as_ptr(),
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        if r == 0 && v == 1 {
+            Host::AppleSilicon
+        } else {
+            Host::Intel
+        }
+    }
+}
+
+/// Does a boot-args line hold `-arm64e_preview_abi`, the flag that lets
+/// the kernel run arm64e programs that are not part of macOS (xnu-11417
+/// bsd/kern/kern_exec.c, `bootarg_arm64e_preview_abi`)?
+pub fn arm64e_preview_abi(bootargs: &str) -> bool {
+    bootargs
+        .split_whitespace()
+        .any(|a| a == "-arm64e_preview_abi")
+}
+
+/// This Mac's boot-args (`kern.bootargs`, readable by anyone: xnu
+/// bsd/kern/kern_sysctl.c, `sysctl_sysctl_bootargs`), "" if unreadable.
+#[cfg(target_os = "macos")]
+pub fn bootargs() -> String {
+    let mut buf = [0u8; 1024];
+    let mut len = buf.len();
+    // SAFETY: a NUL-terminated name and an out-buffer of `len` bytes.
+    let r = unsafe {
+        libc::sysctlbyname(
+            c"kern.bootargs".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if r != 0 {
+        return String::new();
+    }
+    let s = &buf[..len.min(buf.len())];
+    let s = s.split(|&c| c == 0).next().unwrap_or(b"");
+    String::from_utf8_lossy(s).into_owned()
+}
