@@ -84,29 +84,11 @@ fn sealed_mappings_are_never_deferred_and_freed_ranges_cannot_be_sealed() {
     );
 }
 
-/// `tests/c/longjmp.c`, built with the system's C compiler.
-fn longjmp_program(dir: &std::path::Path) -> std::path::PathBuf {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/longjmp.c");
-    let exe = dir.join("longjmp");
-    let out = Command::new("cc")
-        .args(["-O1", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("cc (the C compiler) must be installed");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
-
 #[test]
 fn siglongjmp_out_of_a_hook_does_not_leave_the_queue_locked() {
     let dir = scratch("attacks-longjmp");
     let file = data_file(&dir, 64);
-    let exe = longjmp_program(&dir);
+    let exe = c_program("longjmp", &dir);
     for env in [&[][..], TINY] {
         let with = differential(
             || {

@@ -66,18 +66,8 @@ fn installed_launcher_works_alone() {
     // git, with tiny windows on this repository: the stats prove the
     // library was loaded and at work.
     let repo = env!("CARGO_MANIFEST_DIR");
-    let out = run(&[
-        "--stats=json",
-        "git",
-        "-C",
-        repo,
-        "-c",
-        "core.packedGitWindowSize=16k",
-        "-c",
-        "core.packedGitLimit=32k",
-        "log",
-        "--raw",
-    ]);
+    let git = ["--stats=json", "git", "-C", repo];
+    let out = run(&[&git[..], &TINY_WINDOWS, &["log", "--raw"]].concat());
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("\"loaded\":1"), "{err}");

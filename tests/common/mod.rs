@@ -406,6 +406,51 @@ pub fn differs(plain: (&Output, bool), with: (&Output, bool)) -> Option<String> 
     ))
 }
 
+/// `git -c ... -c ...`: pack windows small enough that git thrashes them
+/// (16 KiB windows, 32 KiB in all), so it maps and unmaps all the time.
+pub const TINY_WINDOWS: [&str; 4] = [
+    "-c",
+    "core.packedGitWindowSize=16k",
+    "-c",
+    "core.packedGitLimit=32k",
+];
+
+/// `PROGRAM -C repo` with neither the system's configuration nor the
+/// user's (HOME=`home`, the test's own) and no pager: the same git for
+/// every run of a test.
+pub fn git_at(program: &str, repo: &Path, home: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", home)
+        .env("GIT_PAGER", "cat")
+        .arg("-C")
+        .arg(repo);
+    c
+}
+
+/// A packed repository at `dir` (`git init`, then `mq-probe fast-import`'s
+/// deterministic stream of `commits` commits of `files` files imported and
+/// repacked), `git(dir)` running the import and the repack.
+pub fn probe_repo(dir: &Path, commits: usize, files: usize, git: impl Fn(&Path) -> Command) {
+    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+    ok(Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .arg(dir));
+    let stream = probe_cmd(&["fast-import", &commits.to_string(), &files.to_string()])
+        .output()
+        .unwrap()
+        .stdout;
+    let mut fi = git(dir)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(fi.stdin.as_mut().unwrap(), &stream).unwrap();
+    drop(fi.stdin.take());
+    assert!(fi.wait().unwrap().success());
+    ok(git(dir).args(["repack", "-adq"]));
+}
+
 /// `tests/c/NAME.c`, built with the system's C compiler into `dir`.
 pub fn c_program(name: &str, dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
