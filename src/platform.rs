@@ -1,21 +1,14 @@
 //! Everything the launcher does differently per platform, in one place:
 //! the library's file name, the variable that preloads it, how that
 //! variable's list is split and joined, and what would make the dynamic
-//! linker kill a program rather than skip the library.
+//! linker kill a program rather than skip the library. (The file name and
+//! the variable are `munmapq-check`'s, which the tests share.)
 
 use crate::macho;
 use std::ffi::OsString;
 use std::path::Path;
 
-#[cfg(target_os = "macos")]
-pub const LIB_NAME: &str = "libmunmapq.dylib";
-#[cfg(not(target_os = "macos"))]
-pub const LIB_NAME: &str = "libmunmapq.so";
-
-#[cfg(target_os = "macos")]
-pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
-#[cfg(not(target_os = "macos"))]
-pub const PRELOAD_VAR: &str = "LD_PRELOAD";
+pub use munmapq_check::platform::{LIB_NAME, PRELOAD_VAR};
 
 /// How a preload list is written and read.
 #[allow(dead_code)] // a platform uses one variant; the tests both

@@ -24,16 +24,7 @@ fn artifact(name: &str) -> PathBuf {
     p
 }
 
-#[cfg(target_os = "macos")]
-pub const LIB_NAME: &str = "libmunmapq.dylib";
-#[cfg(not(target_os = "macos"))]
-pub const LIB_NAME: &str = "libmunmapq.so";
-
-/// dyld's variable on macOS, ld.so's elsewhere.
-#[cfg(target_os = "macos")]
-pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
-#[cfg(not(target_os = "macos"))]
-pub const PRELOAD_VAR: &str = "LD_PRELOAD";
+pub use munmapq_check::platform::{LIB_NAME, PRELOAD_VAR};
 
 pub fn lib() -> PathBuf {
     artifact(LIB_NAME)
