@@ -229,8 +229,7 @@ fn help_and_shell_output() {
 
 #[test]
 fn stats_summary_full_and_json() {
-    let dir = scratch("cli-stats");
-    let file = data_file(&dir, 64);
+    let (dir, file) = scratch_with_data("cli-stats", 64);
     let p = probe();
     let script = format!("{p} cycle {file} 500 8", p = p.display());
     let out = munmapq(&["--stats", "sh", "-c", &script]);

@@ -137,8 +137,7 @@ fn launcher_errors_are_one_line_with_conventional_status() {
 
 #[test]
 fn stats_sum_over_child_processes() {
-    let dir = scratch("launcher-stats");
-    let file = data_file(&dir, 64);
+    let (_dir, file) = scratch_with_data("launcher-stats", 64);
     let probe = probe();
     let script = format!(
         "{p} cycle {file} 500 8 && {p} cycle {file} 300 8",

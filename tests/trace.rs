@@ -78,21 +78,22 @@ fn replaying_a_git_trace_gives_the_real_runs_counters() {
                 c.key()
             );
         }
+        let [mmaps, munmaps, reused, flushes] = real.counts([
+            Counter::MmapSyscalls,
+            Counter::MunmapSyscalls,
+            Counter::Reused,
+            Counter::Flushes,
+        ]);
         eprintln!(
-            "{policy}: real and replay agree: {} records, mmap_syscalls={} munmap_syscalls={} reused={} flushes={}",
+            "{policy}: real and replay agree: {} records, mmap_syscalls={mmaps} munmap_syscalls={munmaps} reused={reused} flushes={flushes}",
             size / RECORD,
-            real.get(Counter::MmapSyscalls),
-            real.get(Counter::MunmapSyscalls),
-            real.get(Counter::Reused),
-            real.get(Counter::Flushes)
         );
     }
 }
 
 #[test]
 fn forked_children_and_threads_append_whole_records_under_their_own_pid() {
-    let dir = scratch("trace-forks");
-    let file = data_file(&dir, 64);
+    let (dir, file) = scratch_with_data("trace-forks", 64);
     let trace = dir.join("forks.trace");
     let trace_s = trace.to_string_lossy().into_owned();
     let mut cmd = probe_cmd(&["forks", &file, "20"]);

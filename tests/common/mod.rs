@@ -123,6 +123,14 @@ pub fn data_file(dir: &Path, pages: usize) -> String {
     f
 }
 
+/// A fresh directory for one test ([`scratch`]) with a data file of
+/// `pages` pages in it ([`data_file`]).
+pub fn scratch_with_data(name: &str, pages: usize) -> (Scratch, String) {
+    let dir = scratch(name);
+    let file = data_file(&dir, pages);
+    (dir, file)
+}
+
 /// What one run produced, and the counters its processes reported.
 pub struct Ran {
     pub out: Output,
@@ -133,6 +141,10 @@ pub struct Ran {
 impl Ran {
     pub fn get(&self, c: Counter) -> u64 {
         self.counters[c as usize]
+    }
+    /// Several counters at once, in the order asked.
+    pub fn counts<const N: usize>(&self, which: [Counter; N]) -> [u64; N] {
+        which.map(|c| self.get(c))
     }
     pub fn stdout(&self) -> String {
         String::from_utf8_lossy(&self.out.stdout).into_owned()
