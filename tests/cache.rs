@@ -47,10 +47,6 @@ fn run_as(unprivileged: bool, exe: &Path, args: &[&str], env: &[(&str, &Path)]) 
     output_within(&mut c, MINUTE)
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// A world-writable sticky directory, as /tmp is.
 fn shared_tmp(p: &Path) -> PathBuf {
     dir_with_mode(p, 0o1777)

@@ -54,7 +54,6 @@ fn installed_launcher_works_alone() {
             .env_remove("XDG_CACHE_HOME");
         output_within(&mut c, MINUTE)
     };
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
 
     // The library it carries, written to a private cache under HOME.
     let lib = text(&run(&["--print-lib"]).stdout).trim().to_string();

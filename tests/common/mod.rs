@@ -45,6 +45,18 @@ pub fn probe_cmd(args: &[&str]) -> Command {
     c
 }
 
+/// Output as text (invalid UTF-8 replaced).
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `out` (a run's stdout or stderr) holds `needle`; else the test fails
+/// and prints it whole.
+pub fn assert_contains(out: &[u8], needle: &str) {
+    let out = text(out);
+    assert!(out.contains(needle), "{out}");
+}
+
 /// A fresh directory for one test, removed when dropped; kept (and its
 /// path printed) when the test is failing, to look at what it left.
 pub struct Scratch {
