@@ -66,49 +66,52 @@ impl Elf {
         }
     }
 
-    /// (type, offset, size) of every program header.
-    fn segments(&self) -> Option<Vec<(u64, u64, u64)>> {
+    /// Where the ELF header says a header table is: (offset, entry size,
+    /// entry count), from its fields at `fields` (each at (64-bit, 32-bit)
+    /// offsets; the first a word, the others 16-bit).
+    fn table_at(&self, fields: [(usize, usize); 3]) -> Option<(u64, u64, u64)> {
         let h = self.bytes(0, 64)?;
-        let off = self.word(&h, 0x20, 0x1c)?;
-        let (entsize, num) = if self.is64 {
-            (le(&h, 0x36, 2)?, le(&h, 0x38, 2)?)
-        } else {
-            (le(&h, 0x2a, 2)?, le(&h, 0x2c, 2)?)
-        };
+        let half =
+            |(off64, off32): (usize, usize)| le(&h, if self.is64 { off64 } else { off32 }, 2);
+        let [off, entsize, num] = fields;
+        Some((self.word(&h, off.0, off.1)?, half(entsize)?, half(num)?))
+    }
+
+    /// The `num` entries of `entsize` bytes at `off`, each read by `entry`.
+    fn entries<T>(
+        &self,
+        (off, entsize, num): (u64, u64, u64),
+        entry: impl Fn(&[u8]) -> Option<T>,
+    ) -> Option<Vec<T>> {
         let table = self.bytes(off, entsize * num)?;
         (0..num as usize)
-            .map(|i| {
-                let p = &table.get(i * entsize as usize..)?;
-                Some((le(p, 0, 4)?, self.word(p, 8, 4)?, self.word(p, 32, 16)?))
-            })
+            .map(|i| entry(table.get(i * entsize as usize..)?))
             .collect()
+    }
+
+    /// (type, offset, size) of every program header.
+    fn segments(&self) -> Option<Vec<(u64, u64, u64)>> {
+        let table = self.table_at([(0x20, 0x1c), (0x36, 0x2a), (0x38, 0x2c)])?;
+        self.entries(table, |p| {
+            Some((le(p, 0, 4)?, self.word(p, 8, 4)?, self.word(p, 32, 16)?))
+        })
     }
 
     /// (type, offset, size, link, entry size) of every section header.
     fn sections(&self) -> Option<Vec<[u64; 5]>> {
-        let h = self.bytes(0, 64)?;
-        let off = self.word(&h, 0x28, 0x20)?;
-        let (entsize, num) = if self.is64 {
-            (le(&h, 0x3a, 2)?, le(&h, 0x3c, 2)?)
-        } else {
-            (le(&h, 0x2e, 2)?, le(&h, 0x30, 2)?)
-        };
-        if off == 0 || num == 0 {
+        let table = self.table_at([(0x28, 0x20), (0x3a, 0x2e), (0x3c, 0x30)])?;
+        if table.0 == 0 || table.2 == 0 {
             return Some(Vec::new());
         }
-        let table = self.bytes(off, entsize * num)?;
-        (0..num as usize)
-            .map(|i| {
-                let s = &table.get(i * entsize as usize..)?;
-                Some([
-                    le(s, 4, 4)?,
-                    self.word(s, 0x18, 0x10)?,
-                    self.word(s, 0x20, 0x14)?,
-                    le(s, if self.is64 { 0x28 } else { 0x18 }, 4)?,
-                    self.word(s, 0x38, 0x24)?,
-                ])
-            })
-            .collect()
+        self.entries(table, |s| {
+            Some([
+                le(s, 4, 4)?,
+                self.word(s, 0x18, 0x10)?,
+                self.word(s, 0x20, 0x14)?,
+                le(s, if self.is64 { 0x28 } else { 0x18 }, 4)?,
+                self.word(s, 0x38, 0x24)?,
+            ])
+        })
     }
 
     /// The string table section `index` names.

@@ -3,21 +3,14 @@
 //! variable's list is split and joined, the library's architectures and
 //! which a shell-wide preload must serve. What would make the dynamic
 //! linker kill a program rather than skip the library is the doctor's
-//! (`doctor::launcher`).
+//! (`doctor::launcher`). (The file name and the variable are
+//! `munmapq-check`'s, which the tests share.)
 
 use crate::macho;
 use std::ffi::OsString;
 use std::path::Path;
 
-#[cfg(target_os = "macos")]
-pub const LIB_NAME: &str = "libmunmapq.dylib";
-#[cfg(not(target_os = "macos"))]
-pub const LIB_NAME: &str = "libmunmapq.so";
-
-#[cfg(target_os = "macos")]
-pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
-#[cfg(not(target_os = "macos"))]
-pub const PRELOAD_VAR: &str = "LD_PRELOAD";
+pub use munmapq_check::platform::{LIB_NAME, PRELOAD_VAR};
 
 /// How a preload list is written and read.
 #[allow(dead_code)] // a platform uses one variant; the tests both

@@ -71,6 +71,20 @@ pub fn sip_protected_file(path: &Path) -> bool {
     }
 }
 
+/// For the tests: `DIR/sh`, a symlink to /bin/sh (which exists on Linux
+/// too, under /usr/bin on merged-/usr systems) in a directory of its own
+/// under the temporary directory, named after `tag` and the process.
+/// Returns (DIR, the link).
+#[cfg(test)]
+pub fn sh_symlink(tag: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("munmapq-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("sh");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("/bin/sh", &link).unwrap();
+    (dir, link)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,12 +116,7 @@ mod tests {
     /// judged where it points.
     #[test]
     fn sip_follows_symlinks() {
-        let dir = std::env::temp_dir().join(format!("munmapq-sip-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        // /bin/sh exists on Linux too (under /usr/bin on merged-/usr systems).
-        let link = dir.join("sh");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink("/bin/sh", &link).unwrap();
+        let (dir, link) = super::sh_symlink("sip");
         assert!(!sip_protected(&link));
         assert!(sip_protected_file(&link));
         // Not resolvable: judged as written.

@@ -51,13 +51,13 @@ extern "C" fn read_sigpipe() {
 }
 
 /// Runs before `main` (and so before Rust's runtime changes SIGPIPE).
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 #[used]
-#[link_section = ".init_array"]
-static READ_SIGPIPE: extern "C" fn() = read_sigpipe;
-#[cfg(target_os = "macos")]
-#[used]
-#[link_section = "__DATA,__mod_init_func,mod_init_funcs"]
+#[cfg_attr(target_os = "linux", link_section = ".init_array")]
+#[cfg_attr(
+    target_os = "macos",
+    link_section = "__DATA,__mod_init_func,mod_init_funcs"
+)]
 static READ_SIGPIPE: extern "C" fn() = read_sigpipe;
 
 /// Did another process send this signal? (A terminal's signals come from

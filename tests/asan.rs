@@ -69,10 +69,6 @@ fn munmapq(args: &[&std::ffi::OsStr], asan_options: Option<&str>) -> Output {
     output_within(&mut c, MINUTE)
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 #[test]
 fn shared_asan_runtime_is_named_with_what_to_do() {
     let dir = scratch("asan-shared");

@@ -12,8 +12,7 @@ use std::process::Command;
 const TINY: &[(&str, &str)] = &[("MUNMAPQ_MAX_ENTRIES", "1"), ("MUNMAPQ_MAX_BYTES", "4096")];
 
 fn group(name: &str, expected: &[&str]) {
-    let dir = scratch(&format!("attacks-{name}"));
-    let file = data_file(&dir, 64);
+    let (_dir, file) = scratch_with_data(&format!("attacks-{name}"), 64);
     for env in [&[][..], TINY] {
         let with = differential(|| probe_cmd(&["attacks", &file, name]), env);
         let out = with.stdout();
@@ -57,8 +56,7 @@ fn sysv_shm_attaches_onto_freed_ranges_as_without_munmapq() {
 
 #[test]
 fn sealed_mappings_are_never_deferred_and_freed_ranges_cannot_be_sealed() {
-    let dir = scratch("attacks-mseal-kernel");
-    let file = data_file(&dir, 64);
+    let (_dir, file) = scratch_with_data("attacks-mseal-kernel", 64);
     let plain = run(
         &mut probe_cmd(&["attacks", &file, "mseal"]),
         false,
@@ -84,29 +82,10 @@ fn sealed_mappings_are_never_deferred_and_freed_ranges_cannot_be_sealed() {
     );
 }
 
-/// `tests/c/longjmp.c`, built with the system's C compiler.
-fn longjmp_program(dir: &std::path::Path) -> std::path::PathBuf {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/longjmp.c");
-    let exe = dir.join("longjmp");
-    let out = Command::new("cc")
-        .args(["-O1", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("cc (the C compiler) must be installed");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
-
 #[test]
 fn siglongjmp_out_of_a_hook_does_not_leave_the_queue_locked() {
-    let dir = scratch("attacks-longjmp");
-    let file = data_file(&dir, 64);
-    let exe = longjmp_program(&dir);
+    let (dir, file) = scratch_with_data("attacks-longjmp", 64);
+    let exe = c_program("longjmp", &dir);
     for env in [&[][..], TINY] {
         let with = differential(
             || {

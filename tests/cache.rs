@@ -14,17 +14,19 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A copy of the launcher alone in a directory (no library beside it, so
-/// it uses the one it carries), readable by everyone.
-fn lone_launcher(dir: &Path) -> PathBuf {
+/// A scratch directory (removed when the test ends) with a copy of the
+/// launcher alone in it (no library beside it, so it uses the one it
+/// carries), readable by everyone.
+fn lone_launcher(name: &str) -> (Scratch, PathBuf) {
+    let dir = scratch(name);
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let exe = bin.join("munmapq");
     std::fs::copy(launcher(), &exe).unwrap();
-    for d in [dir, &bin] {
+    for d in [&*dir, &*bin] {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    exe
+    (dir, exe)
 }
 
 /// Runs `exe ARGS` with exactly `env` (plus PATH), as `nobody` when
@@ -45,21 +47,21 @@ fn run_as(unprivileged: bool, exe: &Path, args: &[&str], env: &[(&str, &Path)]) 
     output_within(&mut c, MINUTE)
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// A world-writable sticky directory, as /tmp is.
 fn shared_tmp(p: &Path) -> PathBuf {
+    dir_with_mode(p, 0o1777)
+}
+
+/// The directory `p`, made if missing, with permissions `mode`.
+fn dir_with_mode(p: &Path, mode: u32) -> PathBuf {
     std::fs::create_dir_all(p).unwrap();
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
     p.to_path_buf()
 }
 
 #[test]
 fn relative_xdg_cache_home_is_ignored() {
-    let dir = scratch("cache-xdg");
-    let exe = lone_launcher(&dir);
+    let (dir, exe) = lone_launcher("cache-xdg");
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     let mut c = Command::new(&exe);
@@ -76,18 +78,14 @@ fn relative_xdg_cache_home_is_ignored() {
     );
     assert!(!dir.join("relative").exists());
     println!("XDG_CACHE_HOME=relative/cache: ignored, {lib}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_user_without_a_writable_home_still_runs() {
-    let dir = scratch("cache-nobody");
-    let exe = lone_launcher(&dir);
+    let (dir, exe) = lone_launcher("cache-nobody");
     let tmp = shared_tmp(&dir.join("tmp"));
     // A home that does not exist, and one that is not ours (read-only).
-    let readonly = dir.join("readonly-home");
-    std::fs::create_dir_all(&readonly).unwrap();
-    std::fs::set_permissions(&readonly, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let readonly = dir_with_mode(&dir.join("readonly-home"), 0o755);
     for home in [Path::new("/nonexistent"), &readonly] {
         let env = [("HOME", home), ("TMPDIR", &tmp)];
         let out = run_as(true, &exe, &["--stats=json", "true"], &env);
@@ -101,18 +99,14 @@ fn a_user_without_a_writable_home_still_runs() {
         );
         println!("nobody, HOME={}: ran with {}", home.display(), lib.trim());
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn no_usable_cache_is_one_line_with_the_cause_and_the_fix() {
-    let dir = scratch("cache-none");
-    let exe = lone_launcher(&dir);
+    let (dir, exe) = lone_launcher("cache-none");
     let tmp = shared_tmp(&dir.join("tmp"));
     // Someone else's directory where ours would go: refused, not used.
-    let theirs = tmp.join("munmapq-65534");
-    std::fs::create_dir_all(&theirs).unwrap();
-    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir_with_mode(&tmp.join("munmapq-65534"), 0o700);
     let env = [("HOME", Path::new("/nonexistent")), ("TMPDIR", &tmp)];
     let out = run_as(true, &exe, &["sh", "-c", "echo ran"], &env);
     let err = text(&out.stderr);
@@ -128,13 +122,11 @@ fn no_usable_cache_is_one_line_with_the_cause_and_the_fix() {
     ] {
         assert!(err.contains(needle), "{needle}: {err}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn versions_unused_for_a_month_are_removed() {
-    let dir = scratch("cache-prune");
-    let exe = lone_launcher(&dir);
+    let (dir, exe) = lone_launcher("cache-prune");
     let home = dir.join("home");
     let cache = home.join(".cache/munmapq");
     let month_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 86400);
@@ -172,5 +164,4 @@ fn versions_unused_for_a_month_are_removed() {
             "my-notes".as_ref()
         ]
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,10 +13,6 @@ fn munmapq(args: &[&str]) -> Output {
     output_within(Command::new(launcher()).args(args), MINUTE)
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// The write end of a pipe whose read end is already closed.
 fn closed_pipe() -> Stdio {
     let mut fds = [0; 2];
@@ -27,6 +23,18 @@ fn closed_pipe() -> Stdio {
         libc::close(fds[0]);
         Stdio::from(OwnedFd::from_raw_fd(fds[1]))
     }
+}
+
+/// Runs `c`, which the launcher must refuse before the command starts:
+/// status 2, nothing on stdout (the command did not run), one line on
+/// stderr, which is returned. `what` names the case.
+fn refused(c: &mut Command, what: &str) -> String {
+    let out = output_within(c, MINUTE);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert!(out.stdout.is_empty(), "{what}: the command ran");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
 }
 
 #[test]
@@ -83,11 +91,7 @@ fn inherited_variables_are_checked_before_the_command_starts() {
     ] {
         let mut c = Command::new(launcher());
         c.args(["sh", "-c", "echo ran"]).env(var, value);
-        let out = output_within(&mut c, MINUTE);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{var}: {err}");
-        assert!(out.stdout.is_empty(), "{var}: the command ran");
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let err = refused(&mut c, var);
         assert!(
             err.contains(var) && err.contains(value) && err.contains(accepts),
             "{err}"
@@ -127,11 +131,7 @@ fn files_are_opened_before_the_command_starts() {
         if let Some((k, v)) = var {
             c.env(k, v);
         }
-        let out = output_within(&mut c, MINUTE);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?} {var:?}: {err}");
-        assert!(out.stdout.is_empty(), "the command ran");
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let err = refused(&mut c, &format!("{args:?} {var:?}"));
         assert!(
             err.contains("/nonexistent/") && err.contains("no such file"),
             "{err}"
@@ -229,8 +229,7 @@ fn help_and_shell_output() {
 
 #[test]
 fn stats_summary_full_and_json() {
-    let dir = scratch("cli-stats");
-    let file = data_file(&dir, 64);
+    let (dir, file) = scratch_with_data("cli-stats", 64);
     let p = probe();
     let script = format!("{p} cycle {file} 500 8", p = p.display());
     let out = munmapq(&["--stats", "sh", "-c", &script]);

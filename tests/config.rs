@@ -7,8 +7,7 @@ use common::*;
 
 #[test]
 fn malformed_values_warn_once_and_pass_through() {
-    let dir = scratch("config");
-    let file = data_file(&dir, 64);
+    let (_dir, file) = scratch_with_data("config", 64);
     let plain = run(&mut probe_cmd(&["invariants", &file]), false, &[], MINUTE);
     for (var, value, accepts) in [
         ("MUNMAPQ_MAX_ENTRIES", "lots", "an integer from 1 to 8192"),
@@ -41,8 +40,7 @@ fn malformed_values_warn_once_and_pass_through() {
 
 #[test]
 fn nothing_is_printed_without_a_problem() {
-    let dir = scratch("config-quiet");
-    let file = data_file(&dir, 64);
+    let (_dir, file) = scratch_with_data("config-quiet", 64);
     let with = run(&mut probe_cmd(&["invariants", &file]), true, &[], MINUTE);
     assert!(with.out.stderr.is_empty(), "{}", with.stderr());
     println!("config: valid settings: nothing on stderr");
@@ -50,8 +48,7 @@ fn nothing_is_printed_without_a_problem() {
 
 #[test]
 fn disable_means_pure_pass_through() {
-    let dir = scratch("config-disable");
-    let file = data_file(&dir, 64);
+    let (_dir, file) = scratch_with_data("config-disable", 64);
     let probe = probe();
     let args = [probe.to_str().unwrap(), "cycle", &file, "2000", "64"];
     let env = [("MUNMAPQ_DISABLE", "1")];

@@ -9,10 +9,6 @@ use common::*;
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 fn munmapq_in(dir: &Path, args: &[&str]) -> Output {
     output_within(
         Command::new(launcher())
@@ -72,11 +68,7 @@ fn doctor_follows_scripts_to_the_program_that_runs_them() {
     script(&dir, "gone.sh", "#!/usr/bin/env no-such-program-here\n");
     let out = munmapq_in(&dir, &["doctor", "./gone.sh"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stdout).contains("no-such-program-here is not in PATH"),
-        "{}",
-        text(&out.stdout)
-    );
+    assert_contains(&out.stdout, "no-such-program-here is not in PATH");
     println!("doctor: 5 scripts (#!/bin/sh, #!/usr/bin/env sh, env -S, no #!, a script as interpreter) followed to the program; 2 run with the library loaded; a missing #!env program named");
 }
 

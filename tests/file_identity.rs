@@ -20,8 +20,7 @@ fn rewrite_cmd(file: &str) -> Command {
 
 #[test]
 fn file_rewritten_under_a_queued_mapping() {
-    let dir = scratch("rewrite");
-    let file = data_file(&dir, 4);
+    let (dir, file) = scratch_with_data("rewrite", 4);
     let plain = run(&mut rewrite_cmd(&file), false, &[], MINUTE);
     data_file(&dir, 4);
     let with = run(&mut rewrite_cmd(&file), true, &[], MINUTE);

@@ -6,14 +6,7 @@ mod common;
 use common::*;
 use munmapq_core::stats::Counter;
 use std::path::Path;
-use std::process::{Command, Stdio};
-
-const TINY: [&str; 4] = [
-    "-c",
-    "core.packedGitWindowSize=16k",
-    "-c",
-    "core.packedGitLimit=32k",
-];
+use std::process::Command;
 
 /// A git the library can load into: on macOS not /usr/bin/git, a
 /// SIP-protected shim that drops DYLD_* (Homebrew's instead).
@@ -29,37 +22,15 @@ fn git_program() -> &'static str {
 }
 
 fn git(repo: &Path) -> Command {
-    let mut c = Command::new(git_program());
-    c.env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", repo)
-        .env("GIT_PAGER", "cat")
-        .arg("-C")
-        .arg(repo)
-        .args(TINY);
+    let mut c = git_at(git_program(), repo, repo);
+    c.args(TINY_WINDOWS);
     c
 }
 
 /// A packed repository from the probe's deterministic fast-import stream.
 fn make_repo(name: &str, commits: usize, files: usize) -> Scratch {
     let repo = scratch(name);
-    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
-    ok(Command::new("git")
-        .args(["init", "-q", "-b", "main"])
-        .arg(&repo));
-    let stream = Command::new(probe())
-        .args(["fast-import", &commits.to_string(), &files.to_string()])
-        .output()
-        .unwrap()
-        .stdout;
-    let mut fi = git(&repo)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(fi.stdin.as_mut().unwrap(), &stream).unwrap();
-    drop(fi.stdin.take());
-    assert!(fi.wait().unwrap().success());
-    ok(git(&repo).args(["repack", "-adq"]));
+    probe_repo(&repo, commits, files, git);
     repo
 }
 
@@ -84,7 +55,7 @@ fn git_output_is_identical_and_munmaps_are_deferred() {
             .arg("git \"$@\" cat-file --batch < \"$BATCH\"")
             .arg("sh")
             .args(["-C", repo.to_str().unwrap()])
-            .args(TINY)
+            .args(TINY_WINDOWS)
             .env("BATCH", &batch)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("HOME", &repo);
@@ -150,7 +121,7 @@ fn git_log_issues_far_fewer_map_syscalls() {
     let repo = make_repo("git-strace", 800, 300);
     let r = repo.to_str().unwrap();
     let mut cmd = vec!["git", "-C", r];
-    cmd.extend(TINY);
+    cmd.extend(TINY_WINDOWS);
     cmd.extend(["log", "--raw"]);
     let env = [("GIT_CONFIG_NOSYSTEM", "1"), ("HOME", r)];
     let (mm0, mm1) = (

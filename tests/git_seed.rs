@@ -51,13 +51,7 @@ fn make_seed_repo() -> (PathBuf, PathBuf) {
 }
 
 fn git(repo: &Path, home: &Path) -> Command {
-    let mut c = Command::new("git");
-    c.env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", home)
-        .env("GIT_PAGER", "cat")
-        .arg("-C")
-        .arg(repo);
-    c
+    git_at("git", repo, home)
 }
 
 #[test]

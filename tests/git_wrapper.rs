@@ -82,11 +82,18 @@ fn thrashing_repo(w: &World) -> PathBuf {
     repo
 }
 
-#[test]
-fn shell_function_wraps_git_only_where_it_pays() {
-    let w = World::new("wrapper-function");
+/// A world with a small repository, where munmapq does not pay, and a
+/// thrashing one, where it does: (the world, small, thrashing).
+fn two_repos(name: &str) -> (World, PathBuf, PathBuf) {
+    let w = World::new(name);
     let small = repo::small_repo(&w.dir, "small");
     let thrash = thrashing_repo(&w);
+    (w, small, thrash)
+}
+
+#[test]
+fn shell_function_wraps_git_only_where_it_pays() {
+    let (w, small, thrash) = two_repos("wrapper-function");
     let init = Command::new(launcher())
         .args(["shell-init", "bash"])
         .output()
@@ -111,9 +118,7 @@ fn shell_function_wraps_git_only_where_it_pays() {
 
 #[test]
 fn git_symlink_wraps_where_it_pays_and_follows_the_configuration() {
-    let w = World::new("wrapper-symlink");
-    let small = repo::small_repo(&w.dir, "small");
-    let thrash = thrashing_repo(&w);
+    let (w, small, thrash) = two_repos("wrapper-symlink");
     let outside = w.dir.join("bin");
     assert!(!w.wrapped(&outside, &["--version"]), "outside a repository");
     assert!(!w.wrapped(&small, &["status"]), "small default repository");
@@ -221,9 +226,7 @@ fn git_symlink_is_an_exec_with_gits_status_and_never_runs_itself() {
 
 #[test]
 fn doctor_explains_the_wrapper() {
-    let w = World::new("wrapper-doctor");
-    let small = repo::small_repo(&w.dir, "small");
-    let thrash = thrashing_repo(&w);
+    let (w, small, thrash) = two_repos("wrapper-doctor");
     let doctor = |cwd: &Path, head: &[&Path]| {
         let mut c = w.cmd(launcher().to_str().unwrap(), cwd, head);
         let out = output_within(c.args(["doctor", "git", "log"]), MINUTE);

@@ -12,8 +12,7 @@ use std::os::unix::process::CommandExt;
 
 #[test]
 fn malloc_under_rlimit_as_set_by_the_program() {
-    let dir = scratch("as-room");
-    let file = data_file(&dir, 1024);
+    let (_dir, file) = scratch_with_data("as-room", 1024);
     // 3 MiB of 256 KiB windows queued, 12 MiB of room, malloc(10 MiB).
     let with = differential(|| probe_cmd(&["as-room", &file, "12", "3072", "10"]), &[]);
     println!("{}", with.stdout().trim());
@@ -23,8 +22,7 @@ fn malloc_under_rlimit_as_set_by_the_program() {
 
 #[test]
 fn malloc_of_headroom_less_2mib_under_ulimit_v() {
-    let dir = scratch("as-headroom");
-    let file = data_file(&dir, 1024);
+    let (_dir, file) = scratch_with_data("as-headroom", 1024);
     let with = differential(
         || {
             let mut c = probe_cmd(&["as-headroom", &file, "3072"]);
@@ -59,8 +57,7 @@ fn threads_near_max_map_count() {
         println!("vm.max_map_count is {max}: filling it would take too long; skipped");
         return;
     }
-    let dir = scratch("map-room");
-    let file = data_file(&dir, 200);
+    let (_dir, file) = scratch_with_data("map-room", 200);
     let with = differential(|| probe_cmd(&["map-room", &file, "150", "100", "50"]), &[]);
     println!(
         "{} ({} deferred, peak {} queued)",

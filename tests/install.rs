@@ -54,7 +54,6 @@ fn installed_launcher_works_alone() {
             .env_remove("XDG_CACHE_HOME");
         output_within(&mut c, MINUTE)
     };
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
 
     // The library it carries, written to a private cache under HOME.
     let lib = text(&run(&["--print-lib"]).stdout).trim().to_string();
@@ -66,18 +65,8 @@ fn installed_launcher_works_alone() {
     // git, with tiny windows on this repository: the stats prove the
     // library was loaded and at work.
     let repo = env!("CARGO_MANIFEST_DIR");
-    let out = run(&[
-        "--stats=json",
-        "git",
-        "-C",
-        repo,
-        "-c",
-        "core.packedGitWindowSize=16k",
-        "-c",
-        "core.packedGitLimit=32k",
-        "log",
-        "--raw",
-    ]);
+    let git = ["--stats=json", "git", "-C", repo];
+    let out = run(&[&git[..], &TINY_WINDOWS, &["log", "--raw"]].concat());
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("\"loaded\":1"), "{err}");

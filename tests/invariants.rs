@@ -7,8 +7,7 @@ use munmapq_core::stats::Counter;
 
 #[test]
 fn every_case_answers_as_without_munmapq() {
-    let dir = scratch("invariants");
-    let file = data_file(&dir, 64);
+    let (_dir, file) = scratch_with_data("invariants", 64);
     let with = differential(|| probe_cmd(&["invariants", &file]), &[]);
     let out = with.stdout();
     // Not only the same, but right: the kernel's answers (Linux's errnos;
@@ -53,20 +52,18 @@ fn every_case_answers_as_without_munmapq() {
     assert!(with.get(Counter::Reused) >= 1);
     assert!(with.get(Counter::Stale) >= 1);
     assert!(with.get(Counter::Released) >= 1);
+    let [deferred, reused, stale] =
+        with.counts([Counter::Deferred, Counter::Reused, Counter::Stale]);
     println!(
-        "invariants: {} cases identical with and without munmapq, {} with the kernel's answer checked; {} deferred, {} reused, {} stale",
+        "invariants: {} cases identical with and without munmapq, {} with the kernel's answer checked; {deferred} deferred, {reused} reused, {stale} stale",
         out.lines().count(),
         everywhere.len() + linux.len(),
-        with.get(Counter::Deferred),
-        with.get(Counter::Reused),
-        with.get(Counter::Stale)
     );
 }
 
 #[test]
 fn invariants_hold_with_a_tiny_queue_too() {
-    let dir = scratch("invariants-tiny");
-    let file = data_file(&dir, 64);
+    let (_dir, file) = scratch_with_data("invariants-tiny", 64);
     let with = differential(
         || probe_cmd(&["invariants", &file]),
         &[("MUNMAPQ_MAX_ENTRIES", "1"), ("MUNMAPQ_MAX_BYTES", "4096")],

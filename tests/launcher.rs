@@ -11,10 +11,6 @@ fn munmapq(args: &[&str]) -> std::process::Output {
     output_within(Command::new(launcher()).args(args), MINUTE)
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// A statically linked program every glibc system has: ldconfig (on Ubuntu
 /// /sbin/ldconfig is a script around ldconfig.real).
 fn static_binary() -> &'static str {
@@ -36,11 +32,7 @@ fn doctor_verdicts() {
 
     let out = munmapq(&["doctor", static_binary()]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stdout).contains("statically linked"),
-        "{}",
-        text(&out.stdout)
-    );
+    assert_contains(&out.stdout, "statically linked");
     assert!(text(&out.stdout).contains("instead:"));
 
     let dir = scratch("doctor-suid");
@@ -55,11 +47,7 @@ fn doctor_verdicts() {
     assert!(ok.success());
     let out = munmapq(&["doctor", copy.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stdout).contains("setuid"),
-        "{}",
-        text(&out.stdout)
-    );
+    assert_contains(&out.stdout, "setuid");
 
     let out = munmapq(&["doctor", "no-such-command-here"]);
     assert_eq!(out.status.code(), Some(127));
@@ -137,8 +125,7 @@ fn launcher_errors_are_one_line_with_conventional_status() {
 
 #[test]
 fn stats_sum_over_child_processes() {
-    let dir = scratch("launcher-stats");
-    let file = data_file(&dir, 64);
+    let (_dir, file) = scratch_with_data("launcher-stats", 64);
     let probe = probe();
     let script = format!(
         "{p} cycle {file} 500 8 && {p} cycle {file} 300 8",
@@ -151,11 +138,7 @@ fn stats_sum_over_child_processes() {
     assert!(err.contains("\"loaded\":3"), "{err}");
     assert!(err.contains("\"deferred\":800"), "{err}");
     let out = munmapq(&["--stats", "sh", "-c", &script]);
-    assert!(
-        text(&out.stderr).contains("mmap and munmap system calls"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_contains(&out.stderr, "mmap and munmap system calls");
     println!("launcher: --stats sums 3 processes (sh and two probes): 800 deferred");
 }
 

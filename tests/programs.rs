@@ -18,8 +18,7 @@ fn have(tool: &str) -> bool {
 fn python_mmap_module_private_windows() {
     // Python's mmap module with MAP_PRIVATE/PROT_READ: eligible mappings,
     // mapped, hashed and closed window after window, many times over.
-    let dir = scratch("python");
-    let file = data_file(&dir, 256);
+    let (_dir, file) = scratch_with_data("python", 256);
     let script = r#"
 import hashlib, mmap, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)

@@ -155,23 +155,23 @@ fn a_hangup_ignored_by_the_caller_is_survived() {
 
 #[test]
 fn signals_sent_to_the_launcher_reach_the_command() {
-    let names = ["HUP", "INT", "QUIT", "USR1", "USR2", "WINCH", "CONT"];
-    let traps: String = names
+    let sent = [
+        ("HUP", libc::SIGHUP),
+        ("INT", libc::SIGINT),
+        ("QUIT", libc::SIGQUIT),
+        ("USR1", libc::SIGUSR1),
+        ("USR2", libc::SIGUSR2),
+        ("WINCH", libc::SIGWINCH),
+        ("CONT", libc::SIGCONT),
+    ];
+    let traps: String = sent
         .iter()
-        .map(|n| format!("trap 'echo got {n}' {n}; "))
+        .map(|(n, _)| format!("trap 'echo got {n}' {n}; "))
         .collect();
     let script = format!("{traps} trap 'echo got TERM; exit 3' TERM; echo ready; {LOOP}");
     let (mut child, mut out) = launch(&script, &[]);
     assert_eq!(line(&mut out), "ready");
-    for (name, sig) in names.iter().zip([
-        libc::SIGHUP,
-        libc::SIGINT,
-        libc::SIGQUIT,
-        libc::SIGUSR1,
-        libc::SIGUSR2,
-        libc::SIGWINCH,
-        libc::SIGCONT,
-    ]) {
+    for (name, sig) in sent {
         kill(child.id(), sig);
         assert_eq!(line(&mut out), format!("got {name}"));
     }

@@ -8,8 +8,7 @@ use std::process::Command;
 
 #[test]
 fn far_more_mappings_than_max_map_count_run_to_the_end() {
-    let dir = scratch("cycle");
-    let file = data_file(&dir, 4096);
+    let (_dir, file) = scratch_with_data("cycle", 4096);
     let max: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .unwrap()
         .trim()
@@ -49,20 +48,20 @@ fn far_more_mappings_than_max_map_count_run_to_the_end() {
                 "the count cap was reached"
             );
         }
+        let [flushes, munmaps, peak] = with.counts([
+            Counter::Flushes,
+            Counter::MunmapSyscalls,
+            Counter::PeakQueued,
+        ]);
         println!(
-            "{env:?}: {} mappings, {} flushes, {} munmap syscalls, peak {} queued",
-            n,
-            with.get(Counter::Flushes),
-            with.get(Counter::MunmapSyscalls),
-            with.get(Counter::PeakQueued)
+            "{env:?}: {n} mappings, {flushes} flushes, {munmaps} munmap syscalls, peak {peak} queued"
         );
     }
 }
 
 #[test]
 fn deferral_and_merging_are_seen_by_the_kernel() {
-    let dir = scratch("strace");
-    let file = data_file(&dir, 4096);
+    let (_dir, file) = scratch_with_data("strace", 4096);
     let probe = probe();
     let cmd = [probe.to_str().unwrap(), "cycle", &file, "20000", "4096"];
     let env = [("MUNMAPQ_REUSE", "0"), ("MUNMAPQ_MAX_ENTRIES", "1024")];
@@ -84,8 +83,7 @@ fn deferral_and_merging_are_seen_by_the_kernel() {
 
 #[test]
 fn threads_see_correct_data() {
-    let dir = scratch("threads");
-    let file = data_file(&dir, 256);
+    let (_dir, file) = scratch_with_data("threads", 256);
     for env in [&[][..], &[("MUNMAPQ_MAX_ENTRIES", "8")][..]] {
         // A million verified operations with the default queue.
         let ops = if env.is_empty() { "250000" } else { "25000" };
@@ -106,8 +104,7 @@ fn threads_see_correct_data() {
 
 #[test]
 fn forked_children_work_while_threads_hammer() {
-    let dir = scratch("forks");
-    let file = data_file(&dir, 256);
+    let (_dir, file) = scratch_with_data("forks", 256);
     for env in [&[][..], &[("MUNMAPQ_MAX_ENTRIES", "4")][..]] {
         let with = differential(|| probe_cmd(&["forks", &file, "200"]), env);
         println!("{env:?}: {}", with.stdout().trim());
@@ -118,8 +115,7 @@ fn forked_children_work_while_threads_hammer() {
 
 #[test]
 fn signal_handlers_that_map_and_unmap_never_deadlock() {
-    let dir = scratch("signals");
-    let file = data_file(&dir, 256);
+    let (_dir, file) = scratch_with_data("signals", 256);
     for env in [&[][..], &[("MUNMAPQ_MAX_ENTRIES", "4")][..]] {
         let with = run(
             &mut probe_cmd(&["signals", &file, "20000"]),
@@ -146,8 +142,7 @@ fn enomem_caused_by_the_queue_is_retried_after_a_flush() {
     // Under RLIMIT_AS just large enough for the program (4 MiB windows, one
     // at a time), a queue that keeps freed windows would make the next mmap
     // fail; munmapq flushes and retries, so the program sees no error.
-    let dir = scratch("enomem");
-    let file = data_file(&dir, 4096);
+    let (_dir, file) = scratch_with_data("enomem", 4096);
     let probe = probe();
     let cmd = |limit_kib: usize| {
         let mut c = Command::new("sh");

@@ -8,39 +8,13 @@ use common::*;
 use munmapq_core::stats::{parse_line, Counter, COUNTERS};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use munmapq_core::trace::{Record, KIND_LOCK_ALL, KIND_MMAP, KIND_MUNMAP, RECORD_BYTES as RECORD};
 
 fn git(repo: &Path) -> Command {
-    let mut c = Command::new("git");
-    c.env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", repo)
-        .env("GIT_PAGER", "cat")
-        .arg("-C")
-        .arg(repo);
-    c
-}
-
-fn make_repo(dir: &Path, commits: usize, files: usize) {
-    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
-    ok(Command::new("git")
-        .args(["init", "-q", "-b", "main"])
-        .arg(dir));
-    let stream = probe_cmd(&["fast-import", &commits.to_string(), &files.to_string()])
-        .output()
-        .unwrap()
-        .stdout;
-    let mut fi = git(dir)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(fi.stdin.as_mut().unwrap(), &stream).unwrap();
-    drop(fi.stdin.take());
-    assert!(fi.wait().unwrap().success());
-    ok(git(dir).args(["repack", "-adq"]));
+    git_at("git", repo, repo)
 }
 
 /// `mq-replay TRACE --stats POLICY`: the counters of the replay, summed
@@ -73,7 +47,7 @@ fn replay_counters(trace: &Path, policy: &str, env: &[(&str, &str)]) -> [u64; CO
 fn replaying_a_git_trace_gives_the_real_runs_counters() {
     let dir = scratch("trace-git");
     let repo = dir.join("repo");
-    make_repo(&repo, 600, 200);
+    probe_repo(&repo, 600, 200, git);
     // A small byte cap, so that eviction decides what is reused.
     for (policy, evict) in [("aged", "aged"), ("today", "oldest")] {
         let trace = dir.join(format!("{policy}.trace"));
@@ -84,14 +58,7 @@ fn replaying_a_git_trace_gives_the_real_runs_counters() {
             ("MUNMAPQ_TRACE", trace_s.as_str()),
         ];
         let mut cmd = git(&repo);
-        cmd.args([
-            "-c",
-            "core.packedGitWindowSize=16k",
-            "-c",
-            "core.packedGitLimit=32k",
-            "log",
-            "--raw",
-        ]);
+        cmd.args(TINY_WINDOWS).args(["log", "--raw"]);
         let real = run(&mut cmd, true, &env, Duration::from_secs(120));
         assert!(real.out.status.success(), "{}", real.stderr());
         assert_eq!(real.processes, 1);
@@ -111,21 +78,22 @@ fn replaying_a_git_trace_gives_the_real_runs_counters() {
                 c.key()
             );
         }
+        let [mmaps, munmaps, reused, flushes] = real.counts([
+            Counter::MmapSyscalls,
+            Counter::MunmapSyscalls,
+            Counter::Reused,
+            Counter::Flushes,
+        ]);
         eprintln!(
-            "{policy}: real and replay agree: {} records, mmap_syscalls={} munmap_syscalls={} reused={} flushes={}",
+            "{policy}: real and replay agree: {} records, mmap_syscalls={mmaps} munmap_syscalls={munmaps} reused={reused} flushes={flushes}",
             size / RECORD,
-            real.get(Counter::MmapSyscalls),
-            real.get(Counter::MunmapSyscalls),
-            real.get(Counter::Reused),
-            real.get(Counter::Flushes)
         );
     }
 }
 
 #[test]
 fn forked_children_and_threads_append_whole_records_under_their_own_pid() {
-    let dir = scratch("trace-forks");
-    let file = data_file(&dir, 64);
+    let (dir, file) = scratch_with_data("trace-forks", 64);
     let trace = dir.join("forks.trace");
     let trace_s = trace.to_string_lossy().into_owned();
     let mut cmd = probe_cmd(&["forks", &file, "20"]);

@@ -71,19 +71,8 @@ pub fn run(file: &str) {
     say("partial gone", show(mincore(d, 3 * pg), true));
 
     // A mapping the program wrote (after mprotect) must never come back.
-    let f = map_file(fd, 8 * pg, pg).unwrap();
-    say(
-        "mprotect rw",
-        show(mprotect(f, pg, R | libc::PROT_WRITE), true),
-    );
-    poke(f, 0, pattern(8 * pg).wrapping_add(1));
-    munmap(f, pg).unwrap();
-    let g = map_file(fd, 8 * pg, pg).unwrap();
-    say(
-        "after write, fresh data",
-        format!("{}", peek(g, 0) == pattern(8 * pg)),
-    );
-    munmap(g, pg).unwrap();
+    let names = ("mprotect rw", "after write, fresh data");
+    write_then_map_again(fd, 8 * pg, pg, mprotect, names, &say);
 
     // Reuse fails where a fresh mmap would: how the fd was opened counts.
     let h = map_file(fd, 10 * pg, pg).unwrap();
@@ -191,4 +180,26 @@ pub fn run(file: &str) {
     munmap(m2, pg).unwrap();
     close(fd2);
     let _ = std::fs::remove_file(other);
+}
+
+/// A page of `fd` at `off` made writable by `protect` (printed as
+/// `names.0`) and written, then unmapped: a fresh mapping of the same page
+/// must show the file's data, never the write (printed as `names.1`).
+/// Returns where that fresh mapping was; it is unmapped too.
+pub fn write_then_map_again(
+    fd: i32,
+    off: usize,
+    pg: usize,
+    protect: impl Fn(usize, usize, i32) -> Result<i32, i32>,
+    names: (&str, &str),
+    say: &dyn Fn(&str, String),
+) -> usize {
+    let f = map_file(fd, off, pg).unwrap();
+    say(names.0, show(protect(f, pg, R | libc::PROT_WRITE), true));
+    poke(f, 0, pattern(off).wrapping_add(1));
+    munmap(f, pg).unwrap();
+    let g = map_file(fd, off, pg).unwrap();
+    say(names.1, format!("{}", peek(g, 0) == pattern(off)));
+    munmap(g, pg).unwrap();
+    g
 }

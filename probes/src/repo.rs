@@ -54,17 +54,8 @@ pub fn fast_import(commits: usize, files: usize, out: &mut impl Write) -> std::i
             marks.push((f, blob(out, &contents[f], &mut mark)?));
         }
         let msg = format!("commit {c}: touch {} files\n", changed.len());
-        let when = 1_600_000_000 + c * 3600;
-        write!(
-            out,
-            "commit refs/heads/main\nauthor Probe <probe@example.com> {when} +0000\n\
-             committer Probe <probe@example.com> {when} +0000\ndata {}\n{msg}",
-            msg.len()
-        )?;
-        for (f, m) in marks {
-            writeln!(out, "M 100644 :{m} {}", file_path(f))?;
-        }
-        writeln!(out)?;
+        let files = marks.into_iter().map(|(f, m)| (file_path(f), m));
+        commit(out, c, &msg, files)?;
     }
     Ok(())
 }
@@ -116,18 +107,28 @@ pub fn fast_import_big(
         out.write_all(&bin)?;
         writeln!(out)?;
         files.push((format!("data/b{:02}/blob{c:05}.bin", c % 41), mark));
-        let msg = format!("commit {c}\n");
-        let when = 1_600_000_000 + c * 3600;
-        write!(
-            out,
-            "commit refs/heads/main\nauthor Probe <probe@example.com> {when} +0000\n\
-             committer Probe <probe@example.com> {when} +0000\ndata {}\n{msg}",
-            msg.len()
-        )?;
-        for (path, m) in files {
-            writeln!(out, "M 100644 :{m} {path}")?;
-        }
-        writeln!(out)?;
+        commit(out, c, &format!("commit {c}\n"), files)?;
     }
     Ok(())
+}
+
+/// Commit number `c` on main (an hour after the one before), its message
+/// `msg`, setting each `(path, blob mark)` of `files`.
+fn commit(
+    out: &mut impl Write,
+    c: usize,
+    msg: &str,
+    files: impl IntoIterator<Item = (String, usize)>,
+) -> std::io::Result<()> {
+    let when = 1_600_000_000 + c * 3600;
+    write!(
+        out,
+        "commit refs/heads/main\nauthor Probe <probe@example.com> {when} +0000\n\
+         committer Probe <probe@example.com> {when} +0000\ndata {}\n{msg}",
+        msg.len()
+    )?;
+    for (path, m) in files {
+        writeln!(out, "M 100644 :{m} {path}")?;
+    }
+    writeln!(out)
 }

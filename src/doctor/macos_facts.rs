@@ -163,11 +163,7 @@ mod tests {
 
     #[test]
     fn macos_sip_through_a_symlink() {
-        let dir = std::env::temp_dir().join(format!("munmapq-siplink-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let link = dir.join("sh");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink("/bin/sh", &link).unwrap();
+        let (dir, link) = crate::program::sh_symlink("siplink");
         let mut f = Facts {
             path: link,
             mach_o: true,

@@ -27,19 +27,9 @@ impl Host {
     /// process translated by Rosetta.
     #[cfg(target_os = "macos")]
     pub fn this() -> Host {
-        let mut v: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>();
-        // SAFETY: a NUL-terminated name and an out-buffer of `len` bytes.
-        let r = unsafe {
-            libc::sysctlbyname(
-                c"hw.optional.arm64".as_ptr(),
-                (&mut v as *mut libc::c_int).cast(),
-                &mut len,
-                std::ptr::null_mut(),
-                0,
-            )
-        };
-        if r == 0 && v == 1 {
+        let mut v = [0u8; std::mem::size_of::<libc::c_int>()];
+        let read = sysctl(c"hw.optional.arm64", &mut v).is_some();
+        if read && libc::c_int::from_ne_bytes(v) == 1 {
             Host::AppleSilicon
         } else {
             Host::Intel
@@ -56,25 +46,32 @@ pub fn arm64e_preview_abi(bootargs: &str) -> bool {
         .any(|a| a == "-arm64e_preview_abi")
 }
 
-/// This Mac's boot-args (`kern.bootargs`, readable by anyone: xnu
-/// bsd/kern/kern_sysctl.c, `sysctl_sysctl_bootargs`), "" if unreadable.
+/// `sysctlbyname(name)` read into `buf`: the length the kernel wrote,
+/// none if the call failed.
 #[cfg(target_os = "macos")]
-pub fn bootargs() -> String {
-    let mut buf = [0u8; 1024];
+pub fn sysctl(name: &std::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
     let mut len = buf.len();
     // SAFETY: a NUL-terminated name and an out-buffer of `len` bytes.
     let r = unsafe {
         libc::sysctlbyname(
-            c"kern.bootargs".as_ptr(),
+            name.as_ptr(),
             buf.as_mut_ptr().cast(),
             &mut len,
             std::ptr::null_mut(),
             0,
         )
     };
-    if r != 0 {
+    (r == 0).then_some(len)
+}
+
+/// This Mac's boot-args (`kern.bootargs`, readable by anyone: xnu
+/// bsd/kern/kern_sysctl.c, `sysctl_sysctl_bootargs`), "" if unreadable.
+#[cfg(target_os = "macos")]
+pub fn bootargs() -> String {
+    let mut buf = [0u8; 1024];
+    let Some(len) = sysctl(c"kern.bootargs", &mut buf) else {
         return String::new();
-    }
+    };
     let s = &buf[..len.min(buf.len())];
     let s = s.split(|&c| c == 0).next().unwrap_or(b"");
     String::from_utf8_lossy(s).into_owned()

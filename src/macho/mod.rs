@@ -29,6 +29,6 @@ pub use parse::{archs, head, restricted, slice_load_commands};
 pub use slice_choice::{kernel_refuses, process_arch, would_kill};
 // What only the macOS build uses outside this module.
 #[cfg(target_os = "macos")]
-pub use host::{arm64e_preview_abi, bootargs};
+pub use host::{arm64e_preview_abi, bootargs, sysctl};
 #[cfg(target_os = "macos")]
 pub use slice_choice::unserved;

@@ -52,20 +52,9 @@ fn system() -> String {
 #[cfg(target_os = "macos")]
 fn macos_version() -> String {
     let mut buf = [0u8; 64];
-    let mut len = buf.len();
-    // SAFETY: a NUL-terminated name and an out-buffer of `len` bytes.
-    let r = unsafe {
-        libc::sysctlbyname(
-            c"kern.osproductversion".as_ptr(),
-            buf.as_mut_ptr().cast(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if r != 0 {
+    let Some(len) = crate::macho::sysctl(c"kern.osproductversion", &mut buf) else {
         return "?".into();
-    }
+    };
     String::from_utf8_lossy(&buf[..len.saturating_sub(1)]).into_owned()
 }
 

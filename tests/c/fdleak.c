@@ -10,30 +10,19 @@
  *
  *   fdleak FILE   (FILE: a data file of at least 64 pages, mq-probe mkfile) */
 #define _GNU_SOURCE
+#define ALARM_JUMPS
+#include "alarm.h"
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <setjmp.h>
-#include <signal.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/time.h>
-#include <time.h>
-#include <unistd.h>
 
-static sigjmp_buf back;
-static volatile sig_atomic_t armed;
-
-static void on_alarm(int sig) {
-    (void)sig;
-    if (armed)
-        siglongjmp(back, 1);
+static void touch(const char *p, size_t off) {
+    (void)off;
+    (void)*(volatile const char *)p;
 }
 
-static void timer(long usec) {
-    struct itimerval it = {{0, usec}, {0, usec}};
-    setitimer(ITIMER_REAL, &it, NULL);
+static void unmapped(char *p) {
+    (void)p;
 }
 
 /* Open descriptors, not counting the one opendir uses; -errno if they
@@ -51,56 +40,13 @@ static int open_fds(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2)
-        return 2;
-    int fd = open(argv[1], O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 2;
+    int fd = open_data(argc, argv, O_RDONLY | O_CLOEXEC);
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sigaction(SIGALRM, &sa, NULL);
-    sigset_t alrm;
-    sigemptyset(&alrm);
-    sigaddset(&alrm, SIGALRM);
     int before = open_fds();
+    /* The jumps often land in a munmap reading /proc/self/statm. */
+    struct jumps n = jump_loop(fd, pg, 37, touch, unmapped);
 
-    volatile unsigned long jumps = 0, iterations = 0;
-    volatile size_t k = 0;
-    char *volatile cur = NULL;
-    time_t until = time(NULL) + 3;
-
-    timer(37);
-    if (sigsetjmp(back, 1))
-        jumps++;
-    armed = 1;
-    while (jumps < 3000 && time(NULL) < until) {
-        if (cur) {
-            munmap(cur, pg);
-            cur = NULL;
-        }
-        /* No jump out of mmap (a mapping made but never returned would be
-         * lost, with or without munmapq); munmap is where it may land. */
-        sigprocmask(SIG_BLOCK, &alrm, NULL);
-        size_t off = (k++ % 64) * pg;
-        char *p = mmap(NULL, pg, PROT_READ, MAP_PRIVATE, fd, (off_t)off);
-        if (p != MAP_FAILED)
-            cur = p;
-        sigprocmask(SIG_UNBLOCK, &alrm, NULL);
-        if (p == MAP_FAILED)
-            continue;
-        (void)*(volatile char *)p;
-        munmap(p, pg);
-        cur = NULL;
-        iterations++;
-    }
-    armed = 0;
-    timer(0);
-    if (cur)
-        munmap(cur, pg);
-
-    printf("jumps: %s\n", jumps >= 100 ? "many" : "few");
+    printf("jumps: %s\n", n.jumps >= 100 ? "many" : "few");
     int after = open_fds();
     if (after >= 0)
         printf("open descriptors before the loop: %d, after: %d\n", before, after);
@@ -116,6 +62,6 @@ int main(int argc, char **argv) {
             emfile += errno == EMFILE;
     }
     printf("own opens of the data file after the loop: %d of 16 (%d EMFILE)\n", opened, emfile);
-    fprintf(stderr, "jumps=%lu iterations=%lu\n", jumps, iterations);
+    fprintf(stderr, "jumps=%lu iterations=%lu\n", n.jumps, n.iterations);
     return 0;
 }

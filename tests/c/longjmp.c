@@ -5,94 +5,36 @@
  *
  *   longjmp FILE   (FILE: a data file of at least 64 pages, mq-probe mkfile) */
 #define _GNU_SOURCE
-#include <fcntl.h>
-#include <setjmp.h>
-#include <signal.h>
+#define ALARM_JUMPS
+#include "alarm.h"
 #include <stdio.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/time.h>
-#include <time.h>
-#include <unistd.h>
 
-static sigjmp_buf back;
 /* Every window whose munmap returned. */
 static char *freed_list[1 << 16];
 static volatile size_t freed_n;
-static volatile sig_atomic_t armed;
-
-static void on_alarm(int sig) {
-    (void)sig;
-    if (armed)
-        siglongjmp(back, 1);
-}
+/* The last window whose munmap returned. */
+static char *volatile freed;
+static volatile unsigned long wrong;
 
 static unsigned char pattern(size_t pos) {
     return (unsigned char)((pos * 7) ^ ((pos >> 12) * 131));
 }
 
-static void timer(long usec) {
-    struct itimerval it = {{0, usec}, {0, usec}};
-    setitimer(ITIMER_REAL, &it, NULL);
+static void touch(const char *p, size_t off) {
+    if ((unsigned char)p[5] != pattern(off + 5))
+        wrong++;
+}
+
+static void unmapped(char *p) {
+    freed = p;
+    if (freed_n < sizeof freed_list / sizeof *freed_list)
+        freed_list[freed_n++] = p;
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2)
-        return 2;
-    int fd = open(argv[1], O_RDONLY);
-    if (fd < 0)
-        return 2;
+    int fd = open_data(argc, argv, O_RDONLY);
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sigaction(SIGALRM, &sa, NULL);
-    sigset_t alrm;
-    sigemptyset(&alrm);
-    sigaddset(&alrm, SIGALRM);
-
-    /* Volatile: they change between sigsetjmp and siglongjmp. */
-    volatile unsigned long jumps = 0, iterations = 0, wrong = 0;
-    volatile size_t k = 0;
-    char *volatile cur = NULL;  /* mapped, its munmap not known to be done */
-    char *volatile freed = NULL; /* the last window whose munmap returned */
-    time_t until = time(NULL) + 3;
-
-    timer(43);
-    if (sigsetjmp(back, 1))
-        jumps++;
-    armed = 1;
-    while (jumps < 3000 && time(NULL) < until) {
-        if (cur) {
-            /* Interrupted last time: unmap again (munmap of a range that is
-             * already unmapped succeeds). */
-            munmap(cur, pg);
-            cur = NULL;
-        }
-        /* No jump out of mmap: a mapping made but never returned would be
-         * lost to the program, with or without munmapq, and make the checks
-         * below depend on timing. */
-        sigprocmask(SIG_BLOCK, &alrm, NULL);
-        size_t off = (k++ % 64) * pg;
-        char *p = mmap(NULL, pg, PROT_READ, MAP_PRIVATE, fd, (off_t)off);
-        if (p != MAP_FAILED)
-            cur = p;
-        sigprocmask(SIG_UNBLOCK, &alrm, NULL);
-        if (p == MAP_FAILED)
-            continue;
-        if ((unsigned char)p[5] != pattern(off + 5))
-            wrong++;
-        munmap(p, pg);
-        freed = p;
-        if (freed_n < sizeof freed_list / sizeof *freed_list)
-            freed_list[freed_n++] = p;
-        cur = NULL;
-        iterations++;
-    }
-    armed = 0;
-    timer(0);
-    if (cur)
-        munmap(cur, pg);
+    struct jumps n = jump_loop(fd, pg, 43, touch, unmapped);
 
     /* Every window is unmapped now, as far as the program knows. */
     unsigned long still = 0;
@@ -119,7 +61,7 @@ int main(int argc, char **argv) {
         munmap(p, pg);
         still += mincore(p, pg, vec) == 0;
     }
-    printf("jumps: %s\n", jumps >= 100 ? "many" : "few");
+    printf("jumps: %s\n", n.jumps >= 100 ? "many" : "few");
     printf("wrong data: %lu\n", wrong);
     printf("windows mapped after the loop, still mapped: %lu\n", still);
     if (freed) {
@@ -127,6 +69,6 @@ int main(int argc, char **argv) {
         void *q = mmap(freed, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
         printf("map noreplace onto freed: %s\n", q == (void *)freed ? "ok" : "error");
     }
-    fprintf(stderr, "jumps=%lu iterations=%lu\n", jumps, iterations);
+    fprintf(stderr, "jumps=%lu iterations=%lu\n", n.jumps, n.iterations);
     return 0;
 }

@@ -10,15 +10,9 @@
  *
  *   sigclaim FILE   (FILE: a data file of at least 64 pages, mq-probe mkfile) */
 #define _GNU_SOURCE
+#include "alarm.h"
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/time.h>
-#include <time.h>
-#include <unistd.h>
 
 #define WINDOWS 64
 static size_t pg;
@@ -51,26 +45,10 @@ static void on_alarm(int sig) {
     errno = saved;
 }
 
-static void timer(long usec) {
-    struct itimerval it = {{0, usec}, {0, usec}};
-    setitimer(ITIMER_REAL, &it, NULL);
-}
-
 int main(int argc, char **argv) {
-    if (argc < 2)
-        return 2;
-    int fd = open(argv[1], O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 2;
+    int fd = open_data(argc, argv, O_RDONLY | O_CLOEXEC);
     pg = (size_t)sysconf(_SC_PAGESIZE);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
-    sigset_t alrm;
-    sigemptyset(&alrm);
-    sigaddset(&alrm, SIGALRM);
+    sigset_t alrm = handle_alarm(on_alarm, SA_RESTART);
 
     unsigned long iterations = 0;
     struct timespec t0, t;

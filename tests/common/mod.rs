@@ -24,16 +24,7 @@ fn artifact(name: &str) -> PathBuf {
     p
 }
 
-#[cfg(target_os = "macos")]
-pub const LIB_NAME: &str = "libmunmapq.dylib";
-#[cfg(not(target_os = "macos"))]
-pub const LIB_NAME: &str = "libmunmapq.so";
-
-/// dyld's variable on macOS, ld.so's elsewhere.
-#[cfg(target_os = "macos")]
-pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
-#[cfg(not(target_os = "macos"))]
-pub const PRELOAD_VAR: &str = "LD_PRELOAD";
+pub use munmapq_check::platform::{LIB_NAME, PRELOAD_VAR};
 
 pub fn lib() -> PathBuf {
     artifact(LIB_NAME)
@@ -52,6 +43,18 @@ pub fn probe_cmd(args: &[&str]) -> Command {
     let mut c = Command::new(probe());
     c.args(args);
     c
+}
+
+/// Output as text (invalid UTF-8 replaced).
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `out` (a run's stdout or stderr) holds `needle`; else the test fails
+/// and prints it whole.
+pub fn assert_contains(out: &[u8], needle: &str) {
+    let out = text(out);
+    assert!(out.contains(needle), "{out}");
 }
 
 /// A fresh directory for one test, removed when dropped; kept (and its
@@ -132,6 +135,14 @@ pub fn data_file(dir: &Path, pages: usize) -> String {
     f
 }
 
+/// A fresh directory for one test ([`scratch`]) with a data file of
+/// `pages` pages in it ([`data_file`]).
+pub fn scratch_with_data(name: &str, pages: usize) -> (Scratch, String) {
+    let dir = scratch(name);
+    let file = data_file(&dir, pages);
+    (dir, file)
+}
+
 /// What one run produced, and the counters its processes reported.
 pub struct Ran {
     pub out: Output,
@@ -142,6 +153,10 @@ pub struct Ran {
 impl Ran {
     pub fn get(&self, c: Counter) -> u64 {
         self.counters[c as usize]
+    }
+    /// Several counters at once, in the order asked.
+    pub fn counts<const N: usize>(&self, which: [Counter; N]) -> [u64; N] {
+        which.map(|c| self.get(c))
     }
     pub fn stdout(&self) -> String {
         String::from_utf8_lossy(&self.out.stdout).into_owned()
@@ -404,6 +419,51 @@ pub fn differs(plain: (&Output, bool), with: (&Output, bool)) -> Option<String> 
         text(with.0),
         String::from_utf8_lossy(&with.0.stderr).trim()
     ))
+}
+
+/// `git -c ... -c ...`: pack windows small enough that git thrashes them
+/// (16 KiB windows, 32 KiB in all), so it maps and unmaps all the time.
+pub const TINY_WINDOWS: [&str; 4] = [
+    "-c",
+    "core.packedGitWindowSize=16k",
+    "-c",
+    "core.packedGitLimit=32k",
+];
+
+/// `PROGRAM -C repo` with neither the system's configuration nor the
+/// user's (HOME=`home`, the test's own) and no pager: the same git for
+/// every run of a test.
+pub fn git_at(program: &str, repo: &Path, home: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", home)
+        .env("GIT_PAGER", "cat")
+        .arg("-C")
+        .arg(repo);
+    c
+}
+
+/// A packed repository at `dir` (`git init`, then `mq-probe fast-import`'s
+/// deterministic stream of `commits` commits of `files` files imported and
+/// repacked), `git(dir)` running the import and the repack.
+pub fn probe_repo(dir: &Path, commits: usize, files: usize, git: impl Fn(&Path) -> Command) {
+    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+    ok(Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .arg(dir));
+    let stream = probe_cmd(&["fast-import", &commits.to_string(), &files.to_string()])
+        .output()
+        .unwrap()
+        .stdout;
+    let mut fi = git(dir)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(fi.stdin.as_mut().unwrap(), &stream).unwrap();
+    drop(fi.stdin.take());
+    assert!(fi.wait().unwrap().success());
+    ok(git(dir).args(["repack", "-adq"]));
 }
 
 /// `tests/c/NAME.c`, built with the system's C compiler into `dir`.

@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// A process of `size` bytes of address space, `resident` of them resident.
+fn usage(size: usize, resident: usize) -> Option<Usage> {
+    Some(Usage { size, resident })
+}
+
 /// Maps window `i` of `win` bytes of fd 3.
 fn map_window(e: &Engine, os: &FakeOs, win: usize, i: usize) -> usize {
     e.mmap(
@@ -22,6 +27,12 @@ fn cycle_windows(e: &Engine, os: &FakeOs, win: usize, n: usize) {
         let a = map_window(e, os, win, i);
         e.munmap(os, a, win).unwrap();
     }
+}
+
+/// `e` started with the defaults, then [`cycle_windows`].
+fn cycle_at_defaults(e: &Engine, os: &FakeOs, win: usize, n: usize) {
+    e.start(&linux_defaults(), PAGE);
+    cycle_windows(e, os, win, n);
 }
 
 #[test]
@@ -58,8 +69,7 @@ fn seed_mode_flushes_everything_and_never_reuses() {
     cfg.evict = Evict::All;
     E.start(&cfg, PAGE);
     for _ in 0..4 {
-        let a = map(&E, &os, 3, 0);
-        E.munmap(&os, a, 2 * PAGE).unwrap();
+        map_unmap(&E, &os, 3, 0);
     }
     assert_eq!(*os.mmaps.borrow(), 4, "never reused");
     // The fourth finds the queue full: all three go, then it is queued.
@@ -71,12 +81,9 @@ fn seed_mode_flushes_everything_and_never_reuses() {
 fn byte_cap_holds_and_oversized_mappings_are_not_queued() {
     static E: Engine = Engine::new();
     let os = FakeOs::default();
-    let mut cfg = linux_defaults();
-    cfg.max_bytes = Some(5 * PAGE);
-    E.start(&cfg, PAGE);
+    start_with_byte_cap(&E, 5 * PAGE);
     for i in 0..10 {
-        let a = map(&E, &os, 3, 2 * i * PAGE as i64);
-        E.munmap(&os, a, 2 * PAGE).unwrap();
+        map_unmap(&E, &os, 3, 2 * i * PAGE as i64);
         assert!(E.queued(&os).unwrap().1 <= 5 * PAGE);
     }
     assert!(E.stats.get(Counter::PeakQueuedBytes) <= 5 * PAGE as u64);
@@ -97,15 +104,10 @@ fn long_mappings_that_cost_little_resident_memory_are_queued() {
     // 64 MiB windows of which the program touched little: RSS grows by a
     // page per window mapped, far under the 4 MiB floor of the budget.
     let os = FakeOs {
-        usage: Some(Usage {
-            size: 200 << 20,
-            resident: 20 << 20,
-        }),
+        usage: usage(200 << 20, 20 << 20),
         ..FakeOs::default()
     };
-    E.start(&linux_defaults(), PAGE);
-    let win = 64 << 20;
-    cycle_windows(&E, &os, win, 8);
+    cycle_at_defaults(&E, &os, 64 << 20, 8);
     assert_eq!(E.stats.get(Counter::Deferred), 8);
     assert_eq!(os.munmap_count(), 0);
 }
@@ -119,9 +121,7 @@ fn resident_budget_evicts_when_the_queue_holds_too_much() {
         rss_per_page: Some(PAGE),
         ..FakeOs::default()
     };
-    E.start(&linux_defaults(), PAGE);
-    let win = 256 << 10;
-    cycle_windows(&E, &os, win, 64);
+    cycle_at_defaults(&E, &os, 256 << 10, 64);
     let peak = E.stats.get(Counter::PeakQueuedBytes) as usize;
     // The budget (4 MiB floor) plus one step (half of it) unmeasured.
     assert!(peak <= (4 << 20) + (2 << 20), "peak {peak}");
@@ -137,9 +137,7 @@ fn resident_budget_drops_pages_and_keeps_the_mappings() {
         can_drop: true,
         ..FakeOs::default()
     };
-    E.start(&linux_defaults(), PAGE);
-    let win = 256 << 10;
-    cycle_windows(&E, &os, win, 64);
+    cycle_at_defaults(&E, &os, 256 << 10, 64);
     assert_eq!(E.stats.get(Counter::Deferred), 64);
     assert_eq!(os.munmap_count(), 0);
     assert!(*os.drops.borrow() > 0);
@@ -151,10 +149,7 @@ fn address_space_limit_keeps_the_queue_small() {
     static E: Engine = Engine::new();
     // 12 MiB of room under RLIMIT_AS: at most 1.5 MiB... and 1 MiB at most.
     let os = FakeOs {
-        usage: Some(Usage {
-            size: 100 << 20,
-            resident: 10 << 20,
-        }),
+        usage: usage(100 << 20, 10 << 20),
         as_limit: Some(112 << 20),
         ..FakeOs::default()
     };
@@ -179,8 +174,7 @@ fn map_count_room_bounds_the_queue() {
     };
     E.start(&linux_defaults(), PAGE);
     for i in 0..100 {
-        let a = map(&E, &os, 3, 4 * i * PAGE as i64);
-        E.munmap(&os, a, 2 * PAGE).unwrap();
+        map_unmap(&E, &os, 3, 4 * i * PAGE as i64);
     }
     let peak = E.stats.get(Counter::PeakQueued);
     assert!(peak <= 32, "{peak}");
@@ -196,8 +190,7 @@ fn max_map_count_bounds_the_queue_from_the_first_deferral() {
     E.start(&linux_defaults(), PAGE);
     E.bound_entries_later();
     for i in 0..6 {
-        let a = map(&E, &os, 3, 2 * i * PAGE as i64);
-        E.munmap(&os, a, 2 * PAGE).unwrap();
+        map_unmap(&E, &os, 3, 2 * i * PAGE as i64);
         assert!(E.queued(&os).unwrap().0 <= 3);
     }
     assert_eq!(E.stats.get(Counter::PeakQueued), 3);
@@ -206,9 +199,8 @@ fn max_map_count_bounds_the_queue_from_the_first_deferral() {
 #[test]
 fn aged_eviction_keeps_young_windows_touching_an_evicted_run() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16); // the default policy, `aged`, with a 16-entry queue
-                   // 16 windows side by side, unmapped oldest first: all queued.
+    let os = started(&E); // the default policy, `aged`, with a 16-entry queue
+                          // 16 windows side by side, unmapped oldest first: all queued.
     let w: Vec<usize> = (0..16)
         .map(|i| map(&E, &os, 3, 2 * i * PAGE as i64))
         .collect();
@@ -218,14 +210,13 @@ fn aged_eviction_keeps_young_windows_touching_an_evicted_run() {
             w[0] + 2 * i * PAGE,
             "the fake kernel places them in a row"
         );
-        E.munmap(&os, a, 2 * PAGE).unwrap();
+        unmap(&E, &os, a);
     }
     assert_eq!(os.munmap_count(), 0);
     // One more: the queue is full. The two oldest must go; their old
     // neighbours (the oldest 7/8, 14 windows) share their munmap; the two
     // youngest, though touching that run, stay (`oldest` would unmap all 16).
-    let extra = map(&E, &os, 3, 64 * PAGE as i64);
-    E.munmap(&os, extra, 2 * PAGE).unwrap();
+    map_unmap(&E, &os, 3, 64 * PAGE as i64);
     assert_eq!(*os.munmaps.borrow(), [(w[0], 28 * PAGE)]);
     assert_eq!(E.queued(&os), Some((3, 6 * PAGE)));
     let mmaps = *os.mmaps.borrow();

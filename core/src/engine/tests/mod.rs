@@ -27,16 +27,40 @@ fn start(e: &Engine, max_entries: usize) {
     e.start(&cfg, PAGE);
 }
 
+/// The fake kernel of most tests, `e` started with a 16-entry queue.
+fn started(e: &Engine) -> FakeOs {
+    start(e, 16);
+    FakeOs::default()
+}
+
 fn map(e: &Engine, os: &FakeOs, fd: i32, off: i64) -> usize {
     e.mmap(os, 0, 2 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, fd, off)
         .unwrap()
 }
 
+/// Unmaps a window [`map`] made (deferred or not: the caller checks).
+fn unmap(e: &Engine, os: &FakeOs, a: usize) {
+    e.munmap(os, a, 2 * PAGE).unwrap();
+}
+
+/// A window [`map`]ped and at once [`unmap`]ped: its address.
+fn map_unmap(e: &Engine, os: &FakeOs, fd: i32, off: i64) -> usize {
+    let a = map(e, os, fd, off);
+    unmap(e, os, a);
+    a
+}
+
+/// The defaults with a byte cap of `max_bytes`.
+fn start_with_byte_cap(e: &Engine, max_bytes: usize) {
+    let mut cfg = linux_defaults();
+    cfg.max_bytes = Some(max_bytes);
+    e.start(&cfg, PAGE);
+}
+
 #[test]
 fn munmap_is_deferred_and_the_mapping_reused() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
+    let os = started(&E);
     let a = map(&E, &os, 3, 0);
     assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
     assert_eq!(os.munmap_count(), 0, "deferred");
@@ -53,8 +77,7 @@ fn munmap_is_deferred_and_the_mapping_reused() {
 #[test]
 fn ineligible_calls_pass_through() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
+    let os = started(&E);
     // Writable, shared, anonymous, write-only fd: all untracked.
     for (prot, flags, fd) in [
         (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE, 3),
@@ -73,8 +96,7 @@ fn ineligible_calls_pass_through() {
 #[test]
 fn partial_unmap_really_unmaps_and_untracks() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
+    let os = started(&E);
     let a = map(&E, &os, 3, 0);
     assert_eq!(E.munmap(&os, a, PAGE), Ok(()));
     assert_eq!(os.mapped(a), None);
@@ -88,8 +110,7 @@ fn partial_unmap_really_unmaps_and_untracks() {
 #[test]
 fn invalid_munmap_reaches_the_kernel() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
+    let os = started(&E);
     let a = map(&E, &os, 3, 0);
     assert_eq!(E.munmap(&os, a + 1, PAGE), Err(libc::EINVAL));
     assert_eq!(E.munmap(&os, a, 0), Err(libc::EINVAL));
@@ -99,10 +120,8 @@ fn invalid_munmap_reaches_the_kernel() {
 #[test]
 fn fixed_mapping_over_a_queued_range_unmaps_it_first() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
-    let a = map(&E, &os, 3, 0);
-    E.munmap(&os, a, 2 * PAGE).unwrap();
+    let os = started(&E);
+    let a = map_unmap(&E, &os, 3, 0);
     let r = E.mmap(
         &os,
         a,
@@ -121,18 +140,17 @@ fn fixed_mapping_over_a_queued_range_unmaps_it_first() {
 #[test]
 fn range_calls_release_queued_and_untrack_live() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
+    let os = started(&E);
     let a = map(&E, &os, 3, 0);
     let b = map(&E, &os, 4, 0);
-    E.munmap(&os, a, 2 * PAGE).unwrap();
+    unmap(&E, &os, a);
     // An mprotect over both: the freed one is really unmapped first (so the
     // kernel can answer ENOMEM as it would), the live one stops being tracked.
     let span = E.span(a.min(b), 4 * PAGE, Effect::Modify);
     let r = E.range_call(&os, &[span], || Ok::<_, Errno>(()));
     assert_eq!(r, Ok(()));
     assert_eq!(os.mapped(a), None);
-    E.munmap(&os, b, 2 * PAGE).unwrap();
+    unmap(&E, &os, b);
     assert_eq!(os.mapped(b), None, "untracked mapping unmapped for real");
 }
 
@@ -146,8 +164,8 @@ fn enomem_flushes_and_retries_once() {
     start(&E, 16);
     let a = map(&E, &os, 3, 0);
     let b = map(&E, &os, 4, 0);
-    E.munmap(&os, a, 2 * PAGE).unwrap();
-    E.munmap(&os, b, 2 * PAGE).unwrap();
+    unmap(&E, &os, a);
+    unmap(&E, &os, b);
     // Four pages queued, limit four: a fresh mapping needs the queue gone.
     let c = map(&E, &os, 5, 0);
     assert!(os.mapped(c).is_some());
@@ -161,8 +179,7 @@ fn enomem_flushes_and_retries_once() {
 #[test]
 fn contention_passes_through_and_is_reconciled() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
+    let os = started(&E);
     let a = map(&E, &os, 3, 0);
     {
         let Taken::Got(_held) = E.table.try_lock(&os) else {
@@ -195,8 +212,7 @@ fn contention_passes_through_and_is_reconciled() {
 fn disabled_engine_only_forwards() {
     static E: Engine = Engine::new();
     let os = FakeOs::default();
-    let a = map(&E, &os, 3, 0);
-    E.munmap(&os, a, 2 * PAGE).unwrap();
+    map_unmap(&E, &os, 3, 0);
     assert_eq!(os.munmap_count(), 1);
     assert_eq!(E.stats.get(Counter::MmapCalls), 0);
 }
@@ -204,18 +220,16 @@ fn disabled_engine_only_forwards() {
 #[test]
 fn mlockall_future_stops_deferral() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
+    let os = started(&E);
     let a = map(&E, &os, 3, 0);
     let b = map(&E, &os, 4, 0);
-    E.munmap(&os, a, 2 * PAGE).unwrap();
+    unmap(&E, &os, a);
     E.lock_all(&os, true, || Ok::<_, Errno>(())).unwrap();
     assert_eq!(os.mapped(a), None, "queue flushed");
-    E.munmap(&os, b, 2 * PAGE).unwrap();
+    unmap(&E, &os, b);
     assert_eq!(os.mapped(b), None, "not deferred while locked");
     E.unlock_all(|| Ok::<_, Errno>(())).unwrap();
-    let c = map(&E, &os, 5, 0);
-    E.munmap(&os, c, 2 * PAGE).unwrap();
+    let c = map_unmap(&E, &os, 5, 0);
     assert!(os.mapped(c).is_some(), "deferred again");
 }
 
@@ -225,30 +239,25 @@ fn mlockall_future_stops_deferral() {
 #[test]
 fn failing_mlockall_leaves_deferral_on() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
-    let a = map(&E, &os, 3, 0);
-    E.munmap(&os, a, 2 * PAGE).unwrap();
+    let os = started(&E);
+    let a = map_unmap(&E, &os, 3, 0);
     let enosys = || Err::<(), Errno>(libc::ENOSYS);
     assert_eq!(E.lock_all(&os, true, enosys), Err(libc::ENOSYS));
     assert_eq!(os.mapped(a), None, "queue flushed before the call");
     assert_eq!(E.unlock_all(enosys), Err(libc::ENOSYS));
-    let b = map(&E, &os, 4, 0);
-    E.munmap(&os, b, 2 * PAGE).unwrap();
+    let b = map_unmap(&E, &os, 4, 0);
     assert!(os.mapped(b).is_some(), "still deferred after ENOSYS");
     assert_eq!(map(&E, &os, 4, 0), b, "and reused");
-    E.munmap(&os, b, 2 * PAGE).unwrap();
+    unmap(&E, &os, b);
     // In force: a failing mlockall keeps it, a failing munlockall too.
     E.lock_all(&os, true, || Ok::<_, Errno>(())).unwrap();
     assert_eq!(E.lock_all(&os, true, enosys), Err(libc::ENOSYS));
     assert_eq!(E.unlock_all(enosys), Err(libc::ENOSYS));
-    let c = map(&E, &os, 5, 0);
-    E.munmap(&os, c, 2 * PAGE).unwrap();
+    let c = map_unmap(&E, &os, 5, 0);
     assert_eq!(os.mapped(c), None, "MCL_FUTURE still in force");
     // A successful mlockall(MCL_CURRENT) ends MCL_FUTURE (Linux).
     E.lock_all(&os, false, || Ok::<_, Errno>(())).unwrap();
-    let d = map(&E, &os, 6, 0);
-    E.munmap(&os, d, 2 * PAGE).unwrap();
+    let d = map_unmap(&E, &os, 6, 0);
     assert!(os.mapped(d).is_some(), "deferred again");
 }
 
@@ -258,12 +267,11 @@ fn failing_mlockall_leaves_deferral_on() {
 #[test]
 fn changed_file_is_not_reused_and_its_stale_mapping_unmapped() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
+    let os = started(&E);
     let a = map(&E, &os, 3, 0);
     let other = map(&E, &os, 3, 2 * PAGE as i64);
-    E.munmap(&os, a, 2 * PAGE).unwrap();
-    E.munmap(&os, other, 2 * PAGE).unwrap();
+    unmap(&E, &os, a);
+    unmap(&E, &os, other);
     os.rewrite(3);
     let mmaps = *os.mmaps.borrow();
     let b = map(&E, &os, 3, 0);
@@ -276,7 +284,7 @@ fn changed_file_is_not_reused_and_its_stale_mapping_unmapped() {
     assert_eq!(E.stats.get(Counter::Reused), 0);
     assert_eq!(E.queued(&os), Some((1, 2 * PAGE)), "only the other window");
     // The other window, never asked for again, leaves with the queue.
-    E.munmap(&os, b, 2 * PAGE).unwrap();
+    unmap(&E, &os, b);
     assert_eq!(map(&E, &os, 3, 0), b, "the new mapping is reused");
     E.lock_all(&os, false, || Ok::<_, Errno>(())).unwrap();
     assert_eq!(os.mapped(other), None, "stale window flushed, not leaked");
@@ -287,15 +295,13 @@ fn changed_file_is_not_reused_and_its_stale_mapping_unmapped() {
 fn each_munmap_is_counted_once() {
     static E: Engine = Engine::new();
     let os = FakeOs::default();
-    let mut cfg = linux_defaults();
-    cfg.max_bytes = Some(4 * PAGE);
-    E.start(&cfg, PAGE);
+    start_with_byte_cap(&E, 4 * PAGE);
     let a = map(&E, &os, 3, 0);
     let b = map(&E, &os, 3, 2 * PAGE as i64);
     let big = E
         .mmap(&os, 0, 6 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0)
         .unwrap();
-    E.munmap(&os, a, 2 * PAGE).unwrap(); // deferred
+    unmap(&E, &os, a); // deferred
     E.munmap(&os, big, 6 * PAGE).unwrap(); // too large to queue
     let c = map(&E, &os, 5, 0);
     E.munmap(&os, b, PAGE).unwrap(); // part of a mapping
@@ -303,7 +309,7 @@ fn each_munmap_is_counted_once() {
         let Taken::Got(_held) = E.table.try_lock(&os) else {
             panic!("free")
         };
-        E.munmap(&os, c, 2 * PAGE).unwrap(); // table busy
+        unmap(&E, &os, c); // table busy
     }
     let get = |c| E.stats.get(c);
     assert_eq!(get(Counter::MunmapCalls), 4);
@@ -316,8 +322,7 @@ fn each_munmap_is_counted_once() {
 #[test]
 fn calls_far_from_every_entry_skip_the_lock() {
     static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
+    let os = started(&E);
     // Nothing tracked: even with the table held, an anonymous munmap is
     // decided without it (no contention, nothing recorded).
     let anon = |e: &Engine| {
@@ -352,7 +357,7 @@ fn calls_far_from_every_entry_skip_the_lock() {
         };
         E.munmap(&os, y, 16 * PAGE).unwrap();
         assert_eq!(E.stats.get(Counter::PassContention), 0);
-        E.munmap(&os, a, 2 * PAGE).unwrap();
+        unmap(&E, &os, a);
         assert_eq!(E.stats.get(Counter::PassContention), 1);
     }
     // Once the table is empty again, the bound is empty too.

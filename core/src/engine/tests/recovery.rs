@@ -28,8 +28,8 @@ fn lock_abandoned_by_a_longjmp_is_recovered_not_a_nested_one() {
     cells.frame.set(loop_frame);
     let a = map(&E, &os, 3, 0);
     let b = map(&E, &os, 3, 2 * PAGE as i64);
-    E.munmap(&os, a, 2 * PAGE).unwrap();
-    E.munmap(&os, b, 2 * PAGE).unwrap();
+    unmap(&E, &os, a);
+    unmap(&E, &os, b);
     assert_eq!(E.queued(&os), Some((2, 4 * PAGE)));
     // A hook takes the table, and a longjmp leaves it.
     let Taken::Got(held) = E.table.try_lock(&os) else {

@@ -24,32 +24,32 @@ struct Workload {
     args: &'static [&'static str],
 }
 
+const fn workload(
+    name: &'static str,
+    repo: (usize, usize),
+    args: &'static [&'static str],
+) -> Workload {
+    Workload { name, repo, args }
+}
+
 const WORKLOADS: [Workload; 5] = [
-    Workload {
-        name: "log --raw, 3000 commits",
-        repo: (3000, 600),
-        args: &["log", "--raw"],
-    },
-    Workload {
-        name: "log -p, 3000 commits",
-        repo: (3000, 600),
-        args: &["log", "-p"],
-    },
-    Workload {
-        name: "log --raw, 20000 commits x 8000 files",
-        repo: (20000, 8000),
-        args: &["log", "--raw"],
-    },
-    Workload {
-        name: "log -p -n 4000, 20000 commits x 8000 files",
-        repo: (20000, 8000),
-        args: &["log", "-p", "-n", "4000"],
-    },
-    Workload {
-        name: "log -p -- src/d01 (one directory's history), 20000 x 8000",
-        repo: (20000, 8000),
-        args: &["log", "-p", "--", "src/d01"],
-    },
+    workload("log --raw, 3000 commits", (3000, 600), &["log", "--raw"]),
+    workload("log -p, 3000 commits", (3000, 600), &["log", "-p"]),
+    workload(
+        "log --raw, 20000 commits x 8000 files",
+        (20000, 8000),
+        &["log", "--raw"],
+    ),
+    workload(
+        "log -p -n 4000, 20000 commits x 8000 files",
+        (20000, 8000),
+        &["log", "-p", "-n", "4000"],
+    ),
+    workload(
+        "log -p -- src/d01 (one directory's history), 20000 x 8000",
+        (20000, 8000),
+        &["log", "-p", "--", "src/d01"],
+    ),
 ];
 
 const CAPS: [&str; 5] = ["4M", "8M", "16M", "32M", "64M"];

@@ -84,55 +84,31 @@ pub fn bench_git(repo: &Path, what: &[&str], rounds: usize, scratch: &Path) {
         calls.push(mm + mu);
     }
     println!("\ndistinct windows (length, fd, offset) in the tiny-window run: {windows}");
-    let rows = [
-        (
-            "wall: munmapq / tiny windows without",
-            wall[3] / wall[1],
-            0.85,
-        ),
-        ("CPU: munmapq / tiny windows without", cpu[3] / cpu[1], 0.85),
-        (
-            "wall: munmapq / default config (floor)",
-            wall[3] / wall[0],
-            1.04,
-        ),
-        (
-            "CPU: munmapq / default config (floor)",
-            cpu[3] / cpu[0],
-            1.04,
-        ),
-        (
-            "CPU: tiny windows without / floor (what tiny windows cost git)",
-            cpu[1] / cpu[0],
-            f64::NAN,
-        ),
-        (
-            "wall: seed queue / tiny windows without",
-            wall[2] / wall[1],
-            f64::NAN,
-        ),
-        (
-            "CPU: seed queue / tiny windows without",
-            cpu[2] / cpu[1],
-            f64::NAN,
-        ),
-        (
-            "mmap+munmap syscalls: munmapq / distinct windows",
-            calls[3] as f64 / windows.max(1) as f64,
-            1.05,
-        ),
-        ("peak RSS: munmapq / default config", rss[3] / rss[0], 1.0),
-        (
-            "peak RSS: munmapq / tiny windows without",
-            rss[3] / rss[1],
-            1.5,
-        ),
-        (
-            "peak RSS: seed queue / tiny windows without",
-            rss[2] / rss[1],
-            f64::NAN,
-        ),
-    ];
+    // Wall and CPU time, each as a ratio of configuration a's to b's.
+    let both = |what: &str, a: usize, b: usize, bound: f64| {
+        [("wall", &wall), ("CPU", &cpu)].map(|(m, v)| (format!("{m}: {what}"), v[a] / v[b], bound))
+    };
+    let mut rows = Vec::new();
+    rows.extend(both("munmapq / tiny windows without", 3, 1, 0.85));
+    rows.extend(both("munmapq / default config (floor)", 3, 0, 1.04));
+    rows.push((
+        "CPU: tiny windows without / floor (what tiny windows cost git)".into(),
+        cpu[1] / cpu[0],
+        f64::NAN,
+    ));
+    rows.extend(both("seed queue / tiny windows without", 2, 1, f64::NAN));
+    rows.push((
+        "mmap+munmap syscalls: munmapq / distinct windows".into(),
+        calls[3] as f64 / windows.max(1) as f64,
+        1.05,
+    ));
+    for (what, a, b, bound) in [
+        ("munmapq / default config", 3, 0, 1.0),
+        ("munmapq / tiny windows without", 3, 1, 1.5),
+        ("seed queue / tiny windows without", 2, 1, f64::NAN),
+    ] {
+        rows.push((format!("peak RSS: {what}"), rss[a] / rss[b], bound));
+    }
     print_ratios(&rows);
 }
 
@@ -146,16 +122,5 @@ pub fn bench_passthrough(repo: &Path, log: &[&str], rounds: usize) {
         preload_env(&mut c, p);
         c
     };
-    let m = alternate(
-        2 * rounds,
-        &[&|| run(Preload::No), &|| run(Preload::Munmapq)],
-    );
-    println!(
-        "median wall {:.3} s without, {:.3} s with; CPU {:.3} s without, {:.3} s with",
-        m[0].0, m[1].0, m[0].1, m[1].1
-    );
-    print_ratios(&[
-        ("wall: munmapq / without", m[1].0 / m[0].0, 1.02),
-        ("CPU: munmapq / without", m[1].1 / m[0].1, 1.02),
-    ]);
+    without_and_with(rounds, 3, run);
 }

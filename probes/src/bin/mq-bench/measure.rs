@@ -193,48 +193,79 @@ pub fn git_command(repo: &Path, tiny: bool, what: &[&str]) -> Command {
 }
 
 pub fn make_repo(dir: &Path, commits: usize, files: usize) -> PathBuf {
-    let repo = dir.join(format!("bench-repo-{commits}-{files}"));
+    let name = format!("bench-repo-{commits}-{files}");
+    generated_repo(
+        dir,
+        &name,
+        &format!("{commits} commits, {files} files"),
+        |repo| {
+            let mut fi = Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .args(["fast-import", "--quiet"])
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap();
+            {
+                let mut w = std::io::BufWriter::new(fi.stdin.take().unwrap());
+                munmapq_probes::repo::fast_import(commits, files, &mut w).unwrap();
+            }
+            assert!(fi.wait().unwrap().success());
+            let st = Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .args(["repack", "-adq"])
+                .status()
+                .unwrap();
+            assert!(st.success());
+        },
+    )
+}
+
+/// `dir/name`, a repository generated once and kept for later runs: `git
+/// init`, then `fill(repo)`, then a file `done` (a repository without one
+/// was cut short and is generated again). `what` says what it will hold.
+pub fn generated_repo(dir: &Path, name: &str, what: &str, fill: impl FnOnce(&Path)) -> PathBuf {
+    let repo = dir.join(name);
     if repo.join("done").exists() {
         return repo;
     }
     let _ = std::fs::remove_dir_all(&repo);
-    eprintln!(
-        "generating {} ({commits} commits, {files} files)...",
-        repo.display()
-    );
+    eprintln!("generating {} ({what})...", repo.display());
     let st = Command::new("git")
         .args(["init", "-q", "-b", "main"])
         .arg(&repo)
         .status()
         .unwrap();
     assert!(st.success());
-    let mut fi = Command::new("git")
-        .arg("-C")
-        .arg(&repo)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        let mut w = std::io::BufWriter::new(fi.stdin.take().unwrap());
-        munmapq_probes::repo::fast_import(commits, files, &mut w).unwrap();
-    }
-    assert!(fi.wait().unwrap().success());
-    let st = Command::new("git")
-        .arg("-C")
-        .arg(&repo)
-        .args(["repack", "-adq"])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    fill(&repo);
     std::fs::write(repo.join("done"), "").unwrap();
     repo
 }
 
-pub fn print_ratios(rows: &[(&str, f64, f64)]) {
+/// The same command `without_and_with(Preload::No)` and `(Preload::Munmapq)`,
+/// alternated for `rounds` rounds each: the medians (`digits` decimals) and
+/// their ratios.
+pub fn without_and_with(rounds: usize, digits: usize, cmd: impl Fn(Preload) -> Command) {
+    let m = alternate(
+        2 * rounds,
+        &[&|| cmd(Preload::No), &|| cmd(Preload::Munmapq)],
+    );
+    println!(
+        "median wall {:.digits$} s without, {:.digits$} s with; CPU {:.digits$} s without, {:.digits$} s with",
+        m[0].0, m[1].0, m[0].1, m[1].1
+    );
+    print_ratios(&[
+        ("wall: munmapq / without", m[1].0 / m[0].0, 1.02),
+        ("CPU: munmapq / without", m[1].1 / m[0].1, 1.02),
+    ]);
+}
+
+pub fn print_ratios<S: AsRef<str>>(rows: &[(S, f64, f64)]) {
     println!("\n| ratio | value | bound | |");
     println!("| --- | --- | --- | --- |");
-    for &(name, v, bound) in rows {
+    for (name, v, bound) in rows {
+        let (name, v, bound) = (name.as_ref(), *v, *bound);
         if bound.is_nan() {
             println!("| {name} | {v:.3} | - | |");
         } else {

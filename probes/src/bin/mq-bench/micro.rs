@@ -134,16 +134,5 @@ pub fn bench_anon(rounds: usize) {
         preload_env(&mut c, p);
         c
     };
-    let m = alternate(
-        2 * rounds,
-        &[&|| cmd(Preload::No), &|| cmd(Preload::Munmapq)],
-    );
-    println!(
-        "median wall {:.4} s without, {:.4} s with; CPU {:.4} s without, {:.4} s with",
-        m[0].0, m[1].0, m[0].1, m[1].1
-    );
-    print_ratios(&[
-        ("wall: munmapq / without", m[1].0 / m[0].0, 1.02),
-        ("CPU: munmapq / without", m[1].1 / m[0].1, 1.02),
-    ]);
+    without_and_with(rounds, 4, cmd);
 }

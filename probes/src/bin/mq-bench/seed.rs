@@ -3,7 +3,7 @@
 //! larger than one window, and the scaled 64m/128m variant. Printed next to
 //! the seed's figures.
 
-use crate::measure::{measure, median, preload_env, strace_counts, Preload};
+use crate::measure::{generated_repo, measure, median, preload_env, strace_counts, Preload};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -11,40 +11,32 @@ use std::process::{Command, Stdio};
 /// adding a `blob_kib` KiB incompressible blob (stored uncompressed, so it
 /// is quick to generate), text edits in 300 directories.
 pub fn make_big_repo(dir: &Path, commits: usize, blob_kib: usize) -> PathBuf {
-    let repo = dir.join(format!("seed-repo-{commits}-{blob_kib}"));
-    if repo.join("done").exists() {
-        return repo;
-    }
-    let _ = std::fs::remove_dir_all(&repo);
-    eprintln!(
-        "generating {} ({commits} commits, a {} MiB pack)...",
-        repo.display(),
+    let name = format!("seed-repo-{commits}-{blob_kib}");
+    let what = format!(
+        "{commits} commits, a {} MiB pack",
         commits * blob_kib / 1024
     );
-    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
-    ok(Command::new("git")
-        .args(["init", "-q", "-b", "main"])
-        .arg(&repo));
-    let probe = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("mq-probe");
-    let mut gen = Command::new(probe)
-        .args(["fast-import-big", &commits.to_string(), "300"])
-        .arg(blob_kib.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    ok(Command::new("git")
-        .arg("-C")
-        .arg(&repo)
-        .args(["-c", "pack.compression=0", "-c", "core.compression=0"])
-        .args(["fast-import", "--quiet"])
-        .stdin(gen.stdout.take().unwrap()));
-    assert!(gen.wait().unwrap().success());
-    std::fs::write(repo.join("done"), "").unwrap();
-    repo
+    generated_repo(dir, &name, &what, |repo| {
+        let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+        let probe = std::env::current_exe()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("mq-probe");
+        let mut gen = Command::new(probe)
+            .args(["fast-import-big", &commits.to_string(), "300"])
+            .arg(blob_kib.to_string())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        ok(Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["-c", "pack.compression=0", "-c", "core.compression=0"])
+            .args(["fast-import", "--quiet"])
+            .stdin(gen.stdout.take().unwrap()));
+        assert!(gen.wait().unwrap().success());
+    })
 }
 
 fn git(repo: &Path, settings: &[&str], what: &[&str]) -> Command {

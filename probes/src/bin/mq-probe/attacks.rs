@@ -3,6 +3,7 @@
 //! `mseal`. Each prints `name: result`; the tests require the same output
 //! with and without the library, with default and tiny queues.
 
+use munmapq_check::invariants::write_then_map_again;
 use munmapq_check::sys::*;
 
 extern "C" {
@@ -48,19 +49,8 @@ pub fn run(file: &str, group: Option<&str>) {
 /// `pkey_mprotect` is `mprotect` with a protection key: it must end
 /// tracking the same way and see freed ranges as freed.
 fn pkeys(fd: i32, pg: usize, say: &dyn Fn(&str, String)) {
-    let a = map_file(fd, 20 * pg, pg).unwrap();
-    say(
-        "pkey_mprotect rw",
-        show(pkey_protect(a, pg, R | libc::PROT_WRITE), true),
-    );
-    poke(a, 0, pattern(20 * pg).wrapping_add(1));
-    munmap(a, pg).unwrap();
-    let b = map_file(fd, 20 * pg, pg).unwrap();
-    say(
-        "pkey_mprotect written, fresh data",
-        format!("{}", peek(b, 0) == pattern(20 * pg)),
-    );
-    munmap(b, pg).unwrap();
+    let names = ("pkey_mprotect rw", "pkey_mprotect written, fresh data");
+    let b = write_then_map_again(fd, 20 * pg, pg, pkey_protect, names, say);
     say("pkey_mprotect freed", show(pkey_protect(b, pg, R), true));
     let c = map_file(fd, 21 * pg, pg).unwrap();
     munmap(c, pg).unwrap();

@@ -25,56 +25,41 @@ fn arg(args: &[String], i: usize, default: usize) -> usize {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let file = args.get(1).cloned().unwrap_or_default();
+    // The scenario's numbers: argument i, or its default.
+    let n = |i, default| arg(&args, i, default);
     let code = match args.first().map(String::as_str) {
         Some("mkfile") => {
-            sys::make_file(&file, arg(&args, 2, 256));
+            sys::make_file(&file, n(2, 256));
             0
         }
         Some("fast-import") => {
             let out = std::io::stdout();
             let mut w = std::io::BufWriter::new(out.lock());
-            repo::fast_import(arg(&args, 1, 1000), arg(&args, 2, 400), &mut w)
-                .expect("write stream");
+            repo::fast_import(n(1, 1000), n(2, 400), &mut w).expect("write stream");
             0
         }
         Some("fast-import-big") => {
             let out = std::io::stdout();
             let mut w = std::io::BufWriter::new(out.lock());
-            repo::fast_import_big(
-                arg(&args, 1, 3000),
-                arg(&args, 2, 1000),
-                arg(&args, 3, 200),
-                &mut w,
-            )
-            .expect("write stream");
+            repo::fast_import_big(n(1, 3000), n(2, 1000), n(3, 200), &mut w).expect("write stream");
             0
         }
         #[cfg(target_os = "linux")]
         Some("as-room") => {
-            headroom::as_room(
-                &file,
-                arg(&args, 2, 12),
-                arg(&args, 3, 3072),
-                arg(&args, 4, 10),
-            );
+            headroom::as_room(&file, n(2, 12), n(3, 3072), n(4, 10));
             0
         }
         #[cfg(target_os = "linux")]
         Some("as-headroom") => {
-            headroom::as_headroom(&file, arg(&args, 2, 3072));
+            headroom::as_headroom(&file, n(2, 3072));
             0
         }
         #[cfg(target_os = "linux")]
         Some("map-room") => {
-            headroom::map_room(
-                &file,
-                arg(&args, 2, 150),
-                arg(&args, 3, 100),
-                arg(&args, 4, 50),
-            );
+            headroom::map_room(&file, n(2, 150), n(3, 100), n(4, 50));
             0
         }
-        Some("random") => random::run(&file, arg(&args, 2, 1) as u64, arg(&args, 3, 200)),
+        Some("random") => random::run(&file, n(2, 1) as u64, n(3, 200)),
         Some("invariants") => {
             invariants::run(&file);
             0
@@ -88,14 +73,14 @@ fn main() {
         Some("last-close") => last_close(&args),
         Some("cycle") => stress::cycle(
             &file,
-            arg(&args, 2, 1000),
-            arg(&args, 3, 64),
+            n(2, 1000),
+            n(3, 64),
             args.get(4).is_some_and(|a| a == "leak"),
         ),
-        Some("threads") => stress::threads(&file, arg(&args, 2, 4), arg(&args, 3, 10000)),
-        Some("forks") => stress::forks(&file, arg(&args, 2, 100)),
-        Some("rewrite") => rewrite::run(&file, arg(&args, 2, 6)),
-        Some("signals") => stress::signals(&file, arg(&args, 2, 100000)),
+        Some("threads") => stress::threads(&file, n(2, 4), n(3, 10000)),
+        Some("forks") => stress::forks(&file, n(2, 100)),
+        Some("rewrite") => rewrite::run(&file, n(2, 6)),
+        Some("signals") => stress::signals(&file, n(2, 100000)),
         _ => {
             eprintln!("usage: mq-probe mkfile|fast-import|fast-import-big|as-room|as-headroom|map-room|random|invariants|attacks|last-close|cycle|threads|forks|signals|rewrite FILE [N...]");
             2

@@ -79,6 +79,24 @@ pub struct Counts {
     pub deferred: u64,
 }
 
+/// A map of `k`, in either model: the last queued window of its key is
+/// reused (`dequeue` takes it out of the model's queue), or it is a miss.
+fn reuse<E, R>(
+    k: Key,
+    by_key: &mut HashMap<Key, Vec<E>>,
+    bytes: &mut usize,
+    c: &mut Counts,
+    dequeue: impl FnOnce(E) -> R,
+) {
+    match by_key.get_mut(&k).and_then(|v| v.pop()) {
+        Some(e) => {
+            dequeue(e);
+            *bytes -= k.3;
+        }
+        None => c.misses += 1,
+    }
+}
+
 /// Exact LRU: evicts the least recently unmapped window, one munmap each,
 /// just enough to fit.
 pub fn lru(ws: &[WindowEvent], caps: &[usize], max_n: usize) -> Counts {
@@ -88,18 +106,11 @@ pub fn lru(ws: &[WindowEvent], caps: &[usize], max_n: usize) -> Counts {
     let (mut bytes, mut seq) = (0usize, 0u64);
     for w in ws {
         match *w {
-            WindowEvent::Map(k) => match by_key.get_mut(&k).and_then(|v| v.pop()) {
-                Some(s) => {
-                    queue.remove(&s);
-                    bytes -= k.3;
-                }
-                None => c.misses += 1,
-            },
+            WindowEvent::Map(k) => reuse(k, &mut by_key, &mut bytes, &mut c, |s| queue.remove(&s)),
+            // Larger than the cap: never queued.
+            WindowEvent::Unmap(k, i) if k.3 > caps[i] => {}
             WindowEvent::Unmap(k, i) => {
                 let cap = caps[i];
-                if k.3 > cap {
-                    continue;
-                }
                 while bytes + k.3 > cap || queue.len() >= max_n {
                     let (s, old) = queue.pop_first().unwrap();
                     by_key.get_mut(&old).unwrap().retain(|x| *x != s);
@@ -139,18 +150,11 @@ pub fn opt(ws: &[WindowEvent], caps: &[usize], max_n: usize) -> Counts {
     let mut bytes = 0usize;
     for (j, w) in ws.iter().enumerate() {
         match *w {
-            WindowEvent::Map(k) => match by_key.get_mut(&k).and_then(|v| v.pop()) {
-                Some(e) => {
-                    queue.remove(&e);
-                    bytes -= k.3;
-                }
-                None => c.misses += 1,
-            },
+            WindowEvent::Map(k) => reuse(k, &mut by_key, &mut bytes, &mut c, |e| queue.remove(&e)),
+            // Larger than the cap: never queued.
+            WindowEvent::Unmap(k, i) if k.3 > caps[i] => {}
             WindowEvent::Unmap(k, i) => {
                 let cap = caps[i];
-                if k.3 > cap {
-                    continue;
-                }
                 let me = (next[j], j);
                 let mut keep = true;
                 while bytes + k.3 > cap || queue.len() >= max_n {
