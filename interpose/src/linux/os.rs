@@ -3,8 +3,8 @@
 
 use super::{file, proc};
 use munmapq_core::file::{readable_open_flags, FileFacts, PATH_ONLY};
-use munmapq_core::os::{Os, PerThread};
 use munmapq_core::os::Usage;
+use munmapq_core::os::{Os, PerThread};
 
 pub struct RealOs;
 
