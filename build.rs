@@ -62,7 +62,9 @@ fn wrapper(src: &Path, out: &Path) -> PathBuf {
     let manifest = dir.join("Cargo.toml");
     let text = format!(
         "# Written by the munmapq launcher's build script.\n\
-         [package]\nname = \"libmunmapq\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
+         [package]\nname = \"libmunmapq\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\
+         # interpose/cdylib_build.rs: no libiconv in the Apple dylib.\n\
+         build = {}\n\n\
          [lib]\nname = \"munmapq\"\ncrate-type = [\"cdylib\"]\n\n\
          [dependencies]\nmunmapq-interpose = {{ path = {} }}\n\n\
          # The library never unwinds into the program that loaded it; in\n\
@@ -71,6 +73,7 @@ fn wrapper(src: &Path, out: &Path) -> PathBuf {
          [profile.dev]\npanic = \"abort\"\n\
          [profile.release]\npanic = \"abort\"\nlto = true\ncodegen-units = 1\n\n\
          [workspace]\n",
+        toml_str(&src.join("cdylib_build.rs")),
         toml_str(src),
     );
     std::fs::write(&manifest, text)

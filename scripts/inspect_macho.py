@@ -6,8 +6,12 @@ hook_table!, SRC being interpose/src), in that order, each original bound to
 libSystem's symbol and each replacement pointing at our hook (a function
 NAME in a module `hooks`), no two originals one address in libSystem
 (scripts/libsystem_aliases.txt: dyld would keep one of the two pairs), and no
-hook is exported under its bare C name. Every slice of a universal (fat) file
-is checked; --archs arm64,x86_64 requires those slices.
+hook is exported under its bare C name; every libSystem entry point of the
+system calls the hooks stand for (ENTRY_POINTS) is an original or one address
+with one; the dylib imports no cancellation point but the originals
+(CANCELABLE: a hook must not end the thread) and loads no library but
+libSystem. Every slice of a universal (fat) file is checked; --archs
+arm64,x86_64 requires those slices.
 Usage: inspect_macho.py [--archs A,B] SRC DYLIB...
        inspect_macho.py --selftest   (the alias check on known aliases)
        inspect_macho.py --restrict-fixtures DIR EXE [MACHO...]
@@ -37,6 +41,58 @@ def macos_hooks(src):
     """macOS's hooks, in the order of its interpose table."""
     return (hook_names(os.path.join(src, "lib.rs"), "shared_hooks")
             + hook_names(os.path.join(src, "macos", "mod.rs"), "hook_table"))
+
+
+def link_names(src):
+    """{rust name: C name} for the libSystem functions macos/real.rs declares
+    under another link name (`msync_nocancel` is `msync$NOCANCEL`)."""
+    text = open(os.path.join(src, "macos", "real.rs")).read()
+    return dict((m.group(2), m.group(1)) for m in re.finditer(
+        r'#\[link_name = "([^"]+)"\]\s*pub fn (\w+)', text))
+
+
+def c_symbol(name, links):
+    """The Mach-O symbol of a hook's original."""
+    return "_" + links.get(name, name)
+
+
+# Every libSystem (libsystem_kernel) symbol a program can bind to reach the
+# system calls the shared hooks stand for: the C wrappers and the raw stubs
+# they call (xnu libsyscall/wrappers/unix03/mmap.c and munmap.c call
+# ___mmap and ___munmap), and the stubs' aliases (syscall.map). Each must be
+# an interpose original or one address with one, else a program binding it
+# maps, unmaps or changes memory unseen.
+ENTRY_POINTS = [
+    "_mmap", "___mmap", "_munmap", "___munmap",
+    "_mprotect", "___mprotect", "_madvise", "_posix_madvise",
+    "_msync", "___msync", "_msync$NOCANCEL", "___msync_nocancel",
+    "_mlock", "_munlock", "_mlockall", "_munlockall", "_mincore",
+]
+
+# The system calls that act on a pending pthread cancel (xnu bsd/: the ones
+# that call __pthread_testcancel(1), kern_descrip.c sys_fcntl and sys_close,
+# sys_generic.c read/write/select/poll and their p- and v- forms,
+# vfs_syscalls.c open/openat/fsync/fdatasync, kern_mman.c msync, kern_exit.c
+# wait4/waitid, kern_sig.c sigsuspend/__sigwait/__semwait_signal,
+# uipc_syscalls.c, posix_sem.c sem_wait, sysv_msg.c, kern_aio.c
+# aio_suspend), by the names libSystem exports for their cancelable forms.
+# The library may import one only as an interpose original (the program's
+# own call, passed through).
+CANCELABLE = {
+    "_fcntl", "_close", "_read", "_pread", "_readv", "_preadv", "_write",
+    "_pwrite", "_writev", "_pwritev", "_select", "_select$DARWIN_EXTSN",
+    "_pselect", "_pselect$DARWIN_EXTSN", "_poll", "_open", "_openat", "_fsync",
+    "_fdatasync", "_msync", "_wait4", "_waitid", "_waitpid", "_sigsuspend",
+    "_sigwait", "_accept", "_connect", "_recvfrom", "_recvmsg", "_sendmsg",
+    "_sendto", "_sem_wait", "_msgrcv", "_msgsnd", "_aio_suspend",
+    "_nanosleep", "_sleep", "_usleep", "_pause", "_pthread_join",
+    "_pthread_cond_wait", "_pthread_cond_timedwait", "_pthread_testcancel",
+}
+
+LOAD_DYLIB_ONLY = ["/usr/lib/libSystem.B.dylib"]
+
+# {rust name: C name}, from macos/real.rs (main fills it).
+LINKS = {}
 
 
 ALIASES_TXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libsystem_aliases.txt")
@@ -70,6 +126,13 @@ def slice_arch(b):
     if cpu == "ARM64":
         return "arm64e" if sub == 2 else "arm64"
     return {"X86_64": "x86_64"}.get(cpu, cpu.lower())
+
+
+def uncovered_entry_points(originals, arch, aliases):
+    """ENTRY_POINTS that are neither an original nor one address with one."""
+    same = aliases.get(arch, {})
+    covered = {same.get(o, o) for o in originals}
+    return [e for e in ENTRY_POINTS if same.get(e, e) not in covered]
 
 
 def check(path, hooks, aliases):
@@ -115,16 +178,31 @@ def check_slice(path, b, arch, hooks, aliases):
             failures.append(f"{path}: no pair for {name}")
             continue
         sym, lib = binds.get(16 * i + 8, (None, ""))
-        if sym != "_" + name or "libSystem" not in lib:
-            failures.append(f"{path}: pair {i} original binds {sym!r} from {lib!r}, expected _{name} from libSystem")
+        want = c_symbol(name, LINKS)
+        if sym != want or "libSystem" not in lib:
+            failures.append(f"{path}: pair {i} original binds {sym!r} from {lib!r}, expected {want} from libSystem")
         target = struct.unpack_from("<Q", content, 16 * i)[0]
-        mangled = f"5hooks{len(name)}{name}"
+        # Rust's v0 mangling puts a `_` between the length and an identifier
+        # that starts with `_` or a digit (`__mmap` is `6___mmap`).
+        sep = "_" if name[0] == "_" or name[0].isdigit() else ""
+        mangled = f"5hooks{len(name)}{sep}{name}"
         if not any(mangled in n for n in by_addr.get(target, [])):
             failures.append(f"{path}: pair {i} replacement {target:#x} is {by_addr.get(target)}, expected hooks::{name}")
+    for e in uncovered_entry_points(originals, arch, aliases):
+        failures.append(f"{path}: libSystem's {e} is neither interposed nor an alias of an original")
     exported = {s.name for s in b.exported_symbols}
-    for name in hooks + ["mmap64", "mremap", "mlock2", "posix_madvise"]:
-        if "_" + name in exported:
-            failures.append(f"{path}: exports bare _{name}")
+    for name in [c_symbol(h, LINKS) for h in hooks] + ["_mmap64", "_mremap", "_mlock2", "_posix_madvise"]:
+        if name in exported:
+            failures.append(f"{path}: exports bare {name}")
+    imported = {s.name for s in b.imported_symbols}
+    for name in sorted((imported & CANCELABLE) - set(originals)):
+        failures.append(f"{path}: imports the cancellation point {name} (use its $NOCANCEL variant)")
+    load_kinds = {lief.MachO.LoadCommand.TYPE.LOAD_DYLIB, lief.MachO.LoadCommand.TYPE.LOAD_WEAK_DYLIB,
+                  lief.MachO.LoadCommand.TYPE.REEXPORT_DYLIB, lief.MachO.LoadCommand.TYPE.LAZY_LOAD_DYLIB,
+                  lief.MachO.LoadCommand.TYPE.LOAD_UPWARD_DYLIB}
+    loads = [c.name for c in b.commands if c.command in load_kinds]
+    if loads != LOAD_DYLIB_ONLY:
+        failures.append(f"{path}: loads {loads}, expected only {LOAD_DYLIB_ONLY} (every program it is inserted into loads them)")
     return failures
 
 
@@ -135,7 +213,21 @@ def selftest():
     assert aliased_originals(["_fstat", "_fstat64"], "arm64", aliases)
     assert not aliased_originals(["_fstat", "_fstat64"], "x86_64", aliases)  # there: _fstat$INODE64
     assert not aliased_originals(["_mmap", "_munmap", "_mprotect", "_madvise", "_msync"], "arm64", aliases)
-    print("inspect_macho selftest: the alias check refuses _madvise + _posix_madvise, accepts the hooks")
+    # msync$NOCANCEL is its own system call, not msync's alias; ___mprotect is mprotect.
+    assert not aliased_originals(["_msync", "_msync$NOCANCEL", "___mmap", "___munmap", "_mmap"], "x86_64", aliases)
+    assert aliased_originals(["_msync$NOCANCEL", "___msync_nocancel"], "arm64", aliases)
+    assert aliased_originals(["_mprotect", "___mprotect"], "arm64", aliases)
+    full = ["_mmap", "_munmap", "_mprotect", "_madvise", "_mlock", "_munlock", "_mlockall",
+            "_munlockall", "_msync", "_mincore", "___mmap", "___munmap", "_msync$NOCANCEL"]
+    for arch in ("arm64", "x86_64"):
+        assert not uncovered_entry_points(full, arch, aliases)
+        assert uncovered_entry_points([o for o in full if o != "___mmap"], arch, aliases) == ["___mmap"]
+        assert uncovered_entry_points([o for o in full if o != "_msync$NOCANCEL"], arch, aliases) == \
+            ["_msync$NOCANCEL", "___msync_nocancel"]
+    assert link_names(os.path.join(os.path.dirname(ALIASES_TXT), "..", "interpose", "src")).get(
+        "msync_nocancel") == "msync$NOCANCEL"
+    print("inspect_macho selftest: the alias check refuses _madvise + _posix_madvise, accepts the hooks; "
+          "the entry-point check refuses a table without ___mmap or msync$NOCANCEL")
 
 
 def lief_restricted(b):
@@ -193,6 +285,7 @@ def main():
         want, args = args[1].split(","), args[2:]
     hooks = macos_hooks(args[0])
     assert hooks, "no hooks found in " + args[0]
+    LINKS.update(link_names(args[0]))
     aliases = load_aliases()
     passed = failed = 0
     for path in args[1:]:
@@ -203,8 +296,10 @@ def main():
             print("\n".join(failures))
         else:
             passed += 1
-            print(f"{path} ({' + '.join(archs)}): {len(hooks)} interpose pairs each ({', '.join(hooks)}), "
-                  "originals bound to libSystem and none aliases another, no bare exports")
+            print(f"{path} ({' + '.join(archs)}): {len(hooks)} interpose pairs each "
+                  f"({', '.join(c_symbol(h, LINKS)[1:] for h in hooks)}), originals bound to libSystem, none "
+                  "aliases another, every entry point covered, no bare exports, no cancelable import, "
+                  "loads only libSystem")
     print(f"macho: {passed} passed, {failed} failed")
     sys.exit(1 if failed or not passed else 0)
 

@@ -9,6 +9,16 @@
 //! than the rest of its bookkeeping). Exact in a single-threaded program; when
 //! threads update the same counter at the same instant one update can be
 //! lost, which statistics can afford.
+//!
+//! The counters every call bumps outside the queue's lock ([`HOT`]) are
+//! striped: [`STRIPES`] copies, each stripe on its own cache line, a thread
+//! picking its stripe by its stack address; a value read is the sum of its
+//! stripes. On macOS libmalloc's own `mach_vm_deallocate`, `madvise` and
+//! `mprotect` calls from every thread go through the hooks (they cross from
+//! libsystem_malloc into libsystem_kernel through the shared cache's
+//! patchable uses, which dyld rebinds), so one shared line written by each
+//! call would bounce between the cores of a multi-threaded program that
+//! never maps a file.
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -74,8 +84,69 @@ counters! {
 
 pub const COUNTERS: usize = Counter::ALL.len();
 
+/// The counters bumped on every call's path outside the queue's lock, from
+/// any thread (the others are bumped with the queue held, or rarely).
+pub const HOT: [Counter; 8] = [
+    Counter::MmapCalls,
+    Counter::MunmapCalls,
+    Counter::OtherCalls,
+    Counter::PassIneligible,
+    Counter::MmapSyscalls,
+    Counter::MunmapSyscalls,
+    Counter::PassUntracked,
+    Counter::PassContention,
+];
+
+/// Where a counter sits among [`HOT`]'s.
+const fn hot_slot(c: Counter) -> Option<usize> {
+    let mut i = 0;
+    while i < HOT.len() {
+        if HOT[i] as usize == c as usize {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+// A peak is not a sum of stripes.
+const _: () = {
+    let mut i = 0;
+    while i < HOT.len() {
+        assert!(matches!(HOT[i].merge(), Merge::Sum));
+        i += 1;
+    }
+};
+
+/// How many copies of the hot counters (a power of two).
+pub const STRIPES: usize = 8;
+
+/// One copy of the hot counters, alone on its cache line: 128 bytes, the
+/// line of Apple's arm64 cores and the pair of 64-byte lines x86's spatial
+/// prefetcher fetches together (as crossbeam-utils' `CachePadded` pads for
+/// x86_64 and aarch64).
+#[repr(C, align(128))]
+struct Stripe([AtomicU64; HOT.len()]);
+
+/// The other counters, on lines of their own (not shared with the engine's
+/// lock word or a stripe).
+#[repr(C, align(128))]
+struct Cold([AtomicU64; COUNTERS]);
+
+/// The calling thread's stripe: its stack address in 64 KiB units, hashed
+/// (threads' stacks are distinct regions of at least 512 KiB on macOS and
+/// 8 MiB by default on Linux; a thread that moves to another stripe, or two
+/// threads that share one, only share a line, never lose a count's place).
+#[inline(always)]
+fn stripe() -> usize {
+    let probe = 0u8;
+    let at = core::ptr::addr_of!(probe) as usize as u64;
+    ((at >> 16).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STRIPES.trailing_zeros())) as usize
+}
+
 pub struct Stats {
-    values: [AtomicU64; COUNTERS],
+    hot: [Stripe; STRIPES],
+    values: Cold,
 }
 
 impl Default for Stats {
@@ -87,13 +158,23 @@ impl Default for Stats {
 impl Stats {
     pub const fn new() -> Self {
         Stats {
-            values: [const { AtomicU64::new(0) }; COUNTERS],
+            hot: [const { Stripe([const { AtomicU64::new(0) }; HOT.len()]) }; STRIPES],
+            values: Cold([const { AtomicU64::new(0) }; COUNTERS]),
         }
     }
 
     #[inline]
     pub fn add(&self, c: Counter, n: u64) {
-        let v = &self.values[c as usize];
+        self.add_in(stripe(), c, n);
+    }
+
+    /// `add` as the thread of stripe `s` does it.
+    #[inline(always)]
+    fn add_in(&self, s: usize, c: Counter, n: u64) {
+        let v = match hot_slot(c) {
+            Some(h) => &self.hot[s % STRIPES].0[h],
+            None => &self.values.0[c as usize],
+        };
         v.store(v.load(Relaxed).wrapping_add(n), Relaxed);
     }
 
@@ -102,9 +183,10 @@ impl Stats {
         self.add(c, 1);
     }
 
+    /// For the `Peak` counters (never hot).
     #[inline]
     pub fn peak(&self, c: Counter, v: u64) {
-        let p = &self.values[c as usize];
+        let p = &self.values.0[c as usize];
         if v > p.load(Relaxed) {
             p.store(v, Relaxed);
         }
@@ -112,11 +194,17 @@ impl Stats {
 
     #[inline]
     pub fn get(&self, c: Counter) -> u64 {
-        self.values[c as usize].load(Relaxed)
+        match hot_slot(c) {
+            Some(h) => self
+                .hot
+                .iter()
+                .fold(0u64, |sum, s| sum.wrapping_add(s.0[h].load(Relaxed))),
+            None => self.values.0[c as usize].load(Relaxed),
+        }
     }
 
     pub fn reset(&self) {
-        for v in &self.values {
+        for v in self.hot.iter().flat_map(|s| &s.0).chain(&self.values.0) {
             v.store(0, Relaxed);
         }
     }
@@ -251,6 +339,63 @@ mod tests {
         let v = parse_line(line).unwrap();
         assert_eq!(v[Counter::Deferred as usize], 12345);
         assert_eq!(v[Counter::PeakQueued as usize], 7);
+    }
+
+    #[test]
+    fn hot_counters_read_as_the_sum_of_their_stripes() {
+        let s = Stats::new();
+        for (i, &c) in HOT.iter().enumerate() {
+            for stripe in 0..STRIPES {
+                s.add_in(stripe, c, (i * 100 + stripe) as u64);
+            }
+        }
+        s.add(Counter::OtherCalls, 5);
+        s.add(Counter::Deferred, 7);
+        let expect = |i: usize| (0..STRIPES).map(|st| (i * 100 + st) as u64).sum::<u64>();
+        for (i, &c) in HOT.iter().enumerate() {
+            let extra = if c == Counter::OtherCalls { 5 } else { 0 };
+            assert_eq!(s.get(c), expect(i) + extra, "{c:?}");
+        }
+        assert_eq!(s.get(Counter::Deferred), 7);
+        // The line is what it was before striping: key=sum.
+        let mut buf = [0u8; 1024];
+        let n = s.write_line(1, &mut buf);
+        let line = core::str::from_utf8(&buf[..n]).unwrap();
+        let v = parse_line(line).unwrap();
+        assert_eq!(v[Counter::MmapCalls as usize], expect(0));
+        assert_eq!(v[Counter::OtherCalls as usize], expect(2) + 5);
+        s.reset();
+        assert!(Counter::ALL.iter().all(|&c| s.get(c) == 0));
+    }
+
+    #[test]
+    fn stripes_sit_on_lines_of_their_own() {
+        assert_eq!(core::mem::size_of::<Stripe>(), 128);
+        assert_eq!(core::mem::align_of::<Stats>(), 128);
+        let s = Stats::new();
+        let lines: Vec<usize> = s
+            .hot
+            .iter()
+            .map(|st| st as *const Stripe as usize / 128)
+            .collect();
+        let cold = &s.values as *const Cold as usize;
+        assert!(lines.windows(2).all(|w| w[0] != w[1]));
+        assert!(lines.iter().all(|&l| l != cold / 128));
+        // Live threads (stacks apart) spread over several stripes.
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let b = barrier.clone();
+                std::thread::spawn(move || {
+                    b.wait();
+                    stripe()
+                })
+            })
+            .collect();
+        let picks: std::collections::BTreeSet<usize> =
+            threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(picks.iter().all(|&p| p < STRIPES));
+        assert!(picks.len() > 1, "{picks:?}");
     }
 
     #[test]

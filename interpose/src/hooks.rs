@@ -84,11 +84,26 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
+    mmap_through(&RealOs, addr, len, prot, flags, fd, off)
+}
+
+/// The `mmap` hook, its real calls made through `os` (macOS's `__mmap`
+/// hook passes the raw stubs).
+#[inline(always)]
+pub(crate) fn mmap_through<O: Os>(
+    os: &O,
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
     let saved = errno::get();
     let identity = (trace::enabled() && fd >= 0)
-        .then(|| RealOs.readable_file(fd))
+        .then(|| os.readable_file(fd))
         .flatten();
-    let r = ENGINE.mmap(&RealOs, addr as usize, len, prot, flags, fd, off);
+    let r = ENGINE.mmap(os, addr as usize, len, prot, flags, fd, off);
     if trace::enabled() {
         let (dev, ino) = identity.map_or((0, 0), |f| (f.dev, f.ino));
         trace::write(&Record {
@@ -111,13 +126,19 @@ pub unsafe extern "C" fn mmap(
 /// # Safety
 /// As for C `munmap`.
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    munmap_through(&RealOs, addr, len)
+}
+
+/// The `munmap` hook, its real calls made through `os` (see `mmap_through`).
+#[inline(always)]
+pub(crate) fn munmap_through<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c_int {
     let saved = errno::get();
     let rss = if trace::enabled() {
         trace::current_rss()
     } else {
         0
     };
-    let r = ENGINE.munmap(&RealOs, addr as usize, len).map(|()| 0);
+    let r = ENGINE.munmap(os, addr as usize, len).map(|()| 0);
     if trace::enabled() {
         trace::write(&Record {
             kind: trace::KIND_MUNMAP,

@@ -120,7 +120,7 @@ fn remember_stats_file() {
 fn write_all(fd: libc::c_int, mut data: &[u8]) {
     while !data.is_empty() {
         // SAFETY: `data` is valid for its length.
-        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        let n = unsafe { crate::selfio::write(fd, data.as_ptr().cast(), data.len()) };
         if n <= 0 {
             return;
         }
@@ -136,7 +136,7 @@ fn open_stats_file() -> Option<libc::c_int> {
     // SAFETY: STATS_FILE is NUL-terminated and only written before this.
     let fd = unsafe {
         let path = core::ptr::addr_of!(STATS_FILE).cast::<libc::c_char>();
-        libc::open(
+        crate::selfio::open(
             path,
             libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC,
             0o600,
@@ -149,8 +149,8 @@ fn append_to_stats_file(line: &[u8]) {
     if let Some(fd) = open_stats_file() {
         // SAFETY: `line` is valid for its length; `fd` is ours to close.
         unsafe {
-            libc::write(fd, line.as_ptr().cast(), line.len());
-            libc::close(fd);
+            crate::selfio::write(fd, line.as_ptr().cast(), line.len());
+            crate::selfio::close(fd);
         }
     }
 }

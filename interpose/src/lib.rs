@@ -40,6 +40,7 @@ mod hooks;
 mod init;
 mod panic;
 mod posix;
+mod selfio;
 mod trace;
 
 #[cfg(target_os = "linux")]

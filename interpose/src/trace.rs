@@ -40,7 +40,7 @@ pub fn open(path: &[u8]) {
     name[..path.len()].copy_from_slice(path);
     // SAFETY: `name` is NUL-terminated.
     let fd = unsafe {
-        libc::open(
+        crate::selfio::open(
             name.as_ptr().cast(),
             libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC,
             0o600,
@@ -75,7 +75,7 @@ pub fn write(r: &Record) {
     .encode();
     // SAFETY: `b` is valid for its length; a failed or short write only
     // shortens the trace.
-    unsafe { libc::write(fd, b.as_ptr().cast(), b.len()) };
+    unsafe { crate::selfio::write(fd, b.as_ptr().cast(), b.len()) };
 }
 
 /// Resident set in bytes now, for munmap records (only asked when

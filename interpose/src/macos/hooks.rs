@@ -10,10 +10,10 @@
 //! tracked mapping made writable that way and written must not be reused.
 //! All answer a `kern_return_t` and leave errno alone.
 
-use super::os::RealOs;
+use super::os::{RawOs, RealOs};
 use super::real;
 use crate::{errno, ENGINE};
-use libc::c_int;
+use libc::{c_int, c_void, off_t, size_t};
 use libc::{
     kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
 };
@@ -98,5 +98,66 @@ pub unsafe extern "C" fn mach_vm_protect(
     // SAFETY: the caller's own arguments.
     on_own_range(task, address, size, || unsafe {
         real::mach_vm_protect(task, address, size, set_maximum, new_protection)
+    })
+}
+
+// The raw stubs and `msync$NOCANCEL`.
+//
+// libSystem's `mmap` and `munmap` are C wrappers around the exported raw
+// stubs `__mmap` and `__munmap` (xnu `libsyscall/wrappers/unix03/mmap.c`:
+// `mmap` rejects a zero length or neither MAP_PRIVATE nor MAP_SHARED with
+// EINVAL, adds `MAP_UNIX03` and calls `__mmap`; `munmap.c`: `munmap` calls
+// `__munmap` after the stack logger). A program (compiler-rt's sanitizer
+// runtime declares and calls `__mmap`/`__munmap`) that binds the stubs
+// would map and unmap unseen; their hooks decide as `mmap` and `munmap` do
+// and pass through to the stubs themselves (`RawOs`), so such a caller
+// keeps the raw semantics.
+//
+// No call goes through two hooks. dyld rebinds only what an image binds
+// (dyld `Loader.cpp` `Loader::interpose` is applied to each bind target, and
+// `applyInterposingToDyldCache` patches the shared cache's *patchable uses*
+// of an export, `doc/PatchTable.md`); a call inside libsystem_kernel from
+// `mmap` to `__mmap` is a direct branch in the same image, which neither
+// touches (`doc/man/man1/ld.1`, `-interposable_list`: without it "calls to
+// malloc from within libSystem ... would be direct calls", and
+// `libsyscall/Libsyscall.xcconfig` links without it). So the program's `mmap`
+// reaches the `mmap` hook, whose real `mmap` (this image is not rebound:
+// `appendInterposingTuples` adds a tuple specific to the interposing image
+// that maps the replacee to itself) calls `__mmap` directly, never the
+// `__mmap` hook. The same holds for `munmap` and `__munmap`.
+//
+// `msync$NOCANCEL` is the system call 405, its own stub (`syscall.map`
+// aliases it to `___msync_nocancel`, not to `_msync`), so it needs its own
+// pair; every other alias of an interposed original (`___mprotect`,
+// `___msync`, `_posix_madvise`) is one address with it, which dyld matches
+// (`appendInterposingTuples` compares resolved addresses), so binds to
+// those names reach the hooks already.
+
+/// # Safety
+/// As for libSystem's `__mmap` (the raw system call).
+pub unsafe extern "C" fn __mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    crate::hooks::mmap_through(&RawOs, addr, len, prot, flags, fd, off)
+}
+
+/// # Safety
+/// As for libSystem's `__munmap` (the raw system call).
+pub unsafe extern "C" fn __munmap(addr: *mut c_void, len: size_t) -> c_int {
+    crate::hooks::munmap_through(&RawOs, addr, len)
+}
+
+/// # Safety
+/// As for `msync$NOCANCEL`.
+pub unsafe extern "C" fn msync_nocancel(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
+    // As the `msync` hook, without the cancellation point.
+    // SAFETY: the caller's own arguments.
+    crate::hooks::on_range(addr, len, Effect::Inspect, || unsafe {
+        real::msync_nocancel(addr, len, flags)
     })
 }

@@ -12,7 +12,11 @@ pub mod real;
 /// unmap as munmap does or change protections as mprotect does, whose
 /// bodies are in `hooks.rs` (xnu `libsyscall/mach/mach_vm.c`:
 /// `vm_deallocate` and `vm_protect` call their `mach_vm_` versions inside
-/// libSystem, so all four are interposed; `boolean_t` is an `int`). macOS
+/// libSystem, so all four are interposed; `boolean_t` is an `int`), and the
+/// other entry points a program can bind to that map, unmap or sync without
+/// going through the shared hooks' functions: the raw stubs `__mmap` and
+/// `__munmap` and `msync$NOCANCEL` (see `hooks.rs`; Rust names the latter
+/// `msync_nocancel`, `real.rs` gives its link name). macOS
 /// has no `mmap64`, `mremap`, `mlock2` or `MAP_FIXED_NOREPLACE`, and its
 /// `posix_madvise` cannot be interposed apart from `madvise` (see
 /// `exports.rs`). scripts/inspect_macho.py reads this list (one entry a
@@ -24,6 +28,9 @@ macro_rules! hook_table {
             mach_vm_deallocate(task: vm_map_t, address: mach_vm_address_t, size: mach_vm_size_t) -> kern_return_t;
             vm_protect(task: vm_map_t, address: vm_address_t, size: vm_size_t, set_maximum: c_int, new_protection: vm_prot_t) -> kern_return_t;
             mach_vm_protect(task: vm_map_t, address: mach_vm_address_t, size: mach_vm_size_t, set_maximum: c_int, new_protection: vm_prot_t) -> kern_return_t;
+            __mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void;
+            __munmap(addr: *mut c_void, len: size_t) -> c_int;
+            msync_nocancel(addr: *mut c_void, len: size_t, flags: c_int) -> c_int;
         }
     };
 }

@@ -14,9 +14,12 @@ impl Os for RealOs {
     /// header), so what `fstat` says is what a mapping shows.
     fn readable_file(&self, fd: i32) -> Option<FileFacts> {
         let facts = crate::posix::regular_file_facts(fd)?;
-        // SAFETY: F_GETFL takes no argument and only reads; a bad fd only
-        // makes it fail.
-        let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        // `fcntl$NOCANCEL`: the plain `fcntl` is a cancellation point (xnu
+        // `bsd/kern/kern_descrip.c` `sys_fcntl` calls
+        // `__pthread_testcancel(1)`), and this runs inside the program's mmap.
+        // SAFETY: F_GETFL only reads (the 0 is the unused argument fcntl-base.c's
+        // `va_arg` reads); a bad fd only makes it fail.
+        let fl = unsafe { super::real::libsystem::fcntl_nocancel(fd, libc::F_GETFL, 0) };
         readable_open_flags(fl, PATH_ONLY).then_some(facts)
     }
 
@@ -58,5 +61,64 @@ impl Os for RealOs {
     /// stays locked.
     fn thread_cells(&self) -> Option<&'static PerThread> {
         None
+    }
+}
+
+/// The real system as the raw stubs' callers see it (the `__mmap` and
+/// `__munmap` hooks, `hooks.rs`): mmap and munmap through libSystem's raw
+/// `__mmap` and `__munmap`, everything else as `RealOs`.
+pub struct RawOs;
+
+impl Os for RawOs {
+    fn mmap(
+        &self,
+        addr: usize,
+        len: usize,
+        prot: i32,
+        flags: i32,
+        fd: i32,
+        off: i64,
+    ) -> Result<usize, munmapq_core::os::Errno> {
+        // SAFETY: arguments the program passed to its own `__mmap` call.
+        let p = unsafe { super::real::__mmap(addr as *mut _, len, prot, flags, fd, off) };
+        crate::errno::addr_result(p)
+    }
+
+    fn munmap(&self, addr: usize, len: usize) -> Result<(), munmapq_core::os::Errno> {
+        // SAFETY: either the program's own `__munmap` arguments, or a range
+        // munmapq mapped for the program and now owns alone.
+        crate::errno::int_result(unsafe { super::real::__munmap(addr as *mut _, len) }).map(drop)
+    }
+
+    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
+        RealOs.readable_file(fd)
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        RealOs.usage()
+    }
+
+    fn map_count(&self) -> Option<usize> {
+        RealOs.map_count()
+    }
+
+    fn address_space_limit(&self) -> Option<usize> {
+        RealOs.address_space_limit()
+    }
+
+    fn drop_pages(&self, addr: usize, len: usize) -> bool {
+        RealOs.drop_pages(addr, len)
+    }
+
+    fn thread_cells(&self) -> Option<&'static PerThread> {
+        RealOs.thread_cells()
+    }
+
+    fn this_thread(&self) -> usize {
+        RealOs.this_thread()
+    }
+
+    fn signal_stack(&self) -> munmapq_core::os::SignalStack {
+        RealOs.signal_stack()
     }
 }

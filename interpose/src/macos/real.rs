@@ -15,9 +15,69 @@ pub fn task_self() -> libc::mach_port_t {
 }
 
 /// libSystem's functions: the libc crate's declarations, and the Mach calls
-/// it lacks.
+/// and non-cancelable variants it lacks.
 pub mod libsystem {
     pub use libc::*;
+
+    // The variants of the cancellation points munmapq calls for itself that
+    // are not cancellation points: the names a program compiled with
+    // `__DARWIN_NON_CANCELABLE=1` binds (xnu `bsd/sys/cdefs.h`:
+    // `__DARWIN_ALIAS_C(sym)` appends `__DARWIN_SUF_NON_CANCELABLE`,
+    // "$NOCANCEL"). In the kernel `sys_fcntl`, `open`, `write` and `sys_close`
+    // call `__pthread_testcancel(1)` (`bsd/kern/kern_descrip.c`,
+    // `bsd/vfs/vfs_syscalls.c`, `bsd/kern/sys_generic.c`), their `_nocancel`
+    // syscalls do not: called from a hook with a cancel pending, the
+    // cancelable one would end the thread inside the program's mmap.
+    extern "C" {
+        /// xnu `libsyscall/wrappers/cancelable/fcntl.c` (fcntl-base.c built
+        /// on `__fcntl_nocancel`); fcntl-cancel.c is the cancelable `fcntl`.
+        #[link_name = "fcntl$NOCANCEL"]
+        pub fn fcntl_nocancel(fd: c_int, cmd: c_int, ...) -> c_int;
+
+        /// xnu `libsyscall/wrappers/open-base.c`: `open$NOCANCEL` calls
+        /// `__open_nocancel` (syscall 398).
+        #[link_name = "open$NOCANCEL"]
+        pub fn open_nocancel(path: *const c_char, oflag: c_int, ...) -> c_int;
+
+        /// xnu `libsyscall/Platforms/MacOSX/{arm64,x86_64}/syscall.map`:
+        /// `_write$NOCANCEL ___write_nocancel` (syscall 397).
+        #[link_name = "write$NOCANCEL"]
+        pub fn write_nocancel(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t;
+
+        /// Same map: `_close$NOCANCEL ___close_nocancel`.
+        #[link_name = "close$NOCANCEL"]
+        pub fn close_nocancel(fd: c_int) -> c_int;
+    }
+
+    // The entry points beside `mmap`, `munmap` and `msync` that a program
+    // can bind to (see `hooks.rs` for why each is interposed).
+    extern "C" {
+        /// The raw system call stub `mmap` calls (xnu
+        /// `libsyscall/wrappers/unix03/mmap.c`): `bsd/kern/syscalls.master`
+        /// marks mmap `NO_SYSCALL_STUB`, so
+        /// `libsyscall/xcodescripts/create-syscalls.pl` names its stub
+        /// `___mmap`, and `custom/SYS.h`'s `PSEUDO` makes it `.globl`
+        /// (libsyscall has no export list: it is exported).
+        pub fn __mmap(
+            addr: *mut c_void,
+            len: size_t,
+            prot: c_int,
+            flags: c_int,
+            fd: c_int,
+            off: off_t,
+        ) -> *mut c_void;
+
+        /// The raw stub `munmap` calls (`libsyscall/wrappers/unix03/munmap.c`),
+        /// `___munmap` as `___mmap` is.
+        pub fn __munmap(addr: *mut c_void, len: size_t) -> c_int;
+
+        /// Its own system call, 405 `msync_nocancel` (`syscalls.master`),
+        /// exported as `_msync$NOCANCEL` (`libsyscall/Platforms/MacOSX/
+        /// {arm64,x86_64}/syscall.map`: `_msync$NOCANCEL ___msync_nocancel`),
+        /// not an alias of `msync` (`_msync ___msync`, syscall 65).
+        #[link_name = "msync$NOCANCEL"]
+        pub fn msync_nocancel(addr: *mut c_void, len: size_t, flags: c_int) -> c_int;
+    }
 
     extern "C" {
         /// This task's own port, what the `mach_task_self()` macro reads

@@ -1,0 +1,20 @@
+//! The build script of the cdylib crate that links libmunmapq
+//! (`interpose/cdylib` in the workspace, and the one the launcher's
+//! `build.rs` writes): on Apple targets, link with `-dead_strip_dylibs`.
+//!
+//! The libc crate declares `iconv_open`, `iconv` and `iconv_close` in a
+//! block with `#[link(name = "iconv")]` (its `src/unix/bsd/apple/mod.rs`;
+//! only `rustc-dep-of-std`, a feature for the standard library's own build,
+//! leaves it out), so rustc passes `-liconv` to every Apple link that has
+//! the libc crate, used or not; the linker then records
+//! `/usr/lib/libiconv.2.dylib` in an LC_LOAD_DYLIB, and dyld loads it (and
+//! its `libcharset.1.dylib`) into every program libmunmapq is inserted into.
+//! `-dead_strip_dylibs` makes the linker drop a dylib none of whose symbols
+//! is used (ld64(1), dyld's `doc/man/man1/ld.1`), which leaves libSystem
+//! alone; scripts/inspect_macho.py checks the load commands.
+
+fn main() {
+    if std::env::var("CARGO_CFG_TARGET_VENDOR").as_deref() == Ok("apple") {
+        println!("cargo:rustc-link-arg-cdylib=-Wl,-dead_strip_dylibs");
+    }
+}
