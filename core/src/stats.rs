@@ -70,6 +70,7 @@ counters! {
     Stale = "stale" Sum: "queued mappings unmapped, not reused: their file changed since they were mapped",
     Recovered = "recovered" Sum: "times the queue was found held by a hook a longjmp had left, and recovered",
     PagesDropped = "pages_dropped" Sum: "times the queue's resident pages were dropped (madvise, mappings kept) to stay within its memory budget",
+    ReleasedAtClose = "released_at_close" Sum: "queued mappings unmapped before the close of the descriptor they were mapped through, or the unlink, rename or unmount of their file",
 }
 
 pub const COUNTERS: usize = Counter::ALL.len();

@@ -1,9 +1,9 @@
 //! macOS: the core's view of the real system (the contract:
 //! `munmapq_core::os::Os`).
 
-use munmapq_core::file::{readable_open_flags, FileFacts, PATH_ONLY};
-use munmapq_core::os::{Os, PerThread};
+use munmapq_core::file::{trackable_open_flags, FileFacts, PATH_ONLY};
 use munmapq_core::os::Usage;
+use munmapq_core::os::{Os, PerThread};
 
 pub struct RealOs;
 
@@ -17,7 +17,7 @@ impl Os for RealOs {
         // SAFETY: F_GETFL takes no argument and only reads; a bad fd only
         // makes it fail.
         let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        readable_open_flags(fl, PATH_ONLY).then_some(facts)
+        trackable_open_flags(fl, PATH_ONLY).then_some(facts)
     }
 
     /// Mach `task_info(MACH_TASK_BASIC_INFO)` (xnu `osfmk/kern/task.c`
