@@ -193,3 +193,15 @@ fn removing_a_queued_entry_unlinks_it() {
     assert!(hit(&mut t, &key(7)).is_none());
     assert!(t.oldest_queued().is_none());
 }
+
+#[test]
+fn a_mapping_made_through_another_mount_is_not_reused() {
+    static TABLE: SpinMutex<Table> = SpinMutex::new(Table::new());
+    let mut t = TABLE.lock();
+    assert!(t.insert_live(0x1000, 0x1000, key(0), 0, 3));
+    let slot = t.find(0x1000).unwrap().slot;
+    t.enqueue(slot);
+    let other = FileKey { mnt: 2, ..key(0) };
+    assert_eq!(t.take_queued(&other), Lookup::Miss);
+    assert_eq!(hit(&mut t, &key(0)), Some(0x1000));
+}
