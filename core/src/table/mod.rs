@@ -125,7 +125,9 @@ struct Slot {
     key: FileKey,
     state: State,
     epoch: u64,
-    fd: i32,
+    /// The descriptor plus one (0: [`NO_FD`]), so that an empty slot is
+    /// all zero bytes.
+    fd1: u32,
     /// When it was queued (a counter of enqueues): its age, for eviction.
     seq: u64,
     older: u16,
@@ -135,13 +137,17 @@ struct Slot {
 }
 
 impl Slot {
+    fn fd(&self) -> i32 {
+        self.fd1.wrapping_sub(1) as i32
+    }
+
     const EMPTY: Slot = Slot {
         start: 0,
         len: 0,
         key: FileKey::NONE,
         state: State::Free,
         epoch: 0,
-        fd: NO_FD,
+        fd1: 0,
         seq: 0,
         older: NIL,
         newer: NIL,
@@ -273,7 +279,7 @@ impl Table {
             len: s.len,
             state: s.state,
             epoch: s.epoch,
-            fd: s.fd,
+            fd: s.fd(),
         }
     }
 
@@ -349,7 +355,7 @@ impl Table {
             key,
             state: State::Live,
             epoch,
-            fd,
+            fd1: (fd as u32).wrapping_add(1),
             ..Slot::EMPTY
         };
         let pos = self.lower_bound(start);
@@ -364,7 +370,7 @@ impl Table {
     pub fn next_with_fd(&self, mut pos: usize, lo: i32, hi: i32) -> Option<(usize, Entry)> {
         while pos < self.used {
             let slot = self.by_addr[pos];
-            let fd = self.slots[slot as usize].fd;
+            let fd = self.slots[slot as usize].fd();
             if fd != NO_FD && lo <= fd && fd <= hi {
                 return Some((pos, self.entry(slot)));
             }
@@ -375,7 +381,7 @@ impl Table {
 
     /// The program closed the descriptor `slot` was mapped through.
     pub fn orphan(&mut self, slot: u16) {
-        self.slots[slot as usize].fd = NO_FD;
+        self.slots[slot as usize].fd1 = 0;
     }
 
     /// An entry of file `(dev, ino)`, one at a time (the caller removes
