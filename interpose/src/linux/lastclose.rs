@@ -118,15 +118,10 @@ pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
 /// What an `fcntl` command does to the descriptor's bits, before the call.
 fn fcntl_before(fd: c_int, cmd: c_int, arg: usize) {
     match cmd {
-        // An OFD lock belongs to the open file, like flock's.
-        libc::F_OFD_SETLK | libc::F_OFD_SETLKW => {
-            // SAFETY: for these commands the argument is a `struct flock`.
-            let fl = arg as *const libc::flock;
-            // SAFETY: the caller passes a valid pointer or the call fails.
-            if !fl.is_null() && unsafe { (*fl).l_type } != libc::F_UNLCK as i16 {
-                ENGINE.fd_locked(fd);
-            }
-        }
+        // An OFD lock belongs to the open file, like flock's. Its type is
+        // not read (the pointer is the kernel's to check): an unlock only
+        // makes the descriptor's later close more cautious.
+        libc::F_OFD_SETLK | libc::F_OFD_SETLKW => ENGINE.fd_locked(fd),
         libc::F_SETLEASE if arg as c_int != libc::F_UNLCK => ENGINE.fd_locked(fd),
         _ => {}
     }
