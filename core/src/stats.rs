@@ -48,7 +48,7 @@ counters! {
     MmapCalls = "mmap_calls" Sum: "mmap/mmap64 calls seen",
     MunmapCalls = "munmap_calls" Sum: "munmap calls seen",
     OtherCalls = "other_calls" Sum: "mprotect, mremap, madvise, mlock, msync, mincore calls seen",
-    Eligible = "eligible" Sum: "mmaps of the deferrable kind (NULL, PROT_READ, MAP_PRIVATE, readable regular file)",
+    Eligible = "eligible" Sum: "mmaps of the deferrable kind (NULL, PROT_READ, MAP_PRIVATE, regular file open read-only, with a link)",
     Reused = "reused" Sum: "mmaps answered with a queued mapping: no syscall",
     Deferred = "deferred" Sum: "munmaps queued instead of issued",
     Flushes = "flushes" Sum: "times the queue was (partly) unmapped",
