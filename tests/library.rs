@@ -101,6 +101,16 @@ fn the_library_is_small_and_exports_only_its_hooks() {
     assert_eq!(
         exported,
         [
+            "close",
+            "close_range",
+            "closefrom",
+            "dup",
+            "dup2",
+            "dup3",
+            "fclose",
+            "fcntl",
+            "fcntl64",
+            "flock",
             "madvise",
             "mincore",
             "mlock",
@@ -117,7 +127,15 @@ fn the_library_is_small_and_exports_only_its_hooks() {
             "munmap",
             "pkey_mprotect",
             "posix_madvise",
-            "shmat"
+            "remove",
+            "rename",
+            "renameat",
+            "renameat2",
+            "shmat",
+            "umount",
+            "umount2",
+            "unlink",
+            "unlinkat"
         ]
     );
     for (name, defined, _) in &symbols {

@@ -91,6 +91,18 @@ pub fn run(file: &str) {
         close(pfd);
     }
     close(wfd);
+    // Another read-only descriptor of the file: the queued window is
+    // handed back (the library at work), with the file's bytes.
+    let rfd = open(file, libc::O_RDONLY);
+    let h1 = map_file(rfd, 10 * pg, pg).unwrap();
+    say(
+        "map another O_RDONLY",
+        format!("{}", peek(h1, 1) == pattern(10 * pg + 1)),
+    );
+    munmap(h1, pg).unwrap();
+    close(rfd);
+    // Through a descriptor open for writing: never a queued mapping (its
+    // write access must end with it, not with the queue).
     let rwfd = open(file, libc::O_RDWR);
     let h2 = map_file(rwfd, 10 * pg, pg).unwrap();
     say(

@@ -26,6 +26,14 @@ pub struct FileStamp {
 pub struct FileFacts {
     pub dev: u64,
     pub ino: u64,
+    /// The mount the descriptor was opened through (0: unknown). One file
+    /// seen through two mounts (a bind mount with `noexec`, `nosuid`, `ro`)
+    /// must not share mappings: what a mapping may become (`PROT_EXEC`)
+    /// depends on the mount it was made through.
+    pub mnt: u64,
+    /// Hard links left: 0 for a deleted file, whose mapping must not
+    /// outlive the program's (it holds the file's space).
+    pub nlink: u64,
     pub stamp: FileStamp,
 }
 
@@ -41,6 +49,16 @@ pub struct FileFacts {
 /// (`bsd/kern/kern_mman.c`). So the access mode alone says nothing there.
 pub fn readable_open_flags(fl: i32, path_only: i32) -> bool {
     fl >= 0 && fl & libc::O_ACCMODE != libc::O_WRONLY && fl & path_only == 0
+}
+
+/// May a mapping of a descriptor whose `F_GETFL` answer is `fl` be
+/// tracked? Only read-only ones: a descriptor open for writing carries
+/// its write access past its close in any mapping made through it (exec
+/// of the file fails with ETXTBSY, a read lease is refused, inotify reports
+/// `IN_CLOSE_WRITE` late), and eligible mappings of such descriptors are
+/// rare, so they are never deferred.
+pub fn trackable_open_flags(fl: i32, path_only: i32) -> bool {
+    readable_open_flags(fl, path_only) && fl & libc::O_ACCMODE == libc::O_RDONLY
 }
 
 /// The path-only open flag of the platform this is built for.
@@ -89,6 +107,13 @@ mod tests {
         assert!(!readable_open_flags(LINUX_O_PATH, LINUX_O_PATH));
         assert!(readable_open_flags(libc::O_RDONLY, LINUX_O_PATH));
         assert!(!readable_open_flags(libc::O_WRONLY, LINUX_O_PATH));
+    }
+
+    #[test]
+    fn only_read_only_descriptors_are_tracked() {
+        assert!(trackable_open_flags(libc::O_RDONLY, PATH_ONLY));
+        assert!(!trackable_open_flags(libc::O_RDWR, PATH_ONLY));
+        assert!(!trackable_open_flags(libc::O_WRONLY, PATH_ONLY));
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod engine;
 /// The fake kernel of the unit tests and `mq-replay`.
 #[cfg(all(not(loom), any(test, feature = "fake-os")))]
 pub mod fake;
+pub mod fds;
 pub mod file;
 #[cfg(not(loom))]
 pub mod holder;

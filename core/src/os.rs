@@ -61,10 +61,11 @@ pub trait Os {
     ) -> Result<usize, Errno>;
     /// The real `munmap` (never the hook).
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno>;
-    /// Device, inode and `fstat` stamp of `fd` when a `PROT_READ`,
-    /// `MAP_PRIVATE` mapping of it would succeed: a regular file, open for
-    /// reading (not `O_WRONLY`, not path-only: see
-    /// [`crate::file::readable_open_flags`]). Checked on every call: fd
+    /// Device, inode, mount, link count and `fstat` stamp of `fd` when a
+    /// `PROT_READ`, `MAP_PRIVATE` mapping of it may be tracked: a regular
+    /// file open read-only (a mapping would succeed, and no write access
+    /// would outlive the descriptor's close: see
+    /// [`crate::file::trackable_open_flags`]). Checked on every call: fd
     /// numbers are reused, files are rewritten. Asked before the mmap, so a
     /// change racing with it leaves an older stamp than the contents (no
     /// later reuse), never the reverse.

@@ -58,7 +58,7 @@ counters! {
     MmapCalls = "mmap_calls" Sum: "mmap/mmap64 calls seen",
     MunmapCalls = "munmap_calls" Sum: "munmap calls seen",
     OtherCalls = "other_calls" Sum: "mprotect, mremap, madvise, mlock, msync, mincore calls seen",
-    Eligible = "eligible" Sum: "mmaps of the deferrable kind (NULL, PROT_READ, MAP_PRIVATE, readable regular file)",
+    Eligible = "eligible" Sum: "mmaps of the deferrable kind (NULL, PROT_READ, MAP_PRIVATE, regular file open read-only, with a link)",
     Reused = "reused" Sum: "mmaps answered with a queued mapping: no syscall",
     Deferred = "deferred" Sum: "munmaps queued instead of issued",
     Flushes = "flushes" Sum: "times the queue was (partly) unmapped",
@@ -80,6 +80,7 @@ counters! {
     Stale = "stale" Sum: "queued mappings unmapped, not reused: their file changed since they were mapped",
     Recovered = "recovered" Sum: "times the queue was found held by a hook a longjmp had left, and recovered",
     PagesDropped = "pages_dropped" Sum: "times the queue's resident pages were dropped (madvise, mappings kept) to stay within its memory budget",
+    ReleasedAtClose = "released_at_close" Sum: "queued mappings unmapped before the close of the descriptor they were mapped through, or the unlink, rename or unmount of their file",
 }
 
 pub const COUNTERS: usize = Counter::ALL.len();

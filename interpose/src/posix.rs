@@ -65,6 +65,9 @@ fn facts_of(st: &libc::stat) -> FileFacts {
     FileFacts {
         dev: st.st_dev as u64,
         ino: st.st_ino as u64,
+        // fstat does not say (Linux asks statx first, see linux/file.rs).
+        mnt: 0,
+        nlink: st.st_nlink as u64,
         stamp: FileStamp {
             size: st.st_size as i64,
             mtime_sec: st.st_mtime as i64,

@@ -45,11 +45,14 @@ impl Engine {
             && off >= 0
             && (off as u64).is_multiple_of(page as u64)
         {
-            if let (Some(rlen), Some(file)) = (round_up(len, page), os.readable_file(fd)) {
+            // A deleted file's mapping would keep its space once queued.
+            let file = os.readable_file(fd).filter(|f| f.nlink > 0);
+            if let (Some(rlen), Some(file)) = (round_up(len, page), file) {
                 self.stats.bump(Counter::Eligible);
                 let key = FileKey {
                     dev: file.dev,
                     ino: file.ino,
+                    mnt: file.mnt,
                     off: off as u64,
                     len: rlen,
                     stamp: file.stamp,
@@ -120,7 +123,13 @@ impl Engine {
             q.flush_marked(os, &self.stats);
         }
         self.widen_bounds(&q.table, start, start + key.len);
-        if !q.table.insert_live(start, key.len, key, self.dirty.epoch()) {
+        // Before the entry exists: a close that misses this bit finds no
+        // entry of the descriptor.
+        self.mapped_fds.set(fd);
+        if !q
+            .table
+            .insert_live(start, key.len, key, self.dirty.epoch(), fd)
+        {
             self.stats.bump(Counter::PassTableFull);
         }
         Ok(start)
@@ -285,7 +294,7 @@ impl Engine {
     /// Really unmaps one queued mapping and takes it out of the table,
     /// counting it under `why`. In flight until it is out of the table, so
     /// that a recovery (`recover_abandoned`) never unmaps it twice.
-    fn unmap_queued<O: Os>(&self, os: &O, t: &mut Table, e: Entry, why: Counter) {
+    pub(super) fn unmap_queued<O: Os>(&self, os: &O, t: &mut Table, e: Entry, why: Counter) {
         t.unmap_in_flight(e.start, e.len, || {
             let _ = os.munmap(e.start, e.len);
         });

@@ -10,6 +10,7 @@
 
 use crate::config::Config;
 use crate::dirty::{Dirty, DirtyRanges};
+use crate::fds::FdBits;
 use crate::holder::{TableGuard, TableLock, Taken};
 use crate::os::Os;
 use crate::sizing::Sizing;
@@ -68,6 +69,14 @@ pub struct Engine {
     /// [`Engine::untracked`]).
     tracked_lo: AtomicUsize,
     tracked_hi: AtomicUsize,
+    /// Descriptors some table entry may have been mapped through (set
+    /// before the entry is inserted, cleared at their close).
+    mapped_fds: FdBits,
+    /// Descriptors a lock or lease was taken through (see `fds.rs`).
+    carrying_fds: FdBits,
+    /// Closes that found the table busy, for its next holder.
+    closed_busy: FdBits,
+    closes_pending: AtomicBool,
 }
 
 impl Default for Engine {
@@ -95,6 +104,10 @@ impl Engine {
             pending: AtomicU8::new(0),
             tracked_lo: AtomicUsize::new(0),
             tracked_hi: AtomicUsize::new(0),
+            mapped_fds: FdBits::new(),
+            carrying_fds: FdBits::new(),
+            closed_busy: FdBits::new(),
+            closes_pending: AtomicBool::new(false),
         }
     }
 
@@ -251,6 +264,7 @@ impl Engine {
             }
         };
         self.drain(&mut q.table);
+        self.apply_closes(os, &mut q.table);
         Some(q)
     }
 
@@ -337,5 +351,6 @@ impl Engine {
 }
 
 mod calls;
+mod fds;
 #[cfg(test)]
 mod tests;

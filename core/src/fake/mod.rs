@@ -208,6 +208,8 @@ impl<const N: usize> Os for FakeOs<N> {
         (fd != WRITE_ONLY_FD).then_some(FileFacts {
             dev: 1,
             ino: fd as u64,
+            mnt: 1,
+            nlink: 1,
             stamp: FileStamp {
                 size: 2 * PAGE as i64,
                 ctime_nsec,

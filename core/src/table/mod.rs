@@ -33,6 +33,8 @@ use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
 pub struct FileKey {
     pub dev: u64,
     pub ino: u64,
+    /// The mount it was mapped through (see [`crate::file::FileFacts`]).
+    pub mnt: u64,
     pub off: u64,
     pub len: usize,
     pub stamp: FileStamp,
@@ -54,6 +56,7 @@ impl FileKey {
     const NONE: FileKey = FileKey {
         dev: 0,
         ino: 0,
+        mnt: 0,
         off: 0,
         len: 0,
         stamp: FileStamp {
@@ -66,7 +69,8 @@ impl FileKey {
     };
 
     fn same_window(&self, other: &FileKey) -> bool {
-        (self.dev, self.ino, self.off, self.len) == (other.dev, other.ino, other.off, other.len)
+        (self.dev, self.ino, self.mnt, self.off, self.len)
+            == (other.dev, other.ino, other.mnt, other.off, other.len)
     }
 
     fn bucket(&self) -> usize {
@@ -100,7 +104,13 @@ pub struct Entry {
     pub state: State,
     /// The contention epoch when it was inserted (see `crate::dirty`).
     pub epoch: u64,
+    /// The descriptor it was mapped through while the program keeps it
+    /// open; [`NO_FD`] once the program closed it.
+    pub fd: i32,
 }
+
+/// An entry's descriptor after the program closed it.
+pub const NO_FD: i32 = -1;
 
 impl Entry {
     pub fn end(&self) -> usize {
@@ -115,6 +125,9 @@ struct Slot {
     key: FileKey,
     state: State,
     epoch: u64,
+    /// The descriptor plus one (0: [`NO_FD`]), so that an empty slot is
+    /// all zero bytes.
+    fd1: u32,
     /// When it was queued (a counter of enqueues): its age, for eviction.
     seq: u64,
     older: u16,
@@ -124,12 +137,17 @@ struct Slot {
 }
 
 impl Slot {
+    fn fd(&self) -> i32 {
+        self.fd1.wrapping_sub(1) as i32
+    }
+
     const EMPTY: Slot = Slot {
         start: 0,
         len: 0,
         key: FileKey::NONE,
         state: State::Free,
         epoch: 0,
+        fd1: 0,
         seq: 0,
         older: NIL,
         newer: NIL,
@@ -261,6 +279,7 @@ impl Table {
             len: s.len,
             state: s.state,
             epoch: s.epoch,
+            fd: s.fd(),
         }
     }
 
@@ -312,7 +331,14 @@ impl Table {
 
     /// Adds a live mapping. The caller has removed anything overlapping it.
     /// Answers false when the table is full.
-    pub fn insert_live(&mut self, start: usize, len: usize, key: FileKey, epoch: u64) -> bool {
+    pub fn insert_live(
+        &mut self,
+        start: usize,
+        len: usize,
+        key: FileKey,
+        epoch: u64,
+        fd: i32,
+    ) -> bool {
         let slot = if self.free != NIL {
             let s = self.free;
             self.free = self.slots[s as usize].next;
@@ -329,6 +355,7 @@ impl Table {
             key,
             state: State::Live,
             epoch,
+            fd1: (fd as u32).wrapping_add(1),
             ..Slot::EMPTY
         };
         let pos = self.lower_bound(start);
@@ -336,6 +363,37 @@ impl Table {
         self.by_addr[pos] = slot;
         self.used += 1;
         true
+    }
+
+    /// The first entry at or after position `pos` of the address order
+    /// whose descriptor is in `[lo, hi]`, with its position.
+    pub fn next_with_fd(&self, mut pos: usize, lo: i32, hi: i32) -> Option<(usize, Entry)> {
+        while pos < self.used {
+            let slot = self.by_addr[pos];
+            let fd = self.slots[slot as usize].fd();
+            if fd != NO_FD && lo <= fd && fd <= hi {
+                return Some((pos, self.entry(slot)));
+            }
+            pos += 1;
+        }
+        None
+    }
+
+    /// The program closed the descriptor `slot` was mapped through.
+    pub fn orphan(&mut self, slot: u16) {
+        self.slots[slot as usize].fd1 = 0;
+    }
+
+    /// An entry of file `(dev, ino)`, one at a time (the caller removes
+    /// each before asking again).
+    pub fn entry_of_file(&self, dev: u64, ino: u64) -> Option<Entry> {
+        (0..self.used)
+            .map(|i| self.by_addr[i])
+            .find(|&slot| {
+                let s = &self.slots[slot as usize];
+                s.key.dev == dev && s.key.ino == ino
+            })
+            .map(|slot| self.entry(slot))
     }
 
     /// Removes an entry from every index and frees its slot.

@@ -8,6 +8,7 @@ fn key(off: u64) -> FileKey {
     FileKey {
         dev: 1,
         ino: 2,
+        mnt: 1,
         off,
         len: 4096,
         stamp: FileStamp::default(),
@@ -25,7 +26,7 @@ fn hit(t: &mut Table, k: &FileKey) -> Option<usize> {
 /// `queued` queued in that order.
 fn queue_pages(t: &mut Table, n: usize, queued: &[usize]) {
     for i in 1..=n {
-        assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0));
+        assert!(t.insert_live(0x1000 * i, 0x1000, key(i as u64), 0, 3));
     }
     for &i in queued {
         let e = t.find(0x1000 * i).unwrap();
@@ -52,9 +53,9 @@ macro_rules! table {
 #[test]
 fn find_and_overlap() {
     let mut t = table!();
-    assert!(t.insert_live(0x3000, 0x1000, key(0), 0));
-    assert!(t.insert_live(0x1000, 0x1000, key(1), 0));
-    assert!(t.insert_live(0x5000, 0x2000, key(2), 0));
+    assert!(t.insert_live(0x3000, 0x1000, key(0), 0, 3));
+    assert!(t.insert_live(0x1000, 0x1000, key(1), 0, 3));
+    assert!(t.insert_live(0x5000, 0x2000, key(2), 0, 3));
     assert_eq!(t.find(0x1000).unwrap().len, 0x1000);
     assert!(t.find(0x2000).is_none());
     assert_eq!(t.last_overlap(0x0, 0x8000).unwrap().start, 0x5000);
@@ -68,7 +69,7 @@ fn find_and_overlap() {
 fn queue_reuse_and_fifo() {
     let mut t = table!();
     for i in 0..4u64 {
-        assert!(t.insert_live(0x10000 + i as usize * 0x1000, 0x1000, key(i), 0));
+        assert!(t.insert_live(0x10000 + i as usize * 0x1000, 0x1000, key(i), 0, 3));
     }
     for i in [2u64, 0, 3] {
         let e = t.find(0x10000 + i as usize * 0x1000).unwrap();
@@ -86,7 +87,7 @@ fn queue_reuse_and_fifo() {
 #[test]
 fn same_window_with_another_stamp_is_stale_not_a_hit() {
     let mut t = table!();
-    assert!(t.insert_live(0x1000, 0x1000, key(0), 0));
+    assert!(t.insert_live(0x1000, 0x1000, key(0), 0, 3));
     let slot = t.find(0x1000).unwrap().slot;
     t.enqueue(slot);
     let mut changed = key(0);
@@ -107,7 +108,7 @@ fn eviction_merges_touching_runs() {
     let mut t = table!();
     // Four touching pages, a live one, then two touching pages.
     for i in 0..7usize {
-        assert!(t.insert_live(0x1000 * (i + 1), 0x1000, key(i as u64), 0));
+        assert!(t.insert_live(0x1000 * (i + 1), 0x1000, key(i as u64), 0, 3));
     }
     for i in [0usize, 1, 2, 3, 5, 6] {
         let e = t.find(0x1000 * (i + 1)).unwrap();
@@ -164,13 +165,13 @@ fn by_age_with_budget_leaves_younger_neighbours() {
 fn full_table_refuses_and_slots_recycle() {
     let mut t = table!();
     for i in 0..SLOTS {
-        assert!(t.insert_live(i * 0x1000, 0x1000, key(i as u64), 0));
+        assert!(t.insert_live(i * 0x1000, 0x1000, key(i as u64), 0, 3));
     }
     assert!(t.is_full());
-    assert!(!t.insert_live(SLOTS * 0x1000, 0x1000, key(0), 0));
+    assert!(!t.insert_live(SLOTS * 0x1000, 0x1000, key(0), 0, 3));
     let e = t.find(0x5000).unwrap();
     t.remove(e.slot);
-    assert!(t.insert_live(SLOTS * 0x1000, 0x1000, key(0), 0));
+    assert!(t.insert_live(SLOTS * 0x1000, 0x1000, key(0), 0, 3));
     assert_eq!(t.last_overlap(0, usize::MAX).unwrap().start, SLOTS * 0x1000);
 }
 
@@ -178,7 +179,7 @@ fn full_table_refuses_and_slots_recycle() {
 fn removing_a_queued_entry_unlinks_it() {
     let mut t = table!();
     for i in 0..3usize {
-        t.insert_live(0x1000 * (i + 1), 0x1000, key(7), 0);
+        t.insert_live(0x1000 * (i + 1), 0x1000, key(7), 0, 3);
         let e = t.find(0x1000 * (i + 1)).unwrap();
         t.enqueue(e.slot);
     }
@@ -191,4 +192,16 @@ fn removing_a_queued_entry_unlinks_it() {
     assert_ne!(b, 0x2000);
     assert!(hit(&mut t, &key(7)).is_none());
     assert!(t.oldest_queued().is_none());
+}
+
+#[test]
+fn a_mapping_made_through_another_mount_is_not_reused() {
+    static TABLE: SpinMutex<Table> = SpinMutex::new(Table::new());
+    let mut t = TABLE.lock();
+    assert!(t.insert_live(0x1000, 0x1000, key(0), 0, 3));
+    let slot = t.find(0x1000).unwrap().slot;
+    t.enqueue(slot);
+    let other = FileKey { mnt: 2, ..key(0) };
+    assert_eq!(t.take_queued(&other), Lookup::Miss);
+    assert_eq!(hit(&mut t, &key(0)), Some(0x1000));
 }

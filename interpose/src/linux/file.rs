@@ -38,6 +38,8 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
         | libc::STATX_SIZE
         | libc::STATX_MTIME
         | libc::STATX_CTIME
+        | libc::STATX_NLINK
+        | libc::STATX_MNT_ID
         | libc::STATX_MNT_ID_UNIQUE;
     // The raw call: glibc's wrapper may emulate statx with fstatat on old
     // kernels. With AT_EMPTY_PATH the call is about `fd` itself; Linux 6.11+
@@ -85,6 +87,15 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     Some(FileFacts {
         dev: libc::makedev(sx.stx_dev_major, sx.stx_dev_minor),
         ino: sx.stx_ino,
+        // The unique id where the kernel has it (6.8+), else the id of a
+        // mount now mounted (5.8+; one reused after an unmount is harmless:
+        // unmounts flush the queue, see `hooks.rs`); 0 when neither.
+        mnt: if sx.stx_mask & (libc::STATX_MNT_ID | libc::STATX_MNT_ID_UNIQUE) != 0 {
+            sx.stx_mnt_id
+        } else {
+            0
+        },
+        nlink: u64::from(sx.stx_nlink),
         stamp: FileStamp {
             size: sx.stx_size as i64,
             mtime_sec: sx.stx_mtime.tv_sec,

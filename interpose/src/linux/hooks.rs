@@ -182,5 +182,7 @@ fn attach_span(id: c_int, addr: usize, flags: c_int) -> Option<Span> {
     span(start as *const c_void, end.saturating_sub(start), effect)
 }
 
+pub use super::lastclose::*;
+
 /// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
 pub use crate::hooks::mmap as mmap64;

@@ -10,6 +10,7 @@ mod file;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod frames;
 pub mod hooks;
+pub mod lastclose;
 pub mod os;
 mod proc;
 pub mod real;
@@ -40,6 +41,28 @@ macro_rules! hook_table {
             // 64-bit targets `off64_t` is `off_t`; mmap's hook and real
             // function serve it.
             mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void, [];
+            // The end of an open file or of a file's name, and the locks a
+            // descriptor carries (lastclose.rs). fcntl and fcntl64 are
+            // variadic as mremap is: the third word is read only for the
+            // commands that have one.
+            close(fd: c_int) -> c_int, [syscall SYS_close];
+            close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int, [syscall SYS_close_range];
+            closefrom(lo: c_int) -> (), [closefrom_fallback];
+            dup(old: c_int) -> c_int, [syscall SYS_dup];
+            dup2(old: c_int, new: c_int) -> c_int, [dup2_fallback];
+            dup3(old: c_int, new: c_int, flags: c_int) -> c_int, [syscall SYS_dup3];
+            fclose(fp: *mut FILE) -> c_int, [fclose_fallback];
+            flock(fd: c_int, op: c_int) -> c_int, [syscall SYS_flock];
+            fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int, [syscall SYS_fcntl];
+            fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int, [syscall SYS_fcntl];
+            unlink(path: *const c_char) -> c_int, [unlink_fallback];
+            unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int, [syscall SYS_unlinkat];
+            remove(path: *const c_char) -> c_int, [remove_fallback];
+            rename(old: *const c_char, new: *const c_char) -> c_int, [rename_fallback];
+            renameat(old_dir: c_int, old: *const c_char, new_dir: c_int, new: *const c_char) -> c_int, [renameat_fallback];
+            renameat2(old_dir: c_int, old: *const c_char, new_dir: c_int, new: *const c_char, flags: c_uint) -> c_int, [syscall SYS_renameat2];
+            umount(target: *const c_char) -> c_int, [umount_fallback];
+            umount2(target: *const c_char, flags: c_int) -> c_int, [syscall SYS_umount2];
         }
     };
 }

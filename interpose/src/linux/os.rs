@@ -2,7 +2,7 @@
 //! `munmapq_core::os::Os`).
 
 use super::{file, proc};
-use munmapq_core::file::{readable_open_flags, FileFacts, PATH_ONLY};
+use munmapq_core::file::{trackable_open_flags, FileFacts, PATH_ONLY};
 use munmapq_core::os::Usage;
 use munmapq_core::os::{Os, PerThread};
 
@@ -19,7 +19,7 @@ impl Os for RealOs {
         // SAFETY: F_GETFL takes no argument and only reads; a bad fd only
         // makes it fail.
         let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) as i32 };
-        readable_open_flags(fl, PATH_ONLY).then_some(facts)
+        trackable_open_flags(fl, PATH_ONLY).then_some(facts)
     }
 
     fn max_map_count(&self) -> Option<usize> {

@@ -5,7 +5,7 @@
 //! a hook.
 
 use core::sync::atomic::Ordering;
-use libc::{c_int, c_uint, c_ulong, c_void, off_t, size_t};
+use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
 
 /// For each entry of `hook_table!` with a stand-in: a slot, filled by
 /// `resolve`, and a function of the entry's name that calls through it.
@@ -85,4 +85,63 @@ fn posix_madvise_fallback(addr: *mut c_void, len: size_t, advice: c_int) -> c_in
         0 => 0,
         _ => crate::errno::get(),
     }
+}
+
+// Stand-ins for the calls of `lastclose.rs` that have no system call of
+// their own on every target (only until `resolve`).
+
+fn raw(r: libc::c_long) -> c_int {
+    r as c_int
+}
+
+fn closefrom_fallback(lo: c_int) {
+    // SAFETY: the raw system call; the kernel validates the range.
+    unsafe { libc::syscall(libc::SYS_close_range, lo, c_uint::MAX, 0) };
+}
+
+fn dup2_fallback(old: c_int, new: c_int) -> c_int {
+    if old == new {
+        // dup2 of a descriptor onto itself checks it and answers it.
+        // SAFETY: F_GETFD only reads; a bad fd makes it fail.
+        let r = raw(unsafe { libc::syscall(libc::SYS_fcntl, old, libc::F_GETFD) });
+        return if r < 0 { r } else { new };
+    }
+    // SAFETY: the raw system call with the caller's arguments.
+    raw(unsafe { libc::syscall(libc::SYS_dup3, old, new, 0) })
+}
+
+fn fclose_fallback(fp: *mut FILE) -> c_int {
+    // Without libc's fclose only the descriptor can be closed.
+    // SAFETY: the caller's stream.
+    let fd = unsafe { libc::fileno(fp) };
+    // SAFETY: the raw system call.
+    raw(unsafe { libc::syscall(libc::SYS_close, fd) })
+}
+
+fn unlink_fallback(path: *const c_char) -> c_int {
+    // SAFETY: the raw system call with the caller's path.
+    raw(unsafe { libc::syscall(libc::SYS_unlinkat, libc::AT_FDCWD, path, 0) })
+}
+
+fn remove_fallback(path: *const c_char) -> c_int {
+    let r = unlink_fallback(path);
+    if r == 0 || crate::errno::get() != libc::EISDIR {
+        return r;
+    }
+    // SAFETY: the raw system call with the caller's path.
+    raw(unsafe { libc::syscall(libc::SYS_unlinkat, libc::AT_FDCWD, path, libc::AT_REMOVEDIR) })
+}
+
+fn renameat_fallback(od: c_int, old: *const c_char, nd: c_int, new: *const c_char) -> c_int {
+    // SAFETY: the raw system call with the caller's arguments.
+    raw(unsafe { libc::syscall(libc::SYS_renameat2, od, old, nd, new, 0) })
+}
+
+fn rename_fallback(old: *const c_char, new: *const c_char) -> c_int {
+    renameat_fallback(libc::AT_FDCWD, old, libc::AT_FDCWD, new)
+}
+
+fn umount_fallback(target: *const c_char) -> c_int {
+    // SAFETY: the raw system call with the caller's path.
+    raw(unsafe { libc::syscall(libc::SYS_umount2, target, 0) })
 }

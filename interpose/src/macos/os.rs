@@ -1,7 +1,7 @@
 //! macOS: the core's view of the real system (the contract:
 //! `munmapq_core::os::Os`).
 
-use munmapq_core::file::{readable_open_flags, FileFacts, PATH_ONLY};
+use munmapq_core::file::{trackable_open_flags, FileFacts, PATH_ONLY};
 use munmapq_core::os::Usage;
 use munmapq_core::os::{Os, PerThread};
 
@@ -20,7 +20,7 @@ impl Os for RealOs {
         // SAFETY: F_GETFL only reads (the 0 is the unused argument fcntl-base.c's
         // `va_arg` reads); a bad fd only makes it fail.
         let fl = unsafe { super::real::libsystem::fcntl_nocancel(fd, libc::F_GETFL, 0) };
-        readable_open_flags(fl, PATH_ONLY).then_some(facts)
+        trackable_open_flags(fl, PATH_ONLY).then_some(facts)
     }
 
     /// Mach `task_info(MACH_TASK_BASIC_INFO)` (xnu `osfmk/kern/task.c`

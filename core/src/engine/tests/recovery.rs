@@ -74,13 +74,14 @@ fn recovery_leaves_the_unmap_in_flight_alone() {
     let key = |off| FileKey {
         dev: 1,
         ino: 2,
+        mnt: 1,
         off,
         len: PAGE,
         stamp: FileStamp::default(),
     };
     for i in 0..4 {
         let start = BASE + 2 * i * PAGE;
-        assert!(t.insert_live(start, PAGE, key(i as u64), 0));
+        assert!(t.insert_live(start, PAGE, key(i as u64), 0, 3));
         let slot = t.find(start).unwrap().slot;
         t.enqueue(slot);
     }

@@ -100,6 +100,8 @@ impl Replay {
             file: (r.ino != 0).then_some(FileFacts {
                 dev: r.dev,
                 ino: r.ino,
+                mnt: 0,
+                nlink: 1,
                 stamp: Default::default(),
             }),
         });

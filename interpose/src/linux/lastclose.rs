@@ -1,0 +1,270 @@
+//! Linux's hooks on the calls that end an open file or a file's name, and
+//! on the locks a descriptor can carry (the decisions: the core's
+//! `engine/fds.rs`). Each lets the engine release first, then makes the
+//! real call with the caller's errno put back, so its result and errno are
+//! the kernel's.
+
+use super::os::RealOs;
+use super::real;
+use crate::{errno, ENGINE};
+use libc::{c_char, c_int, c_uint, FILE};
+
+/// The engine's work before a call, errno kept as the caller left it.
+fn before(work: impl FnOnce()) {
+    let saved = errno::get();
+    work();
+    errno::set(saved);
+}
+
+/// # Safety
+/// As for C `close`.
+#[inline(always)]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    before(|| ENGINE.closing(&RealOs, fd, fd));
+    // SAFETY: the caller's own arguments.
+    unsafe { real::close(fd) }
+}
+
+/// # Safety
+/// As for C `close_range`.
+#[inline(always)]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    // With CLOSE_RANGE_CLOEXEC nothing is closed now (at exec the whole
+    // address space goes anyway).
+    if flags as c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 {
+        let lo = c_int::try_from(first).unwrap_or(c_int::MAX);
+        let hi = c_int::try_from(last).unwrap_or(c_int::MAX);
+        before(|| ENGINE.closing(&RealOs, lo, hi));
+    }
+    // SAFETY: the caller's own arguments.
+    unsafe { real::close_range(first, last, flags) }
+}
+
+/// # Safety
+/// As for C `closefrom` (glibc's closes through the raw system call).
+#[inline(always)]
+pub unsafe extern "C" fn closefrom(lo: c_int) {
+    before(|| ENGINE.closing(&RealOs, lo.max(0), c_int::MAX));
+    // SAFETY: the caller's own arguments.
+    unsafe { real::closefrom(lo) }
+}
+
+/// # Safety
+/// As for C `dup`.
+#[inline(always)]
+pub unsafe extern "C" fn dup(old: c_int) -> c_int {
+    // SAFETY: the caller's own arguments.
+    let new = unsafe { real::dup(old) };
+    ENGINE.fd_duplicated(old, new);
+    new
+}
+
+/// # Safety
+/// As for C `dup2`: `new` is closed first when it is open and not `old`.
+#[inline(always)]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    if old != new {
+        before(|| ENGINE.closing(&RealOs, new, new));
+    }
+    // SAFETY: the caller's own arguments.
+    let r = unsafe { real::dup2(old, new) };
+    if old != new {
+        ENGINE.fd_duplicated(old, r);
+    }
+    r
+}
+
+/// # Safety
+/// As for C `dup3`.
+#[inline(always)]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    if old != new {
+        before(|| ENGINE.closing(&RealOs, new, new));
+    }
+    // SAFETY: the caller's own arguments.
+    let r = unsafe { real::dup3(old, new, flags) };
+    ENGINE.fd_duplicated(old, r);
+    r
+}
+
+/// # Safety
+/// As for C `fclose`: glibc's closes the stream's descriptor itself, not
+/// through `close`.
+#[inline(always)]
+pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
+    if !fp.is_null() {
+        before(|| {
+            // SAFETY: the caller's stream, about to be closed.
+            let fd = unsafe { libc::fileno(fp) };
+            ENGINE.closing(&RealOs, fd, fd);
+        });
+    }
+    // SAFETY: the caller's own arguments.
+    unsafe { real::fclose(fp) }
+}
+
+/// # Safety
+/// As for C `flock`.
+#[inline(always)]
+pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
+    // Noted before the call: a lock granted is then never missed.
+    if op & (libc::LOCK_SH | libc::LOCK_EX) != 0 {
+        ENGINE.fd_locked(fd);
+    }
+    // SAFETY: the caller's own arguments.
+    unsafe { real::flock(fd, op) }
+}
+
+/// What an `fcntl` command does to the descriptor's bits, before the call.
+fn fcntl_before(fd: c_int, cmd: c_int, arg: usize) {
+    match cmd {
+        // An OFD lock belongs to the open file, like flock's. Its type is
+        // not read (the pointer is the kernel's to check): an unlock only
+        // makes the descriptor's later close more cautious.
+        libc::F_OFD_SETLK | libc::F_OFD_SETLKW => ENGINE.fd_locked(fd),
+        libc::F_SETLEASE if arg as c_int != libc::F_UNLCK => ENGINE.fd_locked(fd),
+        _ => {}
+    }
+}
+
+fn fcntl_after(fd: c_int, cmd: c_int, r: c_int) {
+    if matches!(cmd, libc::F_DUPFD | libc::F_DUPFD_CLOEXEC) {
+        ENGINE.fd_duplicated(fd, r);
+    }
+}
+
+/// # Safety
+/// As for C `fcntl`. Variadic in C: the third argument, an int or a
+/// pointer, travels in the same register as a third fixed word on the
+/// 64-bit ABIs munmapq builds for (see `mremap` in `hook_table!`).
+#[inline(always)]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    fcntl_before(fd, cmd, arg);
+    // SAFETY: the caller's own arguments.
+    let r = unsafe { real::fcntl(fd, cmd, arg) };
+    fcntl_after(fd, cmd, r);
+    r
+}
+
+/// # Safety
+/// As for C `fcntl64` (glibc's name for `fcntl` with 64-bit offsets).
+#[inline(always)]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    fcntl_before(fd, cmd, arg);
+    // SAFETY: the caller's own arguments.
+    let r = unsafe { real::fcntl64(fd, cmd, arg) };
+    fcntl_after(fd, cmd, r);
+    r
+}
+
+/// Releases what munmapq holds of the file `path` names (relative to
+/// `dir`, not following a last symlink), when anything is tracked.
+fn losing_name(dir: c_int, path: *const c_char) {
+    if path.is_null() || !ENGINE.tracks_any() {
+        return;
+    }
+    before(|| {
+        // SAFETY: plain data; the kernel writes it or fails.
+        let mut sx: libc::statx = unsafe { core::mem::zeroed() };
+        // SAFETY: the caller's NUL-terminated path and a valid out-pointer
+        // (the raw call: glibc's wrapper may fall back to fstatat).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_statx,
+                dir,
+                path,
+                libc::AT_SYMLINK_NOFOLLOW,
+                libc::STATX_INO,
+                &mut sx as *mut libc::statx,
+            )
+        };
+        if r == 0 {
+            let dev = libc::makedev(sx.stx_dev_major, sx.stx_dev_minor);
+            ENGINE.unlinking(&RealOs, dev, sx.stx_ino);
+        }
+    });
+}
+
+/// # Safety
+/// As for C `unlink`.
+#[inline(always)]
+pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    losing_name(libc::AT_FDCWD, path);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::unlink(path) }
+}
+
+/// # Safety
+/// As for C `unlinkat`.
+#[inline(always)]
+pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
+    losing_name(dir, path);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::unlinkat(dir, path, flags) }
+}
+
+/// # Safety
+/// As for C `remove`.
+#[inline(always)]
+pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
+    losing_name(libc::AT_FDCWD, path);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::remove(path) }
+}
+
+/// # Safety
+/// As for C `rename`: the file at `new`, if any, loses that name.
+#[inline(always)]
+pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+    losing_name(libc::AT_FDCWD, new);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::rename(old, new) }
+}
+
+/// # Safety
+/// As for C `renameat`.
+#[inline(always)]
+pub unsafe extern "C" fn renameat(
+    old_dir: c_int,
+    old: *const c_char,
+    new_dir: c_int,
+    new: *const c_char,
+) -> c_int {
+    losing_name(new_dir, new);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::renameat(old_dir, old, new_dir, new) }
+}
+
+/// # Safety
+/// As for C `renameat2` (with `RENAME_EXCHANGE` both files keep a name:
+/// releasing the one at `new` only costs its reuse).
+#[inline(always)]
+pub unsafe extern "C" fn renameat2(
+    old_dir: c_int,
+    old: *const c_char,
+    new_dir: c_int,
+    new: *const c_char,
+    flags: c_uint,
+) -> c_int {
+    losing_name(new_dir, new);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::renameat2(old_dir, old, new_dir, new, flags) }
+}
+
+/// # Safety
+/// As for C `umount`.
+#[inline(always)]
+pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
+    before(|| ENGINE.unmounting(&RealOs));
+    // SAFETY: the caller's own arguments.
+    unsafe { real::umount(target) }
+}
+
+/// # Safety
+/// As for C `umount2`.
+#[inline(always)]
+pub unsafe extern "C" fn umount2(target: *const c_char, flags: c_int) -> c_int {
+    before(|| ENGINE.unmounting(&RealOs));
+    // SAFETY: the caller's own arguments.
+    unsafe { real::umount2(target, flags) }
+}
