@@ -124,13 +124,15 @@ fn mmap_larger_than_the_room_after_rlimit_as_lowered() {
 // opens fail with EMFILE.
 
 fn fdleak(nofile: Option<u64>) {
-    let dir = scratch("sandbox-fdleak");
-    let exe = c_program("fdleak", &dir);
-    let file = data_file(&dir, 64);
     let name = match nofile {
         Some(n) => format!("fdleak-ulimit-n-{n}"),
         None => "fdleak".to_string(),
     };
+    // One directory per test: the two run in parallel, and each removes
+    // its own at the end.
+    let dir = scratch(&format!("sandbox-{name}"));
+    let exe = c_program("fdleak", &dir);
+    let file = data_file(&dir, 64);
     let runs = same_as_without(
         &name,
         |_: &Path| {
@@ -166,13 +168,11 @@ fn fdleak(nofile: Option<u64>) {
 }
 
 #[test]
-#[ignore = "fails until the last-close fix lands"]
 fn no_descriptor_left_by_siglongjmp_out_of_a_hook() {
     fdleak(None);
 }
 
 #[test]
-#[ignore = "fails until the last-close fix lands"]
 fn no_emfile_after_siglongjmp_out_of_hooks_under_small_ulimit_n() {
     fdleak(Some(32));
 }

@@ -13,6 +13,7 @@ pub mod hooks;
 pub mod os;
 mod proc;
 pub mod real;
+mod sys;
 
 /// Every hook Linux has: `crate::shared_hooks!` and those below, whose
 /// bodies are in `hooks.rs`. In brackets, what stands in for the real

@@ -65,7 +65,7 @@ macro_rules! real_functions {
     (@stand_in ($($arg:ident),*) -> $ret:ty, syscall $number:ident) => {
         // SAFETY: the raw system call with the arguments the libc wrapper
         // would pass; the kernel validates them.
-        unsafe { libc::syscall(libc::$number, $($arg),*) as $ret }
+        unsafe { super::sys::call_errno(libc::$number, &[$($arg as libc::c_long),*]) as $ret }
     };
     (@stand_in ($($arg:ident),*) -> $ret:ty, $function:ident) => {
         $function($($arg),*)
@@ -81,8 +81,17 @@ fn posix_madvise_fallback(addr: *mut c_void, len: size_t, advice: c_int) -> c_in
     }
     // SAFETY: the raw system call with the caller's arguments; the kernel
     // validates them.
-    match unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) } {
+    match unsafe {
+        super::sys::call(
+            libc::SYS_madvise,
+            &[
+                addr as libc::c_long,
+                len as libc::c_long,
+                advice as libc::c_long,
+            ],
+        )
+    } {
         0 => 0,
-        _ => crate::errno::get(),
+        e => -e as c_int,
     }
 }
