@@ -171,6 +171,22 @@ impl Sizing {
         self.bytes_cap
     }
 
+    /// `RLIMIT_AS` was changed by the program: the address-space room is
+    /// read again at the next deferral, and at each one while a limit is
+    /// set (found unlimited, the bound goes away again).
+    pub fn limit_changed(&mut self) {
+        self.as_limited = true;
+        self.as_cap = 0;
+        self.unread_bytes = usize::MAX;
+        self.refresh();
+    }
+
+    /// Whether `RLIMIT_AS` was set at the last read (a reuse then checks
+    /// that the kernel would have room for a fresh mapping).
+    pub fn address_space_limited(&self) -> bool {
+        self.as_limited
+    }
+
     /// In a child after fork: its memory is its own from now on.
     pub fn reset_after_fork(&mut self) {
         self.unread_bytes = usize::MAX;

@@ -9,6 +9,26 @@ use crate::stats::Counter;
 use crate::table::{Entry, FileKey, Lookup, State, Table};
 use core::sync::atomic::Ordering::Relaxed;
 
+/// Under `RLIMIT_AS`, whether the kernel would have room for a fresh
+/// mapping of `len` bytes were nothing queued (else the real mmap is made,
+/// and fails as it would without munmapq). Reads the process's size: only
+/// while a limit is set.
+fn reuse_fits<O: Os>(os: &O, q: &Queue, len: usize) -> bool {
+    if !q.sizing.address_space_limited() {
+        return true;
+    }
+    match (os.address_space_limit(), os.usage()) {
+        (None, _) => true,
+        (Some(limit), Some(u)) => {
+            u.size
+                .saturating_sub(q.table.queued_bytes())
+                .saturating_add(len)
+                <= limit
+        }
+        (Some(_), None) => false,
+    }
+}
+
 impl Engine {
     #[allow(clippy::too_many_arguments)] // mirrors C mmap(2)
     pub fn mmap<O: Os>(
@@ -92,7 +112,7 @@ impl Engine {
         off: i64,
     ) -> Result<usize, Errno> {
         if self.reuse.load(Relaxed) {
-            if let Some(mut q) = self.lock(os) {
+            if let Some(mut q) = self.lock(os).filter(|q| reuse_fits(os, q, key.len)) {
                 loop {
                     match q.table.take_queued(&key) {
                         Lookup::Hit(start) => {
