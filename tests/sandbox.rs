@@ -75,13 +75,11 @@ fn seccomp(how: &str) {
 }
 
 #[test]
-#[ignore = "fails until the last-close fix lands"]
 fn seccomp_filter_by_prctl_does_not_kill_the_program() {
     seccomp("prctl");
 }
 
 #[test]
-#[ignore = "fails until the last-close fix lands"]
 fn seccomp_filter_by_seccomp_syscall_does_not_kill_the_program() {
     seccomp("syscall");
 }
@@ -105,13 +103,11 @@ fn rlimit(what: &str) {
 }
 
 #[test]
-#[ignore = "fails until the last-close fix lands"]
 fn malloc_after_rlimit_as_lowered_over_a_queued_window() {
     rlimit("rlimit-malloc");
 }
 
 #[test]
-#[ignore = "fails until the last-close fix lands"]
 fn mmap_larger_than_the_room_after_rlimit_as_lowered() {
     rlimit("rlimit-map");
 }
@@ -184,7 +180,6 @@ fn no_emfile_after_siglongjmp_out_of_hooks_under_small_ulimit_n() {
 // from its file (the table forgotten while a worker held it).
 
 #[test]
-#[ignore = "fails until the last-close fix lands"]
 fn fork_child_finds_the_parents_queue_unmapped() {
     let dir = scratch("sandbox-fork");
     let main_file = data_file(&dir, 64);

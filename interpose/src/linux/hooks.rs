@@ -184,3 +184,6 @@ fn attach_span(id: c_int, addr: usize, flags: c_int) -> Option<Span> {
 
 /// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
 pub use crate::hooks::mmap as mmap64;
+
+/// What the program sets up around itself (`sandbox.rs`).
+pub use super::sandbox::{prctl, prlimit, prlimit64, setrlimit, setrlimit64, syscall};

@@ -13,6 +13,8 @@ pub mod hooks;
 pub mod os;
 mod proc;
 pub mod real;
+mod sandbox;
+pub use sandbox::seccomp_mode;
 mod sys;
 
 /// Every hook Linux has: `crate::shared_hooks!` and those below, whose
@@ -41,6 +43,16 @@ macro_rules! hook_table {
             // 64-bit targets `off64_t` is `off_t`; mmap's hook and real
             // function serve it.
             mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void, [];
+            // A seccomp filter may kill on munmapq's own calls (sandbox.rs).
+            // Both variadic in C: see mremap; `syscall`'s sixth variadic
+            // argument is on the stack on x86_64 as a seventh fixed one's.
+            prctl(option: c_int, a2: c_ulong, a3: c_ulong, a4: c_ulong, a5: c_ulong) -> c_int, [syscall SYS_prctl];
+            syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long, [syscall_raw];
+            // RLIMIT_AS lowered: the queue must not take the room (sandbox.rs).
+            setrlimit(resource: c_int, rlim: *const rlimit) -> c_int, [setrlimit_raw];
+            setrlimit64(resource: c_int, rlim: *const rlimit) -> c_int, [setrlimit_raw];
+            prlimit(pid: pid_t, resource: c_int, new: *const rlimit, old: *mut rlimit) -> c_int, [prlimit_raw];
+            prlimit64(pid: pid_t, resource: c_int, new: *const rlimit, old: *mut rlimit) -> c_int, [prlimit_raw];
         }
     };
 }

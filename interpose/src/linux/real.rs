@@ -6,6 +6,9 @@
 
 use core::sync::atomic::Ordering;
 use libc::{c_int, c_uint, c_ulong, c_void, off_t, size_t};
+// The types and stand-ins of sandbox.rs's hooks.
+use super::sandbox::{prlimit_raw, setrlimit_raw, syscall_raw};
+use libc::{c_long, pid_t, rlimit};
 
 /// For each entry of `hook_table!` with a stand-in: a slot, filled by
 /// `resolve`, and a function of the entry's name that calls through it.
