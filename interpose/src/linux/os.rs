@@ -57,6 +57,13 @@ impl Os for RealOs {
         }
     }
 
+    /// `sched_yield` (raw: no hook, no libc state): the holder may be a
+    /// preempted thread on this very CPU.
+    fn pause(&self) {
+        // SAFETY: no arguments.
+        unsafe { super::sys::call(libc::SYS_sched_yield, &[]) };
+    }
+
     /// The cells of `frames.rs` (one TLS access, no call).
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[inline]
