@@ -11,10 +11,11 @@ use core::sync::atomic::Ordering::Relaxed;
 
 /// Under `RLIMIT_AS`, whether the kernel would have room for a fresh
 /// mapping of `len` bytes were nothing queued (else the real mmap is made,
-/// and fails as it would without munmapq). Reads the process's size: only
-/// while a limit is set.
+/// and fails as it would without munmapq). Reads the process's size only
+/// when the room last read leaves doubt (see
+/// [`crate::sizing::Sizing::reuse_needs_room_check`]).
 fn reuse_fits<O: Os>(os: &O, q: &Queue, len: usize) -> bool {
-    if !q.sizing.address_space_limited() {
+    if !q.sizing.reuse_needs_room_check(len) {
         return true;
     }
     match (os.address_space_limit(), os.usage()) {
