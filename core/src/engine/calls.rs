@@ -113,7 +113,12 @@ impl Engine {
         off: i64,
     ) -> Result<usize, Errno> {
         if self.reuse.load(Relaxed) {
-            if let Some(mut q) = self.lock(os).filter(|q| reuse_fits(os, q, key.len)) {
+            let q = self.lock(os).map(|mut q| {
+                // A changed RLIMIT_AS must be seen by reuse_fits.
+                self.apply_pending(os, &mut q.sizing);
+                q
+            });
+            if let Some(mut q) = q.filter(|q| reuse_fits(os, q, key.len)) {
                 loop {
                     match q.table.take_queued(&key) {
                         Lookup::Hit(start) => {

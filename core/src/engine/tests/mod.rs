@@ -11,6 +11,7 @@ use crate::table::{Evict, FileKey};
 use std::vec::Vec;
 
 mod caps;
+mod process;
 mod recovery;
 
 /// The defaults on a stock Linux kernel without RLIMIT_AS.
