@@ -117,7 +117,13 @@ fn the_library_is_small_and_exports_only_its_hooks() {
             "munmap",
             "pkey_mprotect",
             "posix_madvise",
-            "shmat"
+            "prctl",
+            "prlimit",
+            "prlimit64",
+            "setrlimit",
+            "setrlimit64",
+            "shmat",
+            "syscall"
         ]
     );
     for (name, defined, _) in &symbols {
