@@ -24,6 +24,7 @@ mod program;
 mod report;
 mod run;
 mod script;
+mod seccomp;
 mod selftest;
 mod shell;
 mod signals;

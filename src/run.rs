@@ -8,8 +8,9 @@ use crate::gitcheck;
 use crate::library::find_library;
 use crate::platform::{LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
 use crate::report::{Notes, Report};
+use crate::seccomp::Sandbox;
 use crate::signals::{self, Forwarding};
-use munmapq_core::config::{VAR_STATS_FILE, VAR_TRACE};
+use munmapq_core::config::{VAR_SECCOMP, VAR_STATS_FILE, VAR_TRACE};
 use std::fs::File;
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -140,6 +141,14 @@ pub fn run(o: Options) -> ExitCode {
         }
     }
     cmd.env(VAR_STATS_FILE, &report_path);
+    // Under a seccomp filter the library passes everything through unless
+    // told the filter allows its calls (seccomp.rs); asked before any
+    // thread of ours exists, as the probe forks. The caller's own setting
+    // is kept.
+    let sandbox = crate::seccomp::probe();
+    if sandbox == Sandbox::Allows && std::env::var_os(VAR_SECCOMP).is_none() {
+        cmd.env(VAR_SECCOMP, "trust");
+    }
     for (k, v) in &o.vars {
         cmd.env(k, v);
     }
@@ -175,14 +184,19 @@ pub fn run(o: Options) -> ExitCode {
         }
     }
     let report = Report::parse(&text);
-    if report.loaded == 0 && killed_by.is_none() {
+    let passed_through = sandbox == Sandbox::Refuses;
+    if report.loaded == 0 && killed_by.is_none() && !passed_through {
         eprintln!(
             "munmapq: warning: {LIB_NAME} was not loaded into {name}: it ran without munmapq (see: munmapq doctor {name})"
         );
     }
     if let Some(format) = o.stats {
         let notes = Notes {
-            incomplete: incomplete(&name, status, &report),
+            incomplete: incomplete(&name, status, &report).or_else(|| {
+                passed_through.then(|| {
+                    format!("{name} runs under a seccomp filter that does not allow munmapq's system calls: the library passed every call through and reported nothing")
+                })
+            }),
             git: Some(gitcheck::stats_line(&o.command, &report))
                 .map(|l| l.trim_end().trim_start_matches("munmapq: ").to_string())
                 .filter(|l| !l.is_empty()),

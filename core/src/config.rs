@@ -25,6 +25,10 @@ pub struct Config {
     /// How a full queue is evicted (`MUNMAPQ_EVICT`).
     pub evict: Evict,
     pub stats: bool,
+    /// `MUNMAPQ_SECCOMP=trust`: a seccomp filter the process inherited
+    /// allows munmapq's system calls (the launcher probed it), so the
+    /// library works under it instead of passing everything through.
+    pub seccomp_trust: bool,
 }
 
 /// Facts about the system the defaults are derived from.
@@ -58,6 +62,7 @@ impl Config {
             reuse: true,
             evict: Evict::Aged,
             stats: false,
+            seccomp_trust: false,
         }
     }
 }
@@ -75,19 +80,21 @@ pub const VAR_MAX_BYTES: &str = "MUNMAPQ_MAX_BYTES";
 pub const VAR_REUSE: &str = "MUNMAPQ_REUSE";
 pub const VAR_EVICT: &str = "MUNMAPQ_EVICT";
 pub const VAR_STATS: &str = "MUNMAPQ_STATS";
+pub const VAR_SECCOMP: &str = "MUNMAPQ_SECCOMP";
 /// Read by the export layer, not here: where to append the statistics line.
 pub const VAR_STATS_FILE: &str = "MUNMAPQ_STATS_FILE";
 /// Read by the export layer: where to append the call trace (mq-replay).
 pub const VAR_TRACE: &str = "MUNMAPQ_TRACE";
 
 /// Every variable munmapq reads, with what it accepts (for `--help`).
-pub const VARIABLES: [(&str, &str); 8] = [
+pub const VARIABLES: [(&str, &str); 9] = [
     (VAR_DISABLE, ACCEPTS_BOOL),
     (VAR_MAX_ENTRIES, ACCEPTS_ENTRIES),
     (VAR_MAX_BYTES, ACCEPTS_BYTES),
     (VAR_REUSE, ACCEPTS_BOOL),
     (VAR_EVICT, ACCEPTS_EVICT),
     (VAR_STATS, ACCEPTS_BOOL),
+    (VAR_SECCOMP, ACCEPTS_SECCOMP),
     (
         VAR_STATS_FILE,
         "a file path; each process appends one line of counters",
@@ -103,6 +110,8 @@ const ACCEPTS_ENTRIES: &str = "an integer from 1 to 8192";
 const ACCEPTS_BYTES: &str =
     "a size from 1 byte to 1T, in bytes or with a K, M, G or T suffix (powers of 1024)";
 const ACCEPTS_EVICT: &str = "aged, oldest or all";
+const ACCEPTS_SECCOMP: &str =
+    "auto or trust (trust: an inherited seccomp filter allows munmapq's system calls)";
 
 /// Parses the configuration; `get` answers a variable's raw value. An
 /// empty value counts as unset, for every variable (`MUNMAPQ_STATS=`
@@ -142,6 +151,13 @@ pub fn parse<'a>(
     }
     if let Some(v) = get(VAR_STATS) {
         cfg.stats = parse_bool(v).ok_or(err(VAR_STATS, ACCEPTS_BOOL))?;
+    }
+    if let Some(v) = get(VAR_SECCOMP) {
+        cfg.seccomp_trust = match v {
+            b"auto" => false,
+            b"trust" => true,
+            _ => return Err(err(VAR_SECCOMP, ACCEPTS_SECCOMP)),
+        };
     }
     Ok(cfg)
 }
@@ -230,6 +246,8 @@ mod tests {
         assert!(!c.reuse && c.stats && c.enabled);
         assert_eq!(c.evict, Evict::All);
         assert!(!with(&[("MUNMAPQ_DISABLE", "1")]).unwrap().enabled);
+        assert!(with(&[("MUNMAPQ_SECCOMP", "trust")]).unwrap().seccomp_trust);
+        assert!(!with(&[("MUNMAPQ_SECCOMP", "auto")]).unwrap().seccomp_trust);
     }
 
     #[test]
@@ -246,6 +264,7 @@ mod tests {
             ("MUNMAPQ_EVICT", "newest"),
             ("MUNMAPQ_STATS", "true"),
             ("MUNMAPQ_DISABLE", " 1"),
+            ("MUNMAPQ_SECCOMP", "yes"),
         ] {
             let e = parse(LINUX, |v| (v == var).then_some(val.as_bytes())).unwrap_err();
             assert_eq!(e.var, var, "{var}={val}");

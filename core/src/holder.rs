@@ -159,6 +159,25 @@ impl TableLock {
     pub unsafe fn force_unlock(&self) {
         self.owner.store(0, Release);
     }
+
+    /// Whether the calling thread holds the table (a fork from a signal
+    /// handler that interrupted a hook holding it).
+    pub fn held_here<O: Os>(&self, os: &O) -> bool {
+        self.owner.load(Relaxed) == me(os, os.thread_cells())
+    }
+
+    /// Gives back a table kept by [`TableGuard::keep`], `previous` being
+    /// what `keep` answered.
+    ///
+    /// # Safety
+    /// The calling thread kept it (in a fork child: the forking thread).
+    pub unsafe fn give_back<O: Os>(&self, os: &O, previous: usize) {
+        self.owner.store(0, Release);
+        compiler_fence(SeqCst);
+        if let Some(c) = os.thread_cells() {
+            c.hold.set(previous);
+        }
+    }
 }
 
 /// The table is taken by this thread: was it taken by a hook frame that a
@@ -189,6 +208,17 @@ pub struct TableGuard<'a> {
     cells: Option<&'static PerThread>,
     /// The hold frame to put back (that of an outer attempt, or 0).
     previous: usize,
+}
+
+impl TableGuard<'_> {
+    /// Keeps the table held past this guard (across a `fork`, whose
+    /// handlers run in separate calls): [`TableLock::give_back`] with the
+    /// value answered releases it.
+    pub fn keep(self) -> usize {
+        let previous = self.previous;
+        core::mem::forget(self);
+        previous
+    }
 }
 
 impl core::ops::Deref for TableGuard<'_> {

@@ -100,6 +100,12 @@ pub trait Os {
     /// Whether the calling thread runs on its alternate signal stack
     /// (`sigaltstack`) now.
     fn signal_stack(&self) -> SignalStack;
+    /// Lets another thread run a little, between two tries of a bounded
+    /// wait for the table (only outside hooks' common paths: before a
+    /// fork, before a seccomp filter or a lower `RLIMIT_AS` is set).
+    fn pause(&self) {
+        core::hint::spin_loop();
+    }
 }
 
 /// Where the calling thread runs, as far as its alternate signal stack

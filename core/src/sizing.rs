@@ -90,6 +90,9 @@ pub struct Sizing {
     entries_cap: usize,
     as_cap: usize,
     as_limited: bool,
+    /// Under `RLIMIT_AS`: the room the kernel had for new mappings at the
+    /// last read, were nothing queued (0: unknown, `usize::MAX`: no limit).
+    as_room: usize,
     /// RSS of the program without its queue (estimated), bytes.
     rss_base: usize,
     /// RSS at the last read.
@@ -125,6 +128,7 @@ impl Sizing {
             entries_cap: 0,
             as_cap: 0,
             as_limited: false,
+            as_room: 0,
             rss_base: 0,
             rss_last: 0,
             unread_bytes: 0,
@@ -143,6 +147,7 @@ impl Sizing {
         self.resident_guard = cfg.max_bytes.is_none();
         self.map_limit = cfg.map_count_limit.unwrap_or(0);
         self.as_limited = cfg.address_space_limit.is_some();
+        self.as_room = 0;
         self.as_cap = if cfg.address_space_limit.is_some() {
             0
         } else {
@@ -169,6 +174,29 @@ impl Sizing {
     /// resident budget bounds it).
     pub fn byte_cap(&self) -> usize {
         self.bytes_cap
+    }
+
+    /// `RLIMIT_AS` was changed by the program: the address-space room is
+    /// read again at the next deferral, and at each one while a limit is
+    /// set (found unlimited, the bound goes away again).
+    pub fn limit_changed(&mut self) {
+        self.as_limited = true;
+        self.as_cap = 0;
+        self.as_room = 0;
+        self.unread_bytes = usize::MAX;
+        self.refresh();
+    }
+
+    /// Whether a reuse of `len` bytes must first check that the kernel
+    /// would have room for a fresh mapping under `RLIMIT_AS` (reading the
+    /// process's size, several system calls): only under a limit, and only
+    /// when `len` is more than half the room the last read found (the
+    /// room is read at every deferral under a limit; a reuse moves nothing
+    /// in or out of the address space, so only the program's own mappings
+    /// made since, more than half the room, could make a smaller reuse one
+    /// the kernel would refuse).
+    pub fn reuse_needs_room_check(&self, len: usize) -> bool {
+        self.as_limited && len > self.as_room / 2
     }
 
     /// In a child after fork: its memory is its own from now on.
@@ -253,11 +281,13 @@ impl Sizing {
             Some(limit) => {
                 let room = limit.saturating_sub(u.size.saturating_sub(queued_bytes));
                 self.as_cap = AS_QUEUE_MAX.min(room >> AS_ROOM_SHIFT);
+                self.as_room = room;
                 self.as_limited = true;
             }
             None => {
                 self.as_cap = usize::MAX;
                 self.as_limited = false;
+                self.as_room = usize::MAX;
             }
         }
     }

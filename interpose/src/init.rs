@@ -13,6 +13,33 @@ static STATS_TO_STDERR: AtomicBool = AtomicBool::new(false);
 /// environment later).
 static mut STATS_FILE: [u8; 4096] = [0; 4096];
 static STATS_FILE_LEN: AtomicUsize = AtomicUsize::new(0);
+/// A seccomp filter is in force (inherited and not trusted, or installed
+/// by the program): munmapq passes everything through and makes no system
+/// call of its own any more, the exit report included.
+static SANDBOXED: AtomicBool = AtomicBool::new(false);
+
+/// A seccomp filter is being installed (see `SANDBOXED`).
+pub(crate) fn sandboxed() {
+    SANDBOXED.store(true, Ordering::Relaxed);
+}
+
+/// Whether this process inherited a seccomp filter (Linux: `prctl(
+/// PR_GET_SECCOMP)` answers 2, one system call and no descriptor; a filter
+/// that refuses prctl itself with an error counts as one too). Such a
+/// filter may kill the process on any call munmapq makes (`statx`,
+/// `fcntl`, `openat` of `/proc`, ...), so the library passes everything
+/// through under it, unless `MUNMAPQ_SECCOMP=trust` says the filter
+/// allows them (the launcher sets it after trying them under the filter).
+#[cfg(target_os = "linux")]
+fn inherited_filter() -> bool {
+    crate::platform::seccomp_mode() != 0
+}
+
+/// macOS has no seccomp.
+#[cfg(not(target_os = "linux"))]
+fn inherited_filter() -> bool {
+    false
+}
 
 /// The constructor: the dynamic loader runs it when the library is loaded.
 #[cfg(target_os = "linux")]
@@ -26,6 +53,11 @@ static AT_LOAD: extern "C" fn() = init;
 
 extern "C" fn init() {
     real::resolve();
+    if getenv(config::VAR_SECCOMP) != Some(b"trust") && inherited_filter() {
+        // Nothing else: no configuration read (getrlimit), no load line.
+        sandboxed();
+        return;
+    }
     // SAFETY: sysconf has no memory-safety preconditions.
     let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
         p if p > 0 && (p as usize).is_power_of_two() => p as usize,
@@ -52,14 +84,28 @@ extern "C" fn init() {
         }
         Err(e) => report_config_error(e),
     }
-    // SAFETY: registers a plain function; called in the child after fork.
-    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    // SAFETY: registers plain functions, called around fork.
+    unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_in_parent),
+            Some(after_fork_in_child),
+        )
+    };
     // SAFETY: registers a plain function, run at exit (on Linux the
     // `.fini_array` entry below does this without registration).
     #[cfg(target_os = "macos")]
     unsafe {
         libc::atexit(at_exit)
     };
+}
+
+extern "C" fn before_fork() {
+    ENGINE.before_fork(&RealOs);
+}
+
+extern "C" fn after_fork_in_parent() {
+    ENGINE.after_fork_in_parent(&RealOs);
 }
 
 extern "C" fn after_fork_in_child() {
@@ -171,8 +217,15 @@ fn announce_load() {
 /// At exit: the counters, on stderr (`MUNMAPQ_STATS=1`) and/or appended to
 /// `MUNMAPQ_STATS_FILE` as one line (one `write`, so concurrent processes'
 /// lines do not interleave). Written even when munmapq is off, so the
-/// launcher can tell that the library was loaded.
+/// launcher can tell that the library was loaded; not when no report was
+/// asked for (no system call at all then), nor under a seccomp filter
+/// (`SANDBOXED`: getpid or open could be what it kills).
 extern "C" fn at_exit() {
+    let asked =
+        STATS_TO_STDERR.load(Ordering::Relaxed) || STATS_FILE_LEN.load(Ordering::Acquire) != 0;
+    if !asked || SANDBOXED.load(Ordering::Relaxed) {
+        return;
+    }
     let mut buf = [0u8; 1024];
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u64;

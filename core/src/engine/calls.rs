@@ -9,6 +9,27 @@ use crate::stats::Counter;
 use crate::table::{Entry, FileKey, Lookup, State, Table};
 use core::sync::atomic::Ordering::Relaxed;
 
+/// Under `RLIMIT_AS`, whether the kernel would have room for a fresh
+/// mapping of `len` bytes were nothing queued (else the real mmap is made,
+/// and fails as it would without munmapq). Reads the process's size only
+/// when the room last read leaves doubt (see
+/// [`crate::sizing::Sizing::reuse_needs_room_check`]).
+fn reuse_fits<O: Os>(os: &O, q: &Queue, len: usize) -> bool {
+    if !q.sizing.reuse_needs_room_check(len) {
+        return true;
+    }
+    match (os.address_space_limit(), os.usage()) {
+        (None, _) => true,
+        (Some(limit), Some(u)) => {
+            u.size
+                .saturating_sub(q.table.queued_bytes())
+                .saturating_add(len)
+                <= limit
+        }
+        (Some(_), None) => false,
+    }
+}
+
 impl Engine {
     #[allow(clippy::too_many_arguments)] // mirrors C mmap(2)
     pub fn mmap<O: Os>(
@@ -95,7 +116,12 @@ impl Engine {
         off: i64,
     ) -> Result<usize, Errno> {
         if self.reuse.load(Relaxed) {
-            if let Some(mut q) = self.lock(os) {
+            let q = self.lock(os).map(|mut q| {
+                // A changed RLIMIT_AS must be seen by reuse_fits.
+                self.apply_pending(os, &mut q.sizing);
+                q
+            });
+            if let Some(mut q) = q.filter(|q| reuse_fits(os, q, key.len)) {
                 loop {
                     match q.table.take_queued(&key) {
                         Lookup::Hit(start) => {

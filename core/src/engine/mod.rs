@@ -48,6 +48,8 @@ const ACTIVE: u8 = 1;
 /// has to follow `vm.max_map_count`; this is a child after fork.
 const BOUND_BY_MAP_COUNT: u8 = 1;
 const FORKED: u8 = 2;
+/// The program changed `RLIMIT_AS`: the sizing reads the room again.
+const LIMIT_CHANGED: u8 = 4;
 
 /// The engine: the [`Queue`](crate::queue::Queue) behind its lock, and what
 /// the hooks read or write without it.
@@ -77,6 +79,10 @@ pub struct Engine {
     /// Closes that found the table busy, for its next holder.
     closed_busy: FdBits,
     closes_pending: AtomicBool,
+    /// The table was taken before a fork (`process.rs`), and what its
+    /// guard gives back.
+    fork_kept: AtomicBool,
+    fork_previous: AtomicUsize,
 }
 
 impl Default for Engine {
@@ -108,6 +114,8 @@ impl Engine {
             carrying_fds: FdBits::new(),
             closed_busy: FdBits::new(),
             closes_pending: AtomicBool::new(false),
+            fork_kept: AtomicBool::new(false),
+            fork_previous: AtomicUsize::new(0),
         }
     }
 
@@ -142,6 +150,9 @@ impl Engine {
         let pending = self.pending.swap(0, Relaxed);
         if pending & FORKED != 0 {
             sizing.reset_after_fork();
+        }
+        if pending & LIMIT_CHANGED != 0 {
+            sizing.limit_changed();
         }
         if pending & BOUND_BY_MAP_COUNT != 0 {
             if let Some(n) = os.max_map_count() {
@@ -225,28 +236,6 @@ impl Engine {
         let (lo, hi) = t.extent().unwrap_or((0, 0));
         self.tracked_lo.store(lo, Release);
         self.tracked_hi.store(hi, Release);
-    }
-
-    /// In a child after `fork`: only the forking thread survives, so a lock
-    /// held by another thread would never be released. Such a child forgets
-    /// the table (its queued mappings stay mapped until it exits or execs).
-    /// Counters restart so parent and child each report their own calls.
-    pub fn after_fork_in_child<O: Os>(&self, os: &O) {
-        // A holder that is this very thread (fork from a signal handler that
-        // interrupted a hook) carries on in the child: leave it be.
-        if self.table.held_elsewhere(os) {
-            // SAFETY: the holder was another thread of the parent; it does
-            // not exist in this child, so nobody else uses the table.
-            unsafe { self.table.force_unlock() };
-            if let Taken::Got(mut q) = self.table.try_lock(os) {
-                q.table.clear();
-            }
-        }
-        self.dirty.reset_after_fork();
-        // The sizing rule reads its memory anew: applied by the next
-        // holder, since this thread may be the holder (see above).
-        self.pending.fetch_or(FORKED, Relaxed);
-        self.stats.reset();
     }
 
     /// The one way in to the table: takes it without waiting (None if it is
@@ -352,5 +341,6 @@ impl Engine {
 
 mod calls;
 mod fds;
+mod process;
 #[cfg(test)]
 mod tests;

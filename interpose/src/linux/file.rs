@@ -55,13 +55,15 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
         // SAFETY: a NULL or NUL-terminated empty path and a valid
         // out-pointer; a bad fd only makes the call fail.
         unsafe {
-            libc::syscall(
+            super::sys::call_errno(
                 libc::SYS_statx,
-                fd,
-                path,
-                libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_AS_STAT,
-                mask,
-                sx as *mut libc::statx,
+                &[
+                    fd as libc::c_long,
+                    path as libc::c_long,
+                    (libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_AS_STAT) as libc::c_long,
+                    mask as libc::c_long,
+                    sx as *mut libc::statx as libc::c_long,
+                ],
             )
         }
     };

@@ -186,3 +186,6 @@ pub use super::lastclose::*;
 
 /// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
 pub use crate::hooks::mmap as mmap64;
+
+/// What the program sets up around itself (`sandbox.rs`).
+pub use super::sandbox::{prctl, prlimit, prlimit64, setrlimit, setrlimit64, syscall};

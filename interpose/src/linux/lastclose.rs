@@ -169,13 +169,15 @@ fn losing_name(dir: c_int, path: *const c_char) {
         // SAFETY: the caller's NUL-terminated path and a valid out-pointer
         // (the raw call: glibc's wrapper may fall back to fstatat).
         let r = unsafe {
-            libc::syscall(
+            super::sys::call_errno(
                 libc::SYS_statx,
-                dir,
-                path,
-                libc::AT_SYMLINK_NOFOLLOW,
-                libc::STATX_INO,
-                &mut sx as *mut libc::statx,
+                &[
+                    dir as libc::c_long,
+                    path as libc::c_long,
+                    libc::AT_SYMLINK_NOFOLLOW as libc::c_long,
+                    libc::STATX_INO as libc::c_long,
+                    &mut sx as *mut libc::statx as libc::c_long,
+                ],
             )
         };
         if r == 0 {

@@ -14,6 +14,9 @@ pub mod lastclose;
 pub mod os;
 mod proc;
 pub mod real;
+mod sandbox;
+pub use sandbox::seccomp_mode;
+mod sys;
 
 /// Every hook Linux has: `crate::shared_hooks!` and those below, whose
 /// bodies are in `hooks.rs`. In brackets, what stands in for the real
@@ -63,6 +66,16 @@ macro_rules! hook_table {
             renameat2(old_dir: c_int, old: *const c_char, new_dir: c_int, new: *const c_char, flags: c_uint) -> c_int, [syscall SYS_renameat2];
             umount(target: *const c_char) -> c_int, [umount_fallback];
             umount2(target: *const c_char, flags: c_int) -> c_int, [syscall SYS_umount2];
+            // A seccomp filter may kill on munmapq's own calls (sandbox.rs).
+            // Both variadic in C: see mremap; `syscall`'s sixth variadic
+            // argument is on the stack on x86_64 as a seventh fixed one's.
+            prctl(option: c_int, a2: c_ulong, a3: c_ulong, a4: c_ulong, a5: c_ulong) -> c_int, [syscall SYS_prctl];
+            syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long, [syscall_raw];
+            // RLIMIT_AS lowered: the queue must not take the room (sandbox.rs).
+            setrlimit(resource: c_int, rlim: *const rlimit) -> c_int, [setrlimit_raw];
+            setrlimit64(resource: c_int, rlim: *const rlimit) -> c_int, [setrlimit_raw];
+            prlimit(pid: pid_t, resource: c_int, new: *const rlimit, old: *mut rlimit) -> c_int, [prlimit_raw];
+            prlimit64(pid: pid_t, resource: c_int, new: *const rlimit, old: *mut rlimit) -> c_int, [prlimit_raw];
         }
     };
 }

@@ -18,7 +18,12 @@ impl Os for RealOs {
         let facts = file::regular_file_facts(fd)?;
         // SAFETY: F_GETFL takes no argument and only reads; a bad fd only
         // makes it fail.
-        let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) as i32 };
+        let fl = unsafe {
+            super::sys::call_errno(
+                libc::SYS_fcntl,
+                &[fd as libc::c_long, libc::F_GETFL as libc::c_long],
+            ) as i32
+        };
         trackable_open_flags(fl, PATH_ONLY).then_some(facts)
     }
 
@@ -40,7 +45,23 @@ impl Os for RealOs {
         // only removes the page-table entries; the next access faults the
         // file's pages in again (mm/madvise.c, madvise_dontneed_single_vma).
         // SAFETY: a queued range munmapq alone owns.
-        unsafe { libc::syscall(libc::SYS_madvise, addr, len, libc::MADV_DONTNEED) == 0 }
+        unsafe {
+            super::sys::call(
+                libc::SYS_madvise,
+                &[
+                    addr as libc::c_long,
+                    len as libc::c_long,
+                    libc::MADV_DONTNEED as libc::c_long,
+                ],
+            ) == 0
+        }
+    }
+
+    /// `sched_yield` (raw: no hook, no libc state): the holder may be a
+    /// preempted thread on this very CPU.
+    fn pause(&self) {
+        // SAFETY: no arguments.
+        unsafe { super::sys::call(libc::SYS_sched_yield, &[]) };
     }
 
     /// The cells of `frames.rs` (one TLS access, no call).

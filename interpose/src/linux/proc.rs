@@ -21,16 +21,36 @@ use munmapq_core::os::Usage;
 
 /// Opens `path`, hands what each read returns (into `buf`) to `take` until
 /// the file ends or `take` answers false, and closes it. None if it cannot
-/// be opened or a read fails.
+/// be opened or a read fails. Every signal is blocked from before the open
+/// to after the close: a handler that `siglongjmp`s out of the hook that
+/// called this would otherwise leave the descriptor open. Raw system
+/// calls: the library's own `close` must not be a hooked one.
 fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Option<()> {
-    // SAFETY: a NUL-terminated path; open has no other preconditions.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    use super::sys::call;
+    use libc::c_long;
+    let _blocked = super::sys::SignalsBlocked::new();
+    let flags = (libc::O_RDONLY | libc::O_CLOEXEC) as c_long;
+    // SAFETY: a NUL-terminated path; openat has no other preconditions.
+    let fd = unsafe {
+        call(
+            libc::SYS_openat,
+            &[libc::AT_FDCWD as c_long, path.as_ptr() as c_long, flags],
+        )
+    };
     if fd < 0 {
         return None;
     }
     let ok = loop {
         // SAFETY: `buf` is valid for its length; `fd` is ours.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        let n = unsafe {
+            call(
+                libc::SYS_read,
+                &[fd, buf.as_mut_ptr() as c_long, buf.len() as c_long],
+            )
+        };
+        if n == -(libc::EINTR as c_long) {
+            continue;
+        }
         if n < 0 {
             break false;
         }
@@ -38,8 +58,8 @@ fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Opt
             break true;
         }
     };
-    // SAFETY: our own fd, closed once (the raw call: `close` is hooked).
-    unsafe { libc::syscall(libc::SYS_close, fd) };
+    // SAFETY: our own fd, closed once.
+    unsafe { call(libc::SYS_close, &[fd]) };
     ok.then_some(())
 }
 

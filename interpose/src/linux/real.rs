@@ -6,6 +6,9 @@
 
 use core::sync::atomic::Ordering;
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
+// The types and stand-ins of sandbox.rs's hooks.
+use super::sandbox::{prlimit_raw, setrlimit_raw, syscall_raw};
+use libc::{c_long, pid_t, rlimit};
 
 /// For each entry of `hook_table!` with a stand-in: a slot, filled by
 /// `resolve`, and a function of the entry's name that calls through it.
@@ -65,7 +68,7 @@ macro_rules! real_functions {
     (@stand_in ($($arg:ident),*) -> $ret:ty, syscall $number:ident) => {
         // SAFETY: the raw system call with the arguments the libc wrapper
         // would pass; the kernel validates them.
-        unsafe { libc::syscall(libc::$number, $($arg),*) as $ret }
+        unsafe { super::sys::call_errno(libc::$number, &[$($arg as libc::c_long),*]) as $ret }
     };
     (@stand_in ($($arg:ident),*) -> $ret:ty, $function:ident) => {
         $function($($arg),*)
@@ -81,9 +84,18 @@ fn posix_madvise_fallback(addr: *mut c_void, len: size_t, advice: c_int) -> c_in
     }
     // SAFETY: the raw system call with the caller's arguments; the kernel
     // validates them.
-    match unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) } {
+    match unsafe {
+        super::sys::call(
+            libc::SYS_madvise,
+            &[
+                addr as libc::c_long,
+                len as libc::c_long,
+                advice as libc::c_long,
+            ],
+        )
+    } {
         0 => 0,
-        _ => crate::errno::get(),
+        e => -e as c_int,
     }
 }
 
@@ -96,18 +108,33 @@ fn raw(r: libc::c_long) -> c_int {
 
 fn closefrom_fallback(lo: c_int) {
     // SAFETY: the raw system call; the kernel validates the range.
-    unsafe { libc::syscall(libc::SYS_close_range, lo, c_uint::MAX, 0) };
+    unsafe {
+        super::sys::call_errno(
+            libc::SYS_close_range,
+            &[lo as libc::c_long, c_uint::MAX as libc::c_long, 0],
+        )
+    };
 }
 
 fn dup2_fallback(old: c_int, new: c_int) -> c_int {
     if old == new {
         // dup2 of a descriptor onto itself checks it and answers it.
         // SAFETY: F_GETFD only reads; a bad fd makes it fail.
-        let r = raw(unsafe { libc::syscall(libc::SYS_fcntl, old, libc::F_GETFD) });
+        let r = raw(unsafe {
+            super::sys::call_errno(
+                libc::SYS_fcntl,
+                &[old as libc::c_long, libc::F_GETFD as libc::c_long],
+            )
+        });
         return if r < 0 { r } else { new };
     }
     // SAFETY: the raw system call with the caller's arguments.
-    raw(unsafe { libc::syscall(libc::SYS_dup3, old, new, 0) })
+    raw(unsafe {
+        super::sys::call_errno(
+            libc::SYS_dup3,
+            &[old as libc::c_long, new as libc::c_long, 0],
+        )
+    })
 }
 
 fn fclose_fallback(fp: *mut FILE) -> c_int {
@@ -115,12 +142,17 @@ fn fclose_fallback(fp: *mut FILE) -> c_int {
     // SAFETY: the caller's stream.
     let fd = unsafe { libc::fileno(fp) };
     // SAFETY: the raw system call.
-    raw(unsafe { libc::syscall(libc::SYS_close, fd) })
+    raw(unsafe { super::sys::call_errno(libc::SYS_close, &[fd as libc::c_long]) })
 }
 
 fn unlink_fallback(path: *const c_char) -> c_int {
     // SAFETY: the raw system call with the caller's path.
-    raw(unsafe { libc::syscall(libc::SYS_unlinkat, libc::AT_FDCWD, path, 0) })
+    raw(unsafe {
+        super::sys::call_errno(
+            libc::SYS_unlinkat,
+            &[libc::AT_FDCWD as libc::c_long, path as libc::c_long, 0],
+        )
+    })
 }
 
 fn remove_fallback(path: *const c_char) -> c_int {
@@ -129,12 +161,32 @@ fn remove_fallback(path: *const c_char) -> c_int {
         return r;
     }
     // SAFETY: the raw system call with the caller's path.
-    raw(unsafe { libc::syscall(libc::SYS_unlinkat, libc::AT_FDCWD, path, libc::AT_REMOVEDIR) })
+    raw(unsafe {
+        super::sys::call_errno(
+            libc::SYS_unlinkat,
+            &[
+                libc::AT_FDCWD as libc::c_long,
+                path as libc::c_long,
+                libc::AT_REMOVEDIR as libc::c_long,
+            ],
+        )
+    })
 }
 
 fn renameat_fallback(od: c_int, old: *const c_char, nd: c_int, new: *const c_char) -> c_int {
     // SAFETY: the raw system call with the caller's arguments.
-    raw(unsafe { libc::syscall(libc::SYS_renameat2, od, old, nd, new, 0) })
+    raw(unsafe {
+        super::sys::call_errno(
+            libc::SYS_renameat2,
+            &[
+                od as libc::c_long,
+                old as libc::c_long,
+                nd as libc::c_long,
+                new as libc::c_long,
+                0,
+            ],
+        )
+    })
 }
 
 fn rename_fallback(old: *const c_char, new: *const c_char) -> c_int {
@@ -143,5 +195,5 @@ fn rename_fallback(old: *const c_char, new: *const c_char) -> c_int {
 
 fn umount_fallback(target: *const c_char) -> c_int {
     // SAFETY: the raw system call with the caller's path.
-    raw(unsafe { libc::syscall(libc::SYS_umount2, target, 0) })
+    raw(unsafe { super::sys::call_errno(libc::SYS_umount2, &[target as libc::c_long, 0]) })
 }

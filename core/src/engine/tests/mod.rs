@@ -12,6 +12,7 @@ use std::vec::Vec;
 
 mod caps;
 mod close;
+mod process;
 mod recovery;
 
 /// The defaults on a stock Linux kernel without RLIMIT_AS.

@@ -1,0 +1,115 @@
+//! What the process does around the queue: fork, a seccomp filter, a
+//! lower `RLIMIT_AS`. Each is rare, so each may wait a bounded while for
+//! the table (never a hook's common path, which only ever tries once).
+
+use super::{Engine, ACTIVE, FORKED, LIMIT_CHANGED, OFF};
+use crate::os::Os;
+use core::sync::atomic::Ordering::*;
+
+/// Tries at the table, with [`Os::pause`] between them, before giving up:
+/// holders keep it for microseconds (a flush of a full table, a few
+/// milliseconds).
+const TRIES: usize = 2000;
+
+impl Engine {
+    /// Takes the table, waiting a bounded while (None if it stays busy, or
+    /// this thread holds it: a signal handler nested in a hook).
+    fn lock_patiently<O: Os>(&self, os: &O) -> Option<crate::holder::TableGuard<'_>> {
+        for _ in 0..TRIES {
+            if self.table.held_here(os) {
+                return None;
+            }
+            if let Some(q) = self.lock(os) {
+                return Some(q);
+            }
+            os.pause();
+        }
+        None
+    }
+
+    /// A seccomp filter is about to be installed (it may kill the process
+    /// on any system call munmapq makes, and cannot be removed): every
+    /// queued mapping is unmapped now and every later call passes straight
+    /// through, whether the filter is installed or not.
+    pub fn stop_for_good<O: Os>(&self, os: &O) {
+        if self.state.swap(OFF, AcqRel) != ACTIVE {
+            return;
+        }
+        if let Some(mut q) = self.lock_patiently(os) {
+            q.flush_all(os, &self.stats);
+            q.table.clear();
+            self.publish_bounds(&q.table);
+        }
+    }
+
+    /// The program has set `RLIMIT_AS`; `lower` when to less than it was.
+    /// What is queued is unmapped when the limit fell (the C library's own
+    /// mappings, which munmapq cannot retry after a flush, must find the
+    /// room they would have without it), and the room is read again at
+    /// the next deferral.
+    pub fn address_space_limit_set<O: Os>(&self, os: &O, lower: bool) {
+        if !self.active() {
+            return;
+        }
+        self.pending.fetch_or(LIMIT_CHANGED, Relaxed);
+        if lower {
+            if let Some(mut q) = self.lock_patiently(os) {
+                q.flush_all(os, &self.stats);
+            }
+        }
+    }
+
+    /// Before `fork` (atfork prepare): takes the table and keeps it, so
+    /// that the child gets it whole, not in the middle of another thread's
+    /// change. Not if this thread holds it (a fork from a signal handler
+    /// that interrupted a hook), nor past a bounded wait.
+    pub fn before_fork<O: Os>(&self, os: &O) {
+        if !self.active() {
+            return;
+        }
+        if let Some(q) = self.lock_patiently(os) {
+            self.fork_previous.store(q.keep(), Relaxed);
+            self.fork_kept.store(true, Relaxed);
+        }
+    }
+
+    /// In the parent after `fork`: gives back what [`Self::before_fork`]
+    /// took.
+    pub fn after_fork_in_parent<O: Os>(&self, os: &O) {
+        if self.fork_kept.swap(false, Relaxed) {
+            // SAFETY: this thread kept it in `before_fork`.
+            unsafe { self.table.give_back(os, self.fork_previous.load(Relaxed)) };
+        }
+    }
+
+    /// In a child after `fork`: what the parent had queued, the program
+    /// had unmapped, so the child unmaps it (live entries stay tracked:
+    /// they are the child's mappings too). Only the forking thread
+    /// survives: a table some other thread held (the wait before the fork
+    /// ran out) is taken over, trusting only each slot's own state, as
+    /// after a longjmp out of a hook. A holder that is this very thread
+    /// (fork from a signal handler that interrupted a hook) carries on in
+    /// the child: it is left be. Counters restart so parent and child each
+    /// report their own calls.
+    pub fn after_fork_in_child<O: Os>(&self, os: &O) {
+        if self.fork_kept.swap(false, Relaxed) {
+            // SAFETY: the forking thread kept it in `before_fork`.
+            unsafe { self.table.give_back(os, self.fork_previous.load(Relaxed)) };
+            if let Some(mut q) = self.lock(os) {
+                q.flush_all(os, &self.stats);
+            }
+        } else if self.table.held_elsewhere(os) {
+            // SAFETY: the holder was another thread of the parent; it does
+            // not exist in this child, so nobody else uses the table.
+            unsafe { self.table.force_unlock() };
+            if let Some(mut q) = self.lock(os) {
+                self.recover_abandoned(os, &mut q.table);
+            }
+        }
+        self.dirty.reset_after_fork();
+        // The sizing rule reads its memory anew: applied by the next
+        // holder, since this thread may be the holder (see above).
+        self.pending.fetch_or(FORKED, Relaxed);
+        self.stats.reset();
+    }
+}

@@ -1,0 +1,88 @@
+//! Fork, a seccomp filter and a lower `RLIMIT_AS` (`process.rs`).
+
+use super::*;
+
+#[test]
+fn fork_child_unmaps_the_queue_and_keeps_live_entries() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let queued = map(&E, &os, 3, 0);
+    let live = map(&E, &os, 3, 2 * PAGE as i64);
+    assert_eq!(E.munmap(&os, queued, 2 * PAGE), Ok(()));
+    E.before_fork(&os);
+    assert!(
+        matches!(E.table.try_lock(&os), Taken::Busy),
+        "kept across the fork"
+    );
+    E.after_fork_in_child(&os);
+    assert_eq!(os.mapped(queued), None, "the child unmapped the queue");
+    assert_eq!(os.mapped(live), Some((3, 2)));
+    // The live one is still tracked: its munmap is deferred.
+    assert_eq!(E.munmap(&os, live, 2 * PAGE), Ok(()));
+    assert_eq!(os.mapped(live), Some((3, 2)));
+}
+
+#[test]
+fn fork_parent_gets_the_table_back() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
+    E.before_fork(&os);
+    E.after_fork_in_parent(&os);
+    assert_eq!(os.mapped(a), Some((3, 0)), "the parent keeps its queue");
+    assert_eq!(map(&E, &os, 3, 0), a, "and reuses it");
+}
+
+#[test]
+fn seccomp_flushes_and_passes_through_for_good() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    let b = map(&E, &os, 3, 2 * PAGE as i64);
+    assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
+    E.stop_for_good(&os);
+    assert_eq!(os.mapped(a), None, "flushed");
+    assert!(!E.active());
+    assert_eq!(E.munmap(&os, b, 2 * PAGE), Ok(()));
+    assert_eq!(os.mapped(b), None, "passed through");
+}
+
+#[test]
+fn lower_address_space_limit_flushes_and_reuse_respects_it() {
+    static E: Engine = Engine::new();
+    let mut os = FakeOs {
+        usage: Some(Usage {
+            size: 64 << 20,
+            resident: 8 << 20,
+        }),
+        ..FakeOs::default()
+    };
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
+    E.address_space_limit_set(&os, true);
+    assert_eq!(os.mapped(a), None, "flushed when the limit fell");
+    // Queued again under a limit with room; then the limit changes so
+    // that a fresh mapping would not fit: the next reuse checks, and makes
+    // a fresh mmap (which the kernel would refuse) instead.
+    os.as_limit = Some(80 << 20);
+    let b = map(&E, &os, 3, 0);
+    assert_eq!(E.munmap(&os, b, 2 * PAGE), Ok(()));
+    assert_eq!(os.mapped(b), Some((3, 0)), "queued");
+    // (The fake's size is fixed: 64 MiB, the queued mapping included.)
+    os.as_limit = Some((64 << 20) - PAGE);
+    E.address_space_limit_set(&os, false);
+    let c = map(&E, &os, 3, 0);
+    assert_ne!(c, b, "a fresh mmap, not the queued mapping");
+    assert_eq!(E.stats.get(Counter::Reused), 0);
+    // With room again, the queued mapping is handed back.
+    os.as_limit = Some(80 << 20);
+    assert_eq!(E.munmap(&os, c, 2 * PAGE), Ok(()));
+    let d = map(&E, &os, 3, 0);
+    assert!(d == b || d == c, "reused");
+    assert_eq!(E.stats.get(Counter::Reused), 1);
+}

@@ -1,0 +1,193 @@
+//! Linux hooks for what a program sets up around itself: a seccomp filter
+//! (`prctl(PR_SET_SECCOMP)`, or the `seccomp` system call through libc's
+//! `syscall`) and `RLIMIT_AS` (`setrlimit`, `prlimit` and their 64-bit
+//! names). Each is rare; `syscall` is not (Rust's futexes, for one), so it
+//! looks at the number and goes on.
+
+use super::os::RealOs;
+use super::{real, sys};
+use crate::ENGINE;
+use libc::{c_int, c_long, c_ulong, pid_t, rlimit};
+
+/// `prctl(PR_GET_SECCOMP)`: 0 without seccomp, 2 under a filter (an
+/// error from the filter itself counts as a filter; EINVAL is a kernel
+/// built without seccomp).
+pub fn seccomp_mode() -> c_long {
+    // SAFETY: PR_GET_SECCOMP takes no pointer.
+    match unsafe { sys::call(libc::SYS_prctl, &[libc::PR_GET_SECCOMP as c_long]) } {
+        r if r == -(libc::EINVAL as c_long) => 0,
+        r if r < 0 => 2,
+        r => r,
+    }
+}
+
+/// A seccomp filter (or strict mode) can kill the process on any system
+/// call munmapq makes: before it is installed, the queue is unmapped and
+/// munmapq passes everything through from then on, even if the call
+/// fails (that costs only the queue), and the exit report is not written
+/// (it would open a file and ask the pid).
+fn seccomp_coming() {
+    let saved = crate::errno::get();
+    crate::init::sandboxed();
+    ENGINE.stop_for_good(&RealOs);
+    crate::errno::set(saved);
+}
+
+/// Whether `syscall(nr, a1, ...)` installs a seccomp filter or mode.
+fn installs_seccomp(nr: c_long, a1: c_long) -> bool {
+    (nr == libc::SYS_seccomp
+        && (a1 == libc::SECCOMP_SET_MODE_STRICT as c_long
+            || a1 == libc::SECCOMP_SET_MODE_FILTER as c_long))
+        || (nr == libc::SYS_prctl && a1 == libc::PR_SET_SECCOMP as c_long)
+}
+
+/// # Safety
+/// As for C `syscall` (variadic in C: on x86_64 and aarch64 the variadic
+/// integer arguments travel where fixed ones would, so six are received;
+/// those the caller did not pass are never used by the kernel).
+pub unsafe extern "C" fn syscall(
+    nr: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    a4: c_long,
+    a5: c_long,
+    a6: c_long,
+) -> c_long {
+    if installs_seccomp(nr, a1) {
+        seccomp_coming();
+    }
+    // SAFETY: the caller's own arguments.
+    unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }
+}
+
+/// # Safety
+/// As for C `prctl` (variadic in C, read as `syscall` is).
+pub unsafe extern "C" fn prctl(
+    option: c_int,
+    a2: c_ulong,
+    a3: c_ulong,
+    a4: c_ulong,
+    a5: c_ulong,
+) -> c_int {
+    if option == libc::PR_SET_SECCOMP {
+        seccomp_coming();
+    }
+    // SAFETY: the caller's own arguments.
+    unsafe { real::prctl(option, a2, a3, a4, a5) }
+}
+
+/// The real `syscall` before the constructor has found it.
+pub fn syscall_raw(
+    nr: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    a4: c_long,
+    a5: c_long,
+    a6: c_long,
+) -> c_long {
+    // SAFETY: the caller's own arguments, as libc's `syscall` passes them.
+    unsafe { sys::call_errno(nr, &[a1, a2, a3, a4, a5, a6]) }
+}
+
+/// What glibc's `setrlimit` does (`prlimit64` on this process).
+pub fn setrlimit_raw(resource: c_int, new: *const rlimit) -> c_int {
+    prlimit_raw(0, resource, new, core::ptr::null_mut())
+}
+
+/// The `prlimit64` system call, as glibc's wrapper makes it.
+pub fn prlimit_raw(pid: pid_t, resource: c_int, new: *const rlimit, old: *mut rlimit) -> c_int {
+    // SAFETY: the caller's own arguments; the kernel checks the pointers.
+    unsafe {
+        sys::call_errno(
+            libc::SYS_prlimit64,
+            &[
+                pid as c_long,
+                resource as c_long,
+                new as c_long,
+                old as c_long,
+            ],
+        ) as c_int
+    }
+}
+
+/// This process's `RLIMIT_AS` as the kernel has it (None: cannot tell).
+fn address_space_limits() -> Option<(u64, u64)> {
+    // SAFETY: plain data.
+    let mut now: rlimit = unsafe { core::mem::zeroed() };
+    let r = prlimit_raw(0, libc::RLIMIT_AS as c_int, core::ptr::null(), &mut now);
+    (r == 0).then_some((now.rlim_cur, now.rlim_max))
+}
+
+/// Runs `call`, which may set `resource` of process `pid`; when that was
+/// this process's `RLIMIT_AS`, tells the engine, and whether it fell. The
+/// limits are read from the kernel before and after, never through the
+/// program's pointer (a bad one must get EFAULT from the kernel, not a
+/// fault here). After the call, not before: the kernel never refuses a
+/// limit below what is mapped, so nothing is lost, and nothing is flushed
+/// for a call that fails.
+fn around_limit(pid: pid_t, resource: c_int, call: impl FnOnce() -> c_int) -> c_int {
+    if resource != libc::RLIMIT_AS as c_int || !ENGINE.active() {
+        return call();
+    }
+    // SAFETY: getpid has no arguments.
+    if pid != 0 && pid as c_long != unsafe { sys::call(libc::SYS_getpid, &[]) } {
+        return call();
+    }
+    let before = address_space_limits();
+    let r = call();
+    if r == 0 {
+        let saved = crate::errno::get();
+        let after = address_space_limits();
+        let lower = match (before, after) {
+            (Some((cur, max)), Some((new_cur, new_max))) => new_cur < cur || new_max < max,
+            _ => true,
+        };
+        ENGINE.address_space_limit_set(&RealOs, lower);
+        crate::errno::set(saved);
+    }
+    r
+}
+
+/// # Safety
+/// As for C `setrlimit`.
+pub unsafe extern "C" fn setrlimit(resource: c_int, rlim: *const rlimit) -> c_int {
+    // SAFETY: the caller's own arguments.
+    around_limit(0, resource, || unsafe { real::setrlimit(resource, rlim) })
+}
+
+/// # Safety
+/// As for C `setrlimit64` (the same structure on 64-bit targets).
+pub unsafe extern "C" fn setrlimit64(resource: c_int, rlim: *const rlimit) -> c_int {
+    // SAFETY: the caller's own arguments.
+    around_limit(0, resource, || unsafe { real::setrlimit64(resource, rlim) })
+}
+
+/// # Safety
+/// As for C `prlimit`.
+pub unsafe extern "C" fn prlimit(
+    pid: pid_t,
+    resource: c_int,
+    new: *const rlimit,
+    old: *mut rlimit,
+) -> c_int {
+    // SAFETY: the caller's own arguments.
+    around_limit(pid, resource, || unsafe {
+        real::prlimit(pid, resource, new, old)
+    })
+}
+
+/// # Safety
+/// As for C `prlimit64` (the same structure on 64-bit targets).
+pub unsafe extern "C" fn prlimit64(
+    pid: pid_t,
+    resource: c_int,
+    new: *const rlimit,
+    old: *mut rlimit,
+) -> c_int {
+    // SAFETY: the caller's own arguments.
+    around_limit(pid, resource, || unsafe {
+        real::prlimit64(pid, resource, new, old)
+    })
+}
