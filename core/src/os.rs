@@ -7,6 +7,31 @@ use core::cell::Cell;
 /// An `errno` value.
 pub type Errno = i32;
 
+/// The arguments of one `mmap(2)` call, as the C function takes them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Mmap {
+    pub addr: usize,
+    pub len: usize,
+    pub prot: i32,
+    pub flags: i32,
+    pub fd: i32,
+    pub off: i64,
+}
+
+impl Mmap {
+    /// In the C function's order.
+    pub const fn new(addr: usize, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> Self {
+        Mmap {
+            addr,
+            len,
+            prot,
+            flags,
+            fd,
+            off,
+        }
+    }
+}
+
 /// The process's memory as the kernel counts it, in bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Usage {
@@ -49,16 +74,7 @@ pub struct Usage {
 /// `siglongjmp` out of a hook can be told from one held below us.
 pub trait Os {
     /// The real `mmap` (never the hook).
-    #[allow(clippy::too_many_arguments)]
-    fn mmap(
-        &self,
-        addr: usize,
-        len: usize,
-        prot: i32,
-        flags: i32,
-        fd: i32,
-        off: i64,
-    ) -> Result<usize, Errno>;
+    fn mmap(&self, call: Mmap) -> Result<usize, Errno>;
     /// The real `munmap` (never the hook).
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno>;
     /// Device, inode, mount, link count and `fstat` stamp of `fd` when a

@@ -14,7 +14,7 @@ use crate::trace::{self, Record};
 use crate::ENGINE;
 use libc::{c_int, c_void, off_t, size_t};
 use munmapq_core::engine::{Effect, Span};
-use munmapq_core::os::{Errno, Os};
+use munmapq_core::os::{Errno, Mmap, Os};
 
 pub(crate) fn ptr_result(r: Result<usize, Errno>, saved: c_int) -> *mut c_void {
     match r {
@@ -84,38 +84,30 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    mmap_through(&RealOs, addr, len, prot, flags, fd, off)
+    mmap_through(&RealOs, Mmap::new(addr as usize, len, prot, flags, fd, off))
 }
 
 /// The `mmap` hook, its real calls made through `os` (macOS's `__mmap`
 /// hook passes the raw stubs).
 #[inline(always)]
-pub(crate) fn mmap_through<O: Os>(
-    os: &O,
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
+pub(crate) fn mmap_through<O: Os>(os: &O, call: Mmap) -> *mut c_void {
     let saved = errno::get();
-    let identity = (trace::enabled() && fd >= 0)
-        .then(|| os.readable_file(fd))
+    let identity = (trace::enabled() && call.fd >= 0)
+        .then(|| os.readable_file(call.fd))
         .flatten();
-    let r = ENGINE.mmap(os, addr as usize, len, prot, flags, fd, off);
+    let r = ENGINE.mmap(os, call);
     if trace::enabled() {
         let (dev, ino) = identity.map_or((0, 0), |f| (f.dev, f.ino));
         trace::write(&Record {
             kind: trace::KIND_MMAP,
-            addr: addr as usize,
-            len,
-            prot,
-            flags,
-            fd,
+            addr: call.addr,
+            len: call.len,
+            prot: call.prot,
+            flags: call.flags,
+            fd: call.fd,
             dev,
             ino,
-            off,
+            off: call.off,
             result: result_word(r),
             ..Record::default()
         });

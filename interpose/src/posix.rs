@@ -10,18 +10,17 @@ use munmapq_core::os::SignalStack;
 /// `RLIMIT_AS` limit, the thread's name and its signal stack.
 macro_rules! same_os_methods {
     () => {
-        fn mmap(
-            &self,
-            addr: usize,
-            len: usize,
-            prot: i32,
-            flags: i32,
-            fd: i32,
-            off: i64,
-        ) -> Result<usize, munmapq_core::os::Errno> {
+        fn mmap(&self, m: munmapq_core::os::Mmap) -> Result<usize, munmapq_core::os::Errno> {
             // SAFETY: arguments the program passed to its own mmap call.
             let p = unsafe {
-                super::real::mmap(addr as *mut _, len, prot, flags, fd, off as libc::off_t)
+                super::real::mmap(
+                    m.addr as *mut _,
+                    m.len,
+                    m.prot,
+                    m.flags,
+                    m.fd,
+                    m.off as libc::off_t,
+                )
             };
             crate::errno::addr_result(p)
         }

@@ -3,7 +3,7 @@
 //! mlockall / munlockall.
 
 use super::{round_up, Effect, Engine, Span};
-use crate::os::{Errno, Os};
+use crate::os::{Errno, Mmap, Os};
 use crate::queue::Queue;
 use crate::stats::Counter;
 use crate::table::{Entry, FileKey, Lookup, State, Table};
@@ -31,22 +31,13 @@ fn reuse_fits<O: Os>(os: &O, q: &Queue, len: usize) -> bool {
 }
 
 impl Engine {
-    #[allow(clippy::too_many_arguments)] // mirrors C mmap(2)
-    pub fn mmap<O: Os>(
-        &self,
-        os: &O,
-        addr: usize,
-        len: usize,
-        prot: i32,
-        flags: i32,
-        fd: i32,
-        off: i64,
-    ) -> Result<usize, Errno> {
+    pub fn mmap<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
         if !self.active() {
-            return os.mmap(addr, len, prot, flags, fd, off);
+            return os.mmap(call);
         }
         self.stats.bump(Counter::MmapCalls);
-        let fixed = flags & libc::MAP_FIXED != 0;
+        let (addr, len, fd, off) = (call.addr, call.len, call.fd, call.off);
+        let fixed = call.flags & libc::MAP_FIXED != 0;
         if addr != 0 {
             let effect = if fixed {
                 Effect::Modify
@@ -59,8 +50,8 @@ impl Engine {
         }
         let page = self.page();
         if addr == 0
-            && prot == libc::PROT_READ
-            && flags == libc::MAP_PRIVATE
+            && call.prot == libc::PROT_READ
+            && call.flags == libc::MAP_PRIVATE
             && fd >= 0
             && len > 0
             && off >= 0
@@ -83,7 +74,7 @@ impl Engine {
         }
         self.stats.bump(Counter::PassIneligible);
         self.stats.bump(Counter::MmapSyscalls);
-        let r = self.retry_enomem(os, || os.mmap(addr, len, prot, flags, fd, off));
+        let r = self.retry_enomem(os, || os.mmap(call));
         if let (Ok(start), false) = (r, fixed) {
             self.placed_by_kernel(os, start, len);
         }
@@ -138,7 +129,14 @@ impl Engine {
         }
         self.stats.bump(Counter::MmapSyscalls);
         let start = self.retry_enomem(os, || {
-            os.mmap(0, len, libc::PROT_READ, libc::MAP_PRIVATE, fd, off)
+            os.mmap(Mmap::new(
+                0,
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                fd,
+                off,
+            ))
         })?;
         let Some(mut q) = self.lock(os) else {
             self.stats.bump(Counter::PassContention);

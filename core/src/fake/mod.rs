@@ -19,7 +19,7 @@
 mod space;
 
 use crate::file::{FileFacts, FileStamp};
-use crate::os::{Errno, Os, PerThread, SignalStack, Usage};
+use crate::os::{Errno, Mmap, Os, PerThread, SignalStack, Usage};
 use core::cell::RefCell;
 pub use space::Log;
 use space::{Range, Space};
@@ -150,15 +150,15 @@ impl<const N: usize> FakeOs<N> {
 }
 
 impl<const N: usize> Os for FakeOs<N> {
-    fn mmap(
-        &self,
-        addr: usize,
-        len: usize,
-        _prot: i32,
-        flags: i32,
-        fd: i32,
-        off: i64,
-    ) -> Result<usize, Errno> {
+    fn mmap(&self, call: Mmap) -> Result<usize, Errno> {
+        let Mmap {
+            addr,
+            len,
+            flags,
+            fd,
+            off,
+            ..
+        } = call;
         *self.mmaps.borrow_mut() += 1;
         if let Some(t) = self.traced.filter(|t| t.result < 0) {
             return Err(-t.result as Errno);

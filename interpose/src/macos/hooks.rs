@@ -143,7 +143,8 @@ pub unsafe extern "C" fn __mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    crate::hooks::mmap_through(&RawOs, addr, len, prot, flags, fd, off)
+    let call = munmapq_core::os::Mmap::new(addr as usize, len, prot, flags, fd, off);
+    crate::hooks::mmap_through(&RawOs, call)
 }
 
 /// # Safety

@@ -70,17 +70,10 @@ impl Os for RealOs {
 pub struct RawOs;
 
 impl Os for RawOs {
-    fn mmap(
-        &self,
-        addr: usize,
-        len: usize,
-        prot: i32,
-        flags: i32,
-        fd: i32,
-        off: i64,
-    ) -> Result<usize, munmapq_core::os::Errno> {
+    fn mmap(&self, m: munmapq_core::os::Mmap) -> Result<usize, munmapq_core::os::Errno> {
         // SAFETY: arguments the program passed to its own `__mmap` call.
-        let p = unsafe { super::real::__mmap(addr as *mut _, len, prot, flags, fd, off) };
+        let p =
+            unsafe { super::real::__mmap(m.addr as *mut _, m.len, m.prot, m.flags, m.fd, m.off) };
         crate::errno::addr_result(p)
     }
 

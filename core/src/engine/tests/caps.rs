@@ -11,12 +11,14 @@ fn usage(size: usize, resident: usize) -> Option<Usage> {
 fn map_window(e: &Engine, os: &FakeOs, win: usize, i: usize) -> usize {
     e.mmap(
         os,
-        0,
-        win,
-        libc::PROT_READ,
-        libc::MAP_PRIVATE,
-        3,
-        (i * win) as i64,
+        Mmap::new(
+            0,
+            win,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            3,
+            (i * win) as i64,
+        ),
     )
     .unwrap()
 }
@@ -88,7 +90,10 @@ fn byte_cap_holds_and_oversized_mappings_are_not_queued() {
     }
     assert!(E.stats.get(Counter::PeakQueuedBytes) <= 5 * PAGE as u64);
     let big = E
-        .mmap(&os, 0, 6 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0)
+        .mmap(
+            &os,
+            Mmap::new(0, 6 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0),
+        )
         .unwrap();
     E.munmap(&os, big, 6 * PAGE).unwrap();
     assert_eq!(

@@ -6,7 +6,7 @@ use crate::fake::{FakeOs, BASE, NOREPLACE, PAGE, WRITE_ONLY_FD};
 use crate::file::FileStamp;
 use crate::holder::Taken;
 use crate::os::PerThread;
-use crate::os::{Errno, Usage};
+use crate::os::{Errno, Mmap, Usage};
 use crate::table::{Evict, FileKey};
 use std::vec::Vec;
 
@@ -30,14 +30,27 @@ fn start(e: &Engine, max_entries: usize) {
 }
 
 /// The fake kernel of most tests, `e` started with a 16-entry queue.
+/// A started engine no other test uses (the engines are statics: one is
+/// too large for a test thread's stack) and a fake kernel.
+fn fresh() -> (&'static Engine, FakeOs) {
+    static ENGINES: [Engine; 32] = [const { Engine::new() }; 32];
+    static NEXT: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    let e = &ENGINES[NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed)];
+    let os = started(e);
+    (e, os)
+}
+
 fn started(e: &Engine) -> FakeOs {
     start(e, 16);
     FakeOs::default()
 }
 
 fn map(e: &Engine, os: &FakeOs, fd: i32, off: i64) -> usize {
-    e.mmap(os, 0, 2 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, fd, off)
-        .unwrap()
+    e.mmap(
+        os,
+        Mmap::new(0, 2 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, fd, off),
+    )
+    .unwrap()
 }
 
 /// Unmaps a window [`map`] made (deferred or not: the caller checks).
@@ -64,7 +77,7 @@ fn munmap_is_deferred_and_the_mapping_reused() {
     static E: Engine = Engine::new();
     let os = started(&E);
     let a = map(&E, &os, 3, 0);
-    assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
+    unmap(&E, &os, a);
     assert_eq!(os.munmap_count(), 0, "deferred");
     assert_eq!(os.mapped(a), Some((3, 0)), "still mapped");
     assert_eq!(map(&E, &os, 3, 0), a, "reused");
@@ -87,7 +100,7 @@ fn ineligible_calls_pass_through() {
         (libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
         (libc::PROT_READ, libc::MAP_PRIVATE, WRITE_ONLY_FD),
     ] {
-        let a = E.mmap(&os, 0, PAGE, prot, flags, fd, 0).unwrap();
+        let a = E.mmap(&os, Mmap::new(0, PAGE, prot, flags, fd, 0)).unwrap();
         assert_eq!(E.munmap(&os, a, PAGE), Ok(()));
         assert_eq!(os.mapped(a), None);
     }
@@ -126,12 +139,14 @@ fn fixed_mapping_over_a_queued_range_unmaps_it_first() {
     let a = map_unmap(&E, &os, 3, 0);
     let r = E.mmap(
         &os,
-        a,
-        PAGE,
-        libc::PROT_READ,
-        libc::MAP_PRIVATE | NOREPLACE,
-        5,
-        0,
+        Mmap::new(
+            a,
+            PAGE,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | NOREPLACE,
+            5,
+            0,
+        ),
     );
     assert_eq!(r, Ok(a), "NOREPLACE onto a freed range succeeds");
     assert_eq!(os.munmaps.borrow()[0], (a, 2 * PAGE));
@@ -174,7 +189,10 @@ fn enomem_flushes_and_retries_once() {
     assert_eq!(E.stats.get(Counter::EnomemRetries), 1);
     assert_eq!(E.queued(&os), Some((0, 0)));
     // Without anything queued an ENOMEM stays an ENOMEM.
-    let r = E.mmap(&os, 0, 16 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 6, 0);
+    let r = E.mmap(
+        &os,
+        Mmap::new(0, 16 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 6, 0),
+    );
     assert_eq!(r, Err(libc::ENOMEM));
 }
 
@@ -188,7 +206,7 @@ fn contention_passes_through_and_is_reconciled() {
             panic!("free")
         };
         // As from a signal handler while the table is held: straight through.
-        assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
+        unmap(&E, &os, a);
         assert_eq!(os.mapped(a), None);
     }
     // The stale live entry is dropped on the next locked call, so a new
@@ -196,16 +214,18 @@ fn contention_passes_through_and_is_reconciled() {
     let b = E
         .mmap(
             &os,
-            0,
-            2 * PAGE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE,
-            7,
-            0,
+            Mmap::new(
+                0,
+                2 * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE,
+                7,
+                0,
+            ),
         )
         .unwrap();
     assert_eq!(b, a);
-    assert_eq!(E.munmap(&os, b, 2 * PAGE), Ok(()));
+    unmap(&E, &os, b);
     assert_eq!(os.mapped(b), None, "really unmapped, not deferred");
     assert_eq!(E.stats.get(Counter::PassContention), 1);
 }
@@ -301,7 +321,10 @@ fn each_munmap_is_counted_once() {
     let a = map(&E, &os, 3, 0);
     let b = map(&E, &os, 3, 2 * PAGE as i64);
     let big = E
-        .mmap(&os, 0, 6 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0)
+        .mmap(
+            &os,
+            Mmap::new(0, 6 * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0),
+        )
         .unwrap();
     unmap(&E, &os, a); // deferred
     E.munmap(&os, big, 6 * PAGE).unwrap(); // too large to queue
@@ -330,12 +353,14 @@ fn calls_far_from_every_entry_skip_the_lock() {
     let anon = |e: &Engine| {
         e.mmap(
             &os,
-            0,
-            16 * PAGE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
+            Mmap::new(
+                0,
+                16 * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            ),
         )
         .unwrap()
     };

@@ -4,50 +4,44 @@ use super::*;
 
 #[test]
 fn fork_child_unmaps_the_queue_and_keeps_live_entries() {
-    static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
-    let queued = map(&E, &os, 3, 0);
-    let live = map(&E, &os, 3, 2 * PAGE as i64);
-    assert_eq!(E.munmap(&os, queued, 2 * PAGE), Ok(()));
-    E.before_fork(&os);
+    let (e, os) = fresh();
+    let queued = map(e, &os, 3, 0);
+    let live = map(e, &os, 3, 2 * PAGE as i64);
+    unmap(e, &os, queued);
+    e.before_fork(&os);
     assert!(
-        matches!(E.table.try_lock(&os), Taken::Busy),
+        matches!(e.table.try_lock(&os), Taken::Busy),
         "kept across the fork"
     );
-    E.after_fork_in_child(&os);
+    e.after_fork_in_child(&os);
     assert_eq!(os.mapped(queued), None, "the child unmapped the queue");
     assert_eq!(os.mapped(live), Some((3, 2)));
     // The live one is still tracked: its munmap is deferred.
-    assert_eq!(E.munmap(&os, live, 2 * PAGE), Ok(()));
+    unmap(e, &os, live);
     assert_eq!(os.mapped(live), Some((3, 2)));
 }
 
 #[test]
 fn fork_parent_gets_the_table_back() {
-    static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
-    let a = map(&E, &os, 3, 0);
-    assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
-    E.before_fork(&os);
-    E.after_fork_in_parent(&os);
+    let (e, os) = fresh();
+    let a = map(e, &os, 3, 0);
+    unmap(e, &os, a);
+    e.before_fork(&os);
+    e.after_fork_in_parent(&os);
     assert_eq!(os.mapped(a), Some((3, 0)), "the parent keeps its queue");
-    assert_eq!(map(&E, &os, 3, 0), a, "and reuses it");
+    assert_eq!(map(e, &os, 3, 0), a, "and reuses it");
 }
 
 #[test]
 fn seccomp_flushes_and_passes_through_for_good() {
-    static E: Engine = Engine::new();
-    let os = FakeOs::default();
-    start(&E, 16);
-    let a = map(&E, &os, 3, 0);
-    let b = map(&E, &os, 3, 2 * PAGE as i64);
-    assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
-    E.stop_for_good(&os);
+    let (e, os) = fresh();
+    let a = map(e, &os, 3, 0);
+    let b = map(e, &os, 3, 2 * PAGE as i64);
+    unmap(e, &os, a);
+    e.stop_for_good(&os);
     assert_eq!(os.mapped(a), None, "flushed");
-    assert!(!E.active());
-    assert_eq!(E.munmap(&os, b, 2 * PAGE), Ok(()));
+    assert!(!e.active());
+    unmap(e, &os, b);
     assert_eq!(os.mapped(b), None, "passed through");
 }
 
@@ -63,7 +57,7 @@ fn lower_address_space_limit_flushes_and_reuse_respects_it() {
     };
     start(&E, 16);
     let a = map(&E, &os, 3, 0);
-    assert_eq!(E.munmap(&os, a, 2 * PAGE), Ok(()));
+    unmap(&E, &os, a);
     E.address_space_limit_set(&os, true);
     assert_eq!(os.mapped(a), None, "flushed when the limit fell");
     // Queued again under a limit with room; then the limit changes so
@@ -71,7 +65,7 @@ fn lower_address_space_limit_flushes_and_reuse_respects_it() {
     // a fresh mmap (which the kernel would refuse) instead.
     os.as_limit = Some(80 << 20);
     let b = map(&E, &os, 3, 0);
-    assert_eq!(E.munmap(&os, b, 2 * PAGE), Ok(()));
+    unmap(&E, &os, b);
     assert_eq!(os.mapped(b), Some((3, 0)), "queued");
     // (The fake's size is fixed: 64 MiB, the queued mapping included.)
     os.as_limit = Some((64 << 20) - PAGE);
@@ -81,7 +75,7 @@ fn lower_address_space_limit_flushes_and_reuse_respects_it() {
     assert_eq!(E.stats.get(Counter::Reused), 0);
     // With room again, the queued mapping is handed back.
     os.as_limit = Some(80 << 20);
-    assert_eq!(E.munmap(&os, c, 2 * PAGE), Ok(()));
+    unmap(&E, &os, c);
     let d = map(&E, &os, 3, 0);
     assert!(d == b || d == c, "reused");
     assert_eq!(E.stats.get(Counter::Reused), 1);

@@ -39,7 +39,10 @@ fn lock_abandoned_by_a_longjmp_is_recovered_not_a_nested_one() {
     // A signal handler nested in that hook: a frame well below it.
     cells.frame.set(loop_frame - 4096);
     let c = E
-        .mmap(&os, 0, PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0)
+        .mmap(
+            &os,
+            Mmap::new(0, PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0),
+        )
         .unwrap();
     assert_eq!(E.stats.get(Counter::Recovered), 0);
     assert_eq!(E.stats.get(Counter::PassContention), 1);
@@ -58,7 +61,7 @@ fn lock_abandoned_by_a_longjmp_is_recovered_not_a_nested_one() {
     assert!(unmapped.contains(&(a, 2 * PAGE)), "{unmapped:?}");
     assert!(unmapped.contains(&(b, 2 * PAGE)), "{unmapped:?}");
     let d = map(&E, &os, 5, 0);
-    assert_eq!(E.munmap(&os, d, 2 * PAGE), Ok(()));
+    unmap(&E, &os, d);
     assert_eq!(E.queued(&os), Some((1, 2 * PAGE)), "deferring again");
     assert!(os.mapped(d).is_some());
 }

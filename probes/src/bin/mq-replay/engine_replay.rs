@@ -12,7 +12,7 @@ use munmapq_core::config::Config;
 use munmapq_core::engine::{Effect, Engine};
 use munmapq_core::fake::{FakeOs, Traced, PAGE};
 use munmapq_core::file::FileFacts;
-use munmapq_core::os::{Errno, Usage};
+use munmapq_core::os::{Errno, Mmap, Usage};
 use munmapq_core::stats::Counter;
 use std::collections::BTreeMap;
 
@@ -119,7 +119,7 @@ impl Replay {
                 } else {
                     self.translate(r.addr)
                 };
-                let got = engine.mmap(os, addr, r.len, r.prot, r.flags, r.fd, r.off);
+                let got = engine.mmap(os, Mmap::new(addr, r.len, r.prot, r.flags, r.fd, r.off));
                 if let (Ok(to), true) = (got, r.result >= 0) {
                     let from = r.result as usize;
                     let len = r.len.div_ceil(PAGE) * PAGE;
