@@ -1,4 +1,4 @@
-//! Issue 13: ordinary calls that once made a program behave differently
+//! Ordinary calls that once made a program behave differently
 //! with munmapq. Each group runs with and without the library, with the
 //! default queue and a one-entry one, and must print the same; the kernel's
 //! own answers are checked too.

@@ -1,5 +1,5 @@
 //! Where a launcher with no library beside it (what `cargo install` gives)
-//! writes the one it carries (issue 19): `$XDG_CACHE_HOME` only if
+//! writes the one it carries: `$XDG_CACHE_HOME` only if
 //! absolute, then `~/.cache`, then `$TMPDIR/munmapq-UID`; a user without a
 //! writable home still runs; when nothing works, one line naming the cause
 //! and the fix; other versions unused for a month are removed.

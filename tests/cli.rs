@@ -1,4 +1,4 @@
-//! The launcher's command line (issue 19): no panic on a closed pipe, every
+//! The launcher's command line: no panic on a closed pipe, every
 //! setting checked before the command starts, munmapq's own words, and the
 //! `--stats` summary.
 #![cfg(target_os = "linux")]

@@ -1,4 +1,4 @@
-//! Issue 13 point 4: the queue never makes the C library's own mappings
+//! The queue never makes the C library's own mappings
 //! fail. glibc's large mallocs and thread stacks do not pass through the
 //! hooks, so they cannot be retried after a flush; the caps are sized from
 //! the room left (core/src/sizing.rs). Differential: the same program

@@ -1,4 +1,4 @@
-//! Issue 18: a mapping holds the open file it was made from, so a munmap
+//! A mapping holds the open file it was made from, so a munmap
 //! munmapq queues keeps the file open past the program's `close()`, and
 //! what the kernel does at the last close waits for the queue. Each test
 //! runs one program (`mq-probe last-close SCENARIO`, probes/src/bin/
@@ -191,7 +191,7 @@ fn git_loose_objects_reuse_figures() {
     ];
     println!("a repository of {loose} loose objects (400 commits, 60 files)");
     for (what, args) in commands {
-        for (label, env) in ISSUE18_SETTINGS {
+        for (label, env) in BOTH_SETTINGS {
             let with = differential(
                 || {
                     let mut c = git(&repo);

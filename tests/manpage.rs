@@ -1,4 +1,4 @@
-//! The man page is `munmapq --help`, in roff (issue 19): `munmapq.1` is
+//! The man page is `munmapq --help`, in roff: `munmapq.1` is
 //! generated from the usage text (src/cli.rs) by [`roff`] below, and this
 //! test fails when the committed page no longer matches it. To regenerate:
 //! `MUNMAPQ_BLESS=1 cargo test --test manpage`. And the licenses the crates

@@ -1,4 +1,4 @@
-//! Issue 18, the scenarios about what the program set up around itself: a
+//! The scenarios about what the program set up around itself: a
 //! seccomp filter (6), `RLIMIT_AS` lowered after a munmap was queued (7),
 //! descriptors left by a `siglongjmp` out of a hook (8), fork while another
 //! thread holds the queue (9), and the less common `clone(CLONE_VM)`

@@ -1,4 +1,4 @@
-//! Signals through the launcher, as through `timeout` or `sudo` (issue 19):
+//! Signals through the launcher, as through `timeout` or `sudo`:
 //! what the caller ignored stays ignored in the command, signals another
 //! process sends to the launcher reach the command, a terminal's Ctrl-C
 //! reaches it once, the launcher exits as the command did, and killing the

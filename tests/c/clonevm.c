@@ -1,4 +1,4 @@
-/* Issue 18, less common: clone(CLONE_VM) without CLONE_SETTLS. The child
+/* clone(CLONE_VM) without CLONE_SETTLS. The child
  * shares the parent's memory and keeps the parent's thread pointer, so the
  * two tasks share every TLS variable (glibc's errno, and munmapq's cells
  * that name the holder of its queue). Both map, check and unmap windows of

@@ -1,4 +1,4 @@
-/* Issue 18, scenario 8: a SIGALRM timeout loop built on sigsetjmp/
+/* A SIGALRM timeout loop built on sigsetjmp/
  * siglongjmp (as tests/c/longjmp.c), the jump landing wherever the signal
  * finds the program, here often inside a munmap that reads
  * /proc/self/statm (every deferral reads it while RLIMIT_AS is set: the

@@ -1,4 +1,4 @@
-/* A SIGALRM timeout loop built on sigsetjmp/siglongjmp (issue 13, point 3):
+/* A SIGALRM timeout loop built on sigsetjmp/siglongjmp:
  * the handler jumps back to the loop from wherever the signal landed,
  * often inside munmap. Then the program checks that what it freed is
  * freed. Prints only what is the same on every run; exit 0.

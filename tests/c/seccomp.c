@@ -1,4 +1,4 @@
-/* Issue 18, scenario 6: a program that sandboxes itself. It opens its data
+/* A program that sandboxes itself. It opens its data
  * file, then installs a seccomp filter that allows only read, write, mmap,
  * munmap, close, fstat/newfstatat, brk, rt_sigreturn, exit and exit_group,
  * and kills the process on anything else; then it maps, reads and unmaps

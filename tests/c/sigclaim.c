@@ -1,4 +1,4 @@
-/* Issue 18, less common: a signal handler claims, with
+/* A signal handler claims, with
  * MAP_FIXED_NOREPLACE, an address the program has unmapped, while the
  * thread it interrupted is inside munmap (whose hook may be holding
  * munmapq's queue, unmapping or queueing). The program keeps, with

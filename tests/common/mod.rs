@@ -403,7 +403,7 @@ pub fn ending(out: &Output, hung: bool) -> String {
     }
 }
 
-/// The differential check of issue 18: the run with the library must end
+/// The differential check of the last-close and sandbox tests: the run with the library must end
 /// as the run without it (same status, same stdout). None when it does,
 /// else what differs, both outputs shown.
 #[cfg(unix)]
@@ -485,15 +485,15 @@ pub fn c_program(name: &str, dir: &Path) -> PathBuf {
     exe
 }
 
-/// The settings issue 18's scenarios run under: the defaults and a
+/// The settings the last-close and sandbox scenarios run under: the defaults and a
 /// one-entry queue.
-pub const ISSUE18_SETTINGS: [(&str, &[(&str, &str)]); 2] = [
+pub const BOTH_SETTINGS: [(&str, &[(&str, &str)]); 2] = [
     ("defaults", &[]),
     ("MUNMAPQ_MAX_ENTRIES=1", &[("MUNMAPQ_MAX_ENTRIES", "1")]),
 ];
 
 /// Runs `make(dir)` without the library and then with it, under each of
-/// [`ISSUE18_SETTINGS`] (plus `env`), every run killed after `limit`. The
+/// [`BOTH_SETTINGS`] (plus `env`), every run killed after `limit`. The
 /// run without must succeed; if it prints a line `SKIPPED: why`, the
 /// scenario cannot run here: that is printed and nothing is compared.
 /// Each run with the library must end as the one without (status or
@@ -518,7 +518,7 @@ pub fn same_as_without(
     let control = std::env::var_os("MUNMAPQ_TEST_CONTROL").is_some_and(|v| v == "disable");
     let mut failures = Vec::new();
     let mut runs = Vec::new();
-    for (i, (label, settings)) in ISSUE18_SETTINGS.iter().enumerate() {
+    for (i, (label, settings)) in BOTH_SETTINGS.iter().enumerate() {
         let dir = scratch(&format!("{name}-{i}"));
         let Bounded {
             ran: plain,

@@ -1,4 +1,4 @@
-//! `mq-bench`: reproduces the seed's experiment and the targets.
+//! `mq-bench`: reproduces the seed's experiment and the project's targets.
 //! Not a timed test: it prints medians measured side by side in one run
 //! (configurations alternate, round after round), ratios next to their
 //! bounds, peak RSS and mmap/munmap syscall counts, and checks that every

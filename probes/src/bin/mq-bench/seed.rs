@@ -1,4 +1,4 @@
-//! The seed's own setting (issue 14): git's default 1 GiB windows under
+//! The seed's own setting: git's default 1 GiB windows under
 //! `core.packedGitLimit=128m`, on a generated repository whose pack is
 //! larger than one window, and the scaled 64m/128m variant. Printed next to
 //! the seed's figures.
@@ -165,7 +165,7 @@ pub fn bench_seed(repo: &Path, settings: &[&str], what: &[&str], rounds: usize, 
         "\n(pages dropped to stay within the resident budget: {} times; strace counts include start-up)",
         get("pages_dropped")
     );
-    println!("\nThe seed's own figures (macOS, Linux kernel repository, git log --raw, packedGitLimit=128m): 3,072,538 mmaps, 518 min without the queue, 2 min 26 s with it (git's defaults: 9 mmaps, 1 min 4 s). Issue 14, git.git scaled to 64m/128m on Linux: 1,400 window maps, 1,396 munmaps, 76 MiB without the library; nothing deferred under the old byte cap.");
+    println!("\nThe seed's own figures (macOS, Linux kernel repository, git log --raw, packedGitLimit=128m): 3,072,538 mmaps, 518 min without the queue, 2 min 26 s with it (git's defaults: 9 mmaps, 1 min 4 s). git.git scaled to 64m/128m on Linux: 1,400 window maps, 1,396 munmaps, 76 MiB without the library; nothing deferred under the old byte cap.");
     let munmaps = get("munmap_calls").max(1) as f64;
     let maps_f = maps.max(1) as f64;
     // (name, value, bound, true when the bound is a minimum)

@@ -1,5 +1,5 @@
-//! Ordinary calls that once made a program behave differently with munmapq
-//! (issue 13): `pkey_mprotect`, SysV `shmat`/`shmdt` on freed ranges and
+//! Ordinary calls that once made a program behave differently with munmapq:
+//! `pkey_mprotect`, SysV `shmat`/`shmdt` on freed ranges and
 //! `mseal`. Each prints `name: result`; the tests require the same output
 //! with and without the library, with default and tiny queues.
 

@@ -1,4 +1,4 @@
-//! Issue 13 point 4: the C library's own mappings (large mallocs, thread
+//! The C library's own mappings (large mallocs, thread
 //! stacks) never pass through the hooks, so the queue must leave them room
 //! under `RLIMIT_AS` and `vm.max_map_count`. Each scenario prints what the
 //! program saw; the tests compare it with the same run without munmapq.

@@ -7,7 +7,7 @@ mod attacks;
 // RLIMIT_AS, vm.max_map_count, pthread barriers: Linux.
 #[cfg(target_os = "linux")]
 mod headroom;
-// flock/OFD locks, mount namespaces, inotify, leases: Linux (issue 18).
+// flock/OFD locks, mount namespaces, inotify, leases: Linux.
 #[cfg(target_os = "linux")]
 mod lastclose;
 mod rewrite;
@@ -89,7 +89,7 @@ fn main() {
     std::process::exit(code);
 }
 
-/// `mq-probe last-close SCENARIO DIR|FILE [ARG]` (issue 18, lastclose.rs).
+/// `mq-probe last-close SCENARIO DIR|FILE [ARG]`.
 #[cfg(target_os = "linux")]
 fn last_close(args: &[String]) -> i32 {
     let at = args.get(2).map(String::as_str).unwrap_or(".");
