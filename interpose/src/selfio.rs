@@ -9,6 +9,12 @@
 //! `$NOCANCEL` variants (see `macos/real.rs`) never do.
 //! scripts/inspect_macho.py checks that the dylib imports no cancelable name
 //! but the program's own calls it interposes.
+//!
+//! On Linux they are raw system calls: glibc's `close` is one of the hooks
+//! (so the library's own close would go through its own close hook), and
+//! glibc's wrappers are cancellation points too. Each answers what the
+//! kernel does (`-errno` on failure, errno untouched), which is all the
+//! callers look at (`>= 0`, `> 0`).
 
 #[cfg(target_os = "macos")]
 pub use crate::platform::real::libsystem::{
@@ -16,4 +22,41 @@ pub use crate::platform::real::libsystem::{
 };
 
 #[cfg(target_os = "linux")]
-pub use libc::{close, open, write};
+mod linux {
+    use crate::platform::sys::call;
+    use libc::{c_char, c_int, c_long, c_void, size_t, ssize_t};
+
+    /// # Safety
+    /// `path` is NUL-terminated.
+    pub unsafe fn open(path: *const c_char, flags: c_int, mode: c_int) -> c_int {
+        let args = [
+            libc::AT_FDCWD as c_long,
+            path as c_long,
+            flags as c_long,
+            mode as c_long,
+        ];
+        // SAFETY: forwarded from our caller's contract; the kernel checks the rest.
+        unsafe { call(libc::SYS_openat, &args) as c_int }
+    }
+
+    /// # Safety
+    /// `buf` is valid for `len` bytes.
+    pub unsafe fn write(fd: c_int, buf: *const c_void, len: size_t) -> ssize_t {
+        // SAFETY: forwarded from our caller's contract.
+        unsafe {
+            call(
+                libc::SYS_write,
+                &[fd as c_long, buf as c_long, len as c_long],
+            ) as ssize_t
+        }
+    }
+
+    /// # Safety
+    /// `fd` is the library's own descriptor.
+    pub unsafe fn close(fd: c_int) -> c_int {
+        // SAFETY: forwarded from our caller's contract.
+        unsafe { call(libc::SYS_close, &[fd as c_long]) as c_int }
+    }
+}
+#[cfg(target_os = "linux")]
+pub use linux::{close, open, write};

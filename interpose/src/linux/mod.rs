@@ -16,7 +16,7 @@ mod proc;
 pub mod real;
 mod sandbox;
 pub use sandbox::seccomp_mode;
-mod sys;
+pub(crate) mod sys;
 
 /// Every hook Linux has: `crate::shared_hooks!` and those below, whose
 /// bodies are in `hooks.rs`. In brackets, what stands in for the real
