@@ -306,7 +306,7 @@ def git_workloads():
     base = ["git", "-C", repo]
     cfgs = [Config("floor", "floor: git's default windows, no preload", base + ["log", "--raw"], env=git_env())]
     cfgs += lib_configs(base + TINY + ["log", "--raw"], git_env())
-    return [{"title": f"3. long reuse distance: git log --raw, tiny windows, 20000 commits x 8000 files",
+    return [{"title": f"3. long reuse distance: git log --raw, tiny windows, on {os.path.basename(repo)}",
              "command": f"git -C {repo} {' '.join(TINY)} log --raw", "configs": cfgs, "floor": "floor",
              "targets": [("syscalls new / no preload", "syscalls", "none", 0.70),
                          ("page faults new / no preload", "faults", "none", 0.60),
@@ -329,7 +329,7 @@ def seed_workloads():
         cfgs += lib_configs(["git", "-C", repo] + dash_c + ["log", "--raw"], git_env())
         out.append({"title": f"4.{n} the seed's case: git {' '.join(dash_c)} log --raw",
                     "command": f"git -C {repo} {' '.join(dash_c)} log --raw", "configs": cfgs, "floor": "reference",
-                    "targets": [(f"CPU new / no preload", "cpu", "none", cpu_bound),
+                    "targets": [("CPU new / no preload", "cpu", "none", cpu_bound),
                                 ("peak RSS new / no preload", "rss", "none", 1.6),
                                 ("syscalls new / no preload", "syscalls", "none", 0.70),
                                 ("page faults new / no preload", "faults", "none", 0.60)]})
