@@ -17,10 +17,12 @@
 //!   the queue was empty, re-derived after each drop from what the drop
 //!   really freed, so that the program's own growth does not stay charged
 //!   to the queue; that drop also measures the density.
-//!   Budget: a quarter of that baseline, from 4 MiB to 1 GiB. Over it (by
-//!   a read, or by the estimate in between), the pages of the oldest warm
-//!   mappings are dropped, as far as the budget needs (down to 3/4 of it),
-//!   the mappings staying queued: a cache's eviction, the young windows,
+//!   Budget: a quarter of the larger of that baseline and the process's
+//!   peak RSS ([`Os::peak_resident`], read with it), from 4 MiB to 1 GiB.
+//!   Over it (by a read, or by the estimate in between), the pages of the
+//!   oldest warm mappings are dropped, as far as the budget needs (down to
+//!   3/4 of it), the mappings staying queued: a cache's eviction, the young
+//!   windows,
 //!   the likeliest to be reused soon, keep their pages, and every reuse
 //!   stays possible (a reused window faults its pages in again from the
 //!   page cache, as a fresh mapping would). Where pages cannot be dropped,
@@ -120,6 +122,8 @@ pub struct Sizing {
     rss_base: usize,
     /// RSS at the last read.
     rss_last: usize,
+    /// The process's peak RSS at the last read (0: unknown).
+    rss_peak: usize,
     /// Queued length added since the last read.
     unread_bytes: usize,
     /// Deferrals since the last read.
@@ -159,6 +163,7 @@ impl Sizing {
             as_room: 0,
             rss_base: 0,
             rss_last: 0,
+            rss_peak: 0,
             unread_bytes: 0,
             unread_count: 0,
             density: 0,
@@ -242,8 +247,13 @@ impl Sizing {
         (base >> RESIDENT_SHIFT).clamp(RESIDENT_FLOOR, RESIDENT_CEILING)
     }
 
+    /// The budget: a quarter of the larger of the program's own RSS and
+    /// its peak RSS. The peak counts what the queue held too, yet the
+    /// queue's share stays bounded: at most a quarter of a peak that
+    /// includes it, so the peak grows by at most a third. A program whose
+    /// RSS falls from its peak keeps a budget its peak already paid for.
     fn budget(&self) -> usize {
-        Self::budget_for(self.rss_base)
+        Self::budget_for(self.rss_base.max(self.rss_peak))
     }
 
     /// Recomputes what `caps` compares against on every call, after
@@ -354,6 +364,7 @@ impl Sizing {
 
     fn read_usage<O: Os>(&mut self, os: &O, u: Usage, queued_bytes: usize) {
         self.rss_last = u.resident;
+        self.rss_peak = os.peak_resident().unwrap_or(0);
         if queued_bytes == 0 || u.resident < self.rss_base {
             self.rss_base = u.resident;
         }

@@ -73,6 +73,8 @@ pub struct FakeOs<const N: usize = 256> {
     pub usage: Option<Usage>,
     /// Where `usage` is None: resident bytes per mapped page.
     pub rss_per_page: Option<usize>,
+    /// What `peak_resident()` answers.
+    pub peak: Option<usize>,
     /// The program's own mappings, which `map_count()` adds the fake's to.
     pub map_count: Option<usize>,
     /// What `max_map_count()` answers (`vm.max_map_count`).
@@ -106,6 +108,7 @@ impl<const N: usize> FakeOs<N> {
             page_limit: None,
             usage: None,
             rss_per_page: None,
+            peak: None,
             map_count: None,
             max_map_count: None,
             as_limit: None,
@@ -257,6 +260,10 @@ impl<const N: usize> Os for FakeOs<N> {
 
     fn address_space_limit(&self) -> Option<usize> {
         self.as_limit
+    }
+
+    fn peak_resident(&self) -> Option<usize> {
+        self.peak
     }
 
     fn drop_pages(&self, addr: usize, len: usize) -> bool {

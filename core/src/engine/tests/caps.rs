@@ -196,6 +196,36 @@ fn over_budget_the_oldest_windows_lose_their_pages_and_reads_are_rare() {
 }
 
 #[test]
+fn the_budget_follows_the_programs_peak_rss() {
+    static E: Engine = Engine::new();
+    // A program whose RSS was 64 MiB at its peak: the queue may keep a
+    // quarter of that warm (16 MiB), where its current RSS alone (the
+    // queue's pages) would give the 4 MiB floor.
+    let os = FakeOs {
+        rss_per_page: Some(PAGE),
+        can_drop: true,
+        peak: Some(64 << 20),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 1 << 20;
+    for i in 0..48 {
+        let a = map_window(&E, &os, win, i);
+        os.touch(a, win);
+        E.munmap(&os, a, win).unwrap();
+    }
+    let resident = os.usage().unwrap().resident;
+    assert!(
+        resident > 8 << 20,
+        "resident {resident}: more than the floor"
+    );
+    assert!(
+        resident <= (16 << 20) + win,
+        "resident {resident}: within the budget"
+    );
+}
+
+#[test]
 fn address_space_limit_keeps_the_queue_small() {
     static E: Engine = Engine::new();
     // 12 MiB of room under RLIMIT_AS: at most 1.5 MiB... and 1 MiB at most.
