@@ -92,9 +92,14 @@ pub trait Os {
     fn max_map_count(&self) -> Option<usize> {
         None
     }
-    /// The process's address space and resident set right now (asked when
-    /// the queue has grown by a step, see [`crate::sizing`]).
+    /// The process's address space and resident set right now (asked now
+    /// and then, see [`crate::sizing`]).
     fn usage(&self) -> Option<Usage>;
+    /// The most the process's resident set has been (its high-water mark;
+    /// asked with [`Os::usage`]). `None` where it cannot be told.
+    fn peak_resident(&self) -> Option<usize> {
+        None
+    }
     /// How many mappings the process has (asked rarely: it is costly).
     fn map_count(&self) -> Option<usize>;
     /// The `RLIMIT_AS` soft limit, or `None` when unlimited.

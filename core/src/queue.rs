@@ -10,6 +10,11 @@ use crate::sizing::Sizing;
 use crate::stats::{Counter, Stats};
 use crate::table::{Evict, Table};
 
+/// Over the resident budget, page drops are budgeted at one per this many
+/// deferrals (at least one each time the budget is exceeded): a drop costs
+/// a system call, as the munmap a deferral saves did.
+pub const DEFERRED_PER_DROP: u64 = 8;
+
 pub struct Queue {
     pub table: Table,
     pub sizing: Sizing,
@@ -38,12 +43,9 @@ impl Queue {
         self.policy = cfg.evict;
     }
 
-    /// Evicts so that one more mapping of `len` bytes fits under the caps
-    /// [`crate::sizing`] sets, as [`Self::policy`] says, and answers whether
-    /// it does. Over the resident budget, the queued mappings' pages are
-    /// dropped (Linux); where they cannot be (macOS), what
-    /// [`Table::mark_over_budget`] marks goes, RSS re-read after each time,
-    /// until the queue is under 3/4 of its budget.
+    /// Evicts so that one more mapping of `len` bytes fits under the count
+    /// and length caps [`crate::sizing`] sets, as [`Self::policy`] says,
+    /// and answers whether it does.
     pub fn make_room<O: Os>(&mut self, os: &O, stats: &Stats, len: usize) -> bool {
         let (queued, queued_bytes) = (self.table.queued(), self.table.queued_bytes());
         let caps = self.sizing.caps(os, queued, queued_bytes, len);
@@ -51,17 +53,49 @@ impl Queue {
         if caps.entries == 0 || len > caps.bytes {
             return false;
         }
-        if fits(&self.table) && !caps.resident_over {
-            return true;
-        }
         if !fits(&self.table) {
             self.table
                 .mark_to_fit(self.policy, caps.entries, caps.bytes, len);
             self.flush_marked(os, stats);
         }
-        if caps.resident_over && self.drop_queued_pages(os, stats) {
-            self.sizing.after_eviction(os, 0, 0);
-        } else if caps.resident_over {
+        fits(&self.table)
+    }
+
+    /// After a mapping was queued: keeps the queue's resident memory within
+    /// its budget. Over it, the pages of the oldest warm mappings are
+    /// dropped as far as needed, in at most one drop per
+    /// [`DEFERRED_PER_DROP`] deferrals (at least one each time): the
+    /// mappings stay queued for reuse. Where pages cannot be dropped
+    /// (or with [`Evict::All`] everything is dropped), what
+    /// [`Table::mark_over_budget`] marks is unmapped, RSS re-read after each
+    /// time, until the queue is under 3/4 of its budget.
+    pub fn keep_within_budget<O: Os>(&mut self, os: &O, stats: &Stats) {
+        let (queued_bytes, warm) = (self.table.queued_bytes(), self.table.warm_bytes());
+        let Some(over) = self.sizing.over_budget(os, queued_bytes, warm) else {
+            return;
+        };
+        let (cool, max_drops) = if self.policy == Evict::All {
+            (warm, usize::MAX)
+        } else {
+            let allowed = (self.table.enqueues() / DEFERRED_PER_DROP)
+                .saturating_sub(self.table.cooling_drops());
+            (over.cool, allowed.max(1) as usize)
+        };
+        let mut failed = false;
+        let cooled = self.table.cool_by_age(cool, max_drops, &mut |start, len| {
+            let ok = os.drop_pages(start, len);
+            failed |= !ok;
+            ok
+        });
+        if cooled > 0 {
+            stats.bump(Counter::PagesDropped);
+            if over.measured {
+                self.sizing
+                    .after_cooling(os, cooled, self.table.warm_bytes());
+            }
+        }
+        let (queued_bytes, warm) = (self.table.queued_bytes(), self.table.warm_bytes());
+        if failed && (over.measured || self.sizing.over_by_reading(os, queued_bytes, warm)) {
             loop {
                 let before = self.table.queued_bytes();
                 self.table.mark_over_budget(self.policy);
@@ -72,21 +106,6 @@ impl Queue {
                 }
             }
         }
-        fits(&self.table)
-    }
-
-    /// Drops the pages of every queued mapping, keeping the mappings (one
-    /// madvise per run of touching ones): the queue's resident cost goes
-    /// back to nothing and every reuse stays possible.
-    fn drop_queued_pages<O: Os>(&mut self, os: &O, stats: &Stats) -> bool {
-        let mut ok = true;
-        self.table.queued_runs(|start, len| {
-            ok &= os.drop_pages(start, len);
-        });
-        if ok {
-            stats.bump(Counter::PagesDropped);
-        }
-        ok
     }
 
     /// Unmaps every queued mapping.

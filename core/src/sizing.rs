@@ -4,27 +4,29 @@
 //! - **Resident memory.** A queued mapping costs the pages the program had
 //!   faulted in (a 64 MiB pack window git read in three places costs a few
 //!   pages). Those pages cannot grow while the mapping is queued (nobody
-//!   touches it), so the queue's resident cost only changes when something
-//!   is queued, reused or unmapped. Reading the process's current RSS
-//!   ([`Os::usage`]: `/proc/self/statm` opened, read and closed, no
-//!   descriptor kept; Mach `task_info` on macOS) costs system calls: it is
-//!   read only when the length queued since the last read (reused
-//!   mappings queued again included: the program may have touched more of
-//!   them) reaches a step of half the budget, so the unmeasured part is at
-//!   most half the budget, and only while the queue is longer than the
-//!   budget (a shorter one cannot hold more resident memory than its
-//!   length). With 16 KiB windows and the 4 MiB floor that is at most one
-//!   read per 128 deferrals. The queue's share of RSS is estimated as RSS
-//!   less a baseline taken when the queue was empty; each eviction re-reads
-//!   RSS and re-derives the baseline from what the eviction really freed,
-//!   so the program's own growth does not stay charged to the queue.
-//!   Budget: a quarter of that baseline, from 4 MiB to 1 GiB. Over it, on
-//!   Linux the queued mappings' pages are dropped (`MADV_DONTNEED`, one
-//!   call per run of touching mappings) and the mappings stay queued: the
-//!   queue's resident cost falls to nothing and every reuse stays possible
-//!   (a reused window faults its pages in again from the page cache, as a
-//!   fresh mapping would). Where pages cannot be dropped (macOS), the
-//!   oldest quarter of the queued length is unmapped at a time.
+//!   touches it). The queue tells warm entries (queued since the program
+//!   last used them) from cold ones (their pages dropped since), and
+//!   estimates its resident memory as the warm length times a density:
+//!   the resident memory per warm byte the last reads showed (1 until
+//!   then). Reading the process's RSS ([`Os::usage`]: `/proc/self/statm`
+//!   opened, read and closed, no descriptor kept; Mach `task_info` on
+//!   macOS) costs system calls, so it is read now and then, not at each
+//!   deferral: only while the warm length is more than the budget (a
+//!   shorter one cannot hold more resident memory than it), and then once
+//!   per [`READ_EVERY`] deferrals. The queue's share of RSS is RSS less a baseline taken when
+//!   the queue was empty, re-derived after each drop from what the drop
+//!   really freed, so that the program's own growth does not stay charged
+//!   to the queue; that drop also measures the density.
+//!   Budget: a quarter of the larger of that baseline and the process's
+//!   peak RSS ([`Os::peak_resident`], read with it), from 4 MiB to 1 GiB.
+//!   Over it (by a read, or by the estimate in between), the pages of the
+//!   oldest warm mappings are dropped, as far as the budget needs (down to
+//!   3/4 of it), the mappings staying queued: a cache's eviction, the young
+//!   windows,
+//!   the likeliest to be reused soon, keep their pages, and every reuse
+//!   stays possible (a reused window faults its pages in again from the
+//!   page cache, as a fresh mapping would). Where pages cannot be dropped,
+//!   the oldest quarter of the queued length is unmapped at a time.
 //! - **Address space**, only where it is limited (`RLIMIT_AS`): at most
 //!   1 MiB and an eighth of the room left (the queue's own length counted
 //!   as room), re-read at every deferral while a limit is set. The C
@@ -32,10 +34,16 @@
 //!   through the hooks, so they cannot be retried after a flush; this
 //!   bounds what they can lose to the queue.
 //! - **Map count** (`vm.max_map_count`): at most a quarter of the mappings
-//!   left, the queued ones counted as left. Counting the process's
-//!   mappings means reading `/proc/self/maps` (cost grows with the number
-//!   of mappings), so it is counted at the first deferral and then after a
-//!   number of munmaps that grows with the room found: `max(64, left / 8)`.
+//!   left, the queued ones counted as left (the table knows them; only the
+//!   program's own mappings need counting). Counting them means reading
+//!   `/proc/self/maps`, where the kernel formats a line and a path for
+//!   every mapping, queued ones included: about 13 ms for 4,000 mappings
+//!   here, more than a thousand deferrals save. So it is counted at the
+//!   first deferral and then after a number of munmaps that grows with the
+//!   room found: `max(64, left / 2)`. The quarter cap leaves the program
+//!   three quarters of the room for mappings of its own made between two
+//!   counts; the mappings it makes through the hooks are retried after a
+//!   flush if the kernel refuses them.
 //!
 //! `MUNMAPQ_MAX_BYTES` replaces the resident guard by a fixed cap on the
 //! queued length; the address-space and map-count bounds always apply.
@@ -70,14 +78,31 @@ pub const NO_USAGE_BYTES: usize = 64 << 20;
 /// reads of the process's usage (which then only watches for a limit set
 /// later).
 const FIXED_STEP: usize = 8 << 20;
+/// While the warm length is over the budget, the most deferrals between two
+/// reads of RSS.
+pub const READ_EVERY: u32 = 16;
+/// The density (resident bytes per warm queued byte) in fixed point: this
+/// is 1.
+const DENSE: u64 = 1 << 16;
+/// The least density assumed: a measure of 0 (pages the program never
+/// touched) must not let the estimate ignore the next warm mappings.
+const DENSITY_FLOOR: u64 = DENSE / 1024;
 
 /// What may be queued right now.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Caps {
     pub entries: usize,
     pub bytes: usize,
-    /// The queue holds more resident memory than its budget.
-    pub resident_over: bool,
+}
+
+/// What the resident budget asks after a deferral.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Over {
+    /// Warm queued length whose pages to drop.
+    pub cool: usize,
+    /// RSS was read just now: after the drop, read it again and learn
+    /// from the difference ([`Sizing::after_cooling`]).
+    pub measured: bool,
 }
 
 pub struct Sizing {
@@ -97,15 +122,22 @@ pub struct Sizing {
     rss_base: usize,
     /// RSS at the last read.
     rss_last: usize,
+    /// The process's peak RSS at the last read (0: unknown).
+    rss_peak: usize,
     /// Queued length added since the last read.
     unread_bytes: usize,
+    /// Deferrals since the last read.
+    unread_count: u32,
+    /// Resident bytes per warm queued byte, times [`DENSE`].
+    density: u64,
+    /// `density` was measured (else it is 1).
+    density_known: bool,
     /// Deferral candidates left before the map count is re-read.
     until_map_check: usize,
     /// The last read of the process's usage failed.
     no_usage: bool,
-    /// Derived by `refresh`: queue length below which no read is needed,
-    /// length queued between reads, and the length cap.
-    quiet_len: usize,
+    /// Derived by `refresh`: length queued between reads (under a fixed
+    /// cap or an address-space limit), and the length cap.
     read_step: usize,
     bytes_cap: usize,
 }
@@ -131,10 +163,13 @@ impl Sizing {
             as_room: 0,
             rss_base: 0,
             rss_last: 0,
+            rss_peak: 0,
             unread_bytes: 0,
+            unread_count: 0,
+            density: 0,
+            density_known: false,
             until_map_check: 0,
             no_usage: false,
-            quiet_len: 0,
             read_step: 0,
             bytes_cap: 0,
         }
@@ -155,6 +190,8 @@ impl Sizing {
         };
         // Read everything at the first deferral.
         self.unread_bytes = usize::MAX;
+        self.density = DENSE;
+        self.density_known = false;
         self.until_map_check = 0;
         self.no_usage = false;
         self.refresh();
@@ -210,26 +247,21 @@ impl Sizing {
         (base >> RESIDENT_SHIFT).clamp(RESIDENT_FLOOR, RESIDENT_CEILING)
     }
 
+    /// The budget: a quarter of the larger of the program's own RSS and
+    /// its peak RSS. The peak counts what the queue held too, yet the
+    /// queue's share stays bounded: at most a quarter of a peak that
+    /// includes it, so the peak grows by at most a third. A program whose
+    /// RSS falls from its peak keeps a budget its peak already paid for.
     fn budget(&self) -> usize {
-        Self::budget_for(self.rss_base)
+        Self::budget_for(self.rss_base.max(self.rss_peak))
     }
 
     /// Recomputes what `caps` compares against on every call, after
     /// anything they derive from changed (kept apart so the common call is
     /// a few loads).
     fn refresh(&mut self) {
-        let (as_limited, guard) = (self.as_limited, self.resident_guard);
-        let budget = self.budget();
-        // A queue no longer than the budget cannot hold more resident
-        // memory than it: no need to ask.
-        self.quiet_len = if as_limited || !guard { 0 } else { budget };
-        self.read_step = if as_limited {
-            0
-        } else if guard {
-            budget >> 1
-        } else {
-            FIXED_STEP
-        };
+        self.read_step = if self.as_limited { 0 } else { FIXED_STEP };
+        let guard = self.resident_guard;
         let mut bytes = self.fixed_bytes.min(self.as_cap);
         if self.no_usage && guard {
             bytes = bytes.min(NO_USAGE_BYTES);
@@ -238,42 +270,101 @@ impl Sizing {
     }
 
     /// The caps for queueing one more mapping of `len` bytes onto a queue of
-    /// `queued` mappings spanning `queued_bytes`; re-reads what is due.
+    /// `queued` mappings spanning `queued_bytes`; re-reads what is due for
+    /// them (the address-space room under a limit; the resident budget is
+    /// [`Sizing::over_budget`]'s).
     pub fn caps<O: Os>(&mut self, os: &O, queued: usize, queued_bytes: usize, len: usize) -> Caps {
         self.check_map_count(os, queued);
         let unread = self.unread_bytes;
-        let mut resident_over = false;
-        if unread == usize::MAX
-            || (queued_bytes.saturating_add(len) > self.quiet_len
-                && unread.saturating_add(len) > self.read_step)
-        {
-            // Reset first, for the same reason as in `check_map_count`.
-            self.unread_bytes = 0;
-            compiler_fence(SeqCst);
-            let usage = os.usage();
-            if let Some(u) = usage {
-                self.read_usage(os, u, queued_bytes);
-                resident_over =
-                    self.resident_guard && u.resident.saturating_sub(self.rss_base) > self.budget();
-            }
-            self.no_usage = usage.is_none();
-            self.unread_bytes = 0;
-            self.refresh();
+        let due = unread == usize::MAX
+            || (!self.resident_guard || self.as_limited)
+                && unread.saturating_add(len) > self.read_step;
+        if due {
+            self.read(os, queued_bytes);
         }
         Caps {
             entries: self.entries_cap,
             bytes: self.bytes_cap,
-            resident_over,
         }
+    }
+
+    /// Reads the process's usage now. Answers the queue's share of RSS
+    /// (RSS less the baseline), if it could be read.
+    fn read<O: Os>(&mut self, os: &O, queued_bytes: usize) -> Option<usize> {
+        // Reset first, for the same reason as in `check_map_count`.
+        self.unread_bytes = 0;
+        self.unread_count = 0;
+        compiler_fence(SeqCst);
+        let usage = os.usage();
+        let share = usage.map(|u| {
+            self.read_usage(os, u, queued_bytes);
+            u.resident.saturating_sub(self.rss_base)
+        });
+        self.no_usage = usage.is_none();
+        self.unread_bytes = 0;
+        self.refresh();
+        share
+    }
+
+    /// A mapping was just queued; the queue is `queued_bytes` long, `warm`
+    /// of it warm. Whether it now holds more resident memory than its
+    /// budget, by a read of RSS when one is due, else by the estimate; and
+    /// then how much warm length to cool, down to 3/4 of the budget.
+    pub fn over_budget<O: Os>(&mut self, os: &O, queued_bytes: usize, warm: usize) -> Option<Over> {
+        if !self.resident_guard {
+            return None;
+        }
+        let budget = self.budget();
+        if warm <= budget {
+            return None;
+        }
+        // The first time the warm length passes the budget, the density is
+        // not known yet: read.
+        let due = self.unread_count >= READ_EVERY
+            || self.unread_bytes == usize::MAX
+            || !self.density_known;
+        let (resident, measured) = if due {
+            let share = self.read(os, queued_bytes)?;
+            // What the whole warm queue holds per byte, as far as the
+            // baseline is right (a baseline too low only drops more).
+            self.learn_density(share, warm);
+            (share, true)
+        } else {
+            (self.estimate(warm), false)
+        };
+        let budget = self.budget();
+        if resident <= budget {
+            return None;
+        }
+        let excess = resident - (budget - budget / 4);
+        let cool = (excess as u128 * DENSE as u128 / self.density as u128).min(warm as u128);
+        Some(Over {
+            cool: cool as usize,
+            measured,
+        })
+    }
+
+    /// `resident` bytes were found in `warm` bytes of warm queued mappings.
+    fn learn_density(&mut self, resident: usize, warm: usize) {
+        self.density = (resident as u128 * DENSE as u128 / warm.max(1) as u128)
+            .clamp(DENSITY_FLOOR as u128, DENSE as u128) as u64;
+        self.density_known = true;
+    }
+
+    /// The queue's resident memory estimated from its warm length.
+    fn estimate(&self, warm: usize) -> usize {
+        (warm as u128 * self.density as u128 / DENSE as u128) as usize
     }
 
     /// A mapping of `len` bytes was queued.
     pub fn note_queued(&mut self, len: usize) {
         self.unread_bytes = self.unread_bytes.saturating_add(len);
+        self.unread_count = self.unread_count.saturating_add(1);
     }
 
     fn read_usage<O: Os>(&mut self, os: &O, u: Usage, queued_bytes: usize) {
         self.rss_last = u.resident;
+        self.rss_peak = os.peak_resident().unwrap_or(0);
         if queued_bytes == 0 || u.resident < self.rss_base {
             self.rss_base = u.resident;
         }
@@ -311,7 +402,37 @@ impl Sizing {
         };
         let room = self.map_limit.saturating_sub(count.saturating_sub(queued));
         self.entries_cap = self.max_entries.min(room >> MAP_ROOM_SHIFT);
-        self.until_map_check = MAP_CHECK_MIN.max(room >> 3);
+        self.until_map_check = MAP_CHECK_MIN.max(room >> 1);
+    }
+
+    /// After dropping the pages of `cooled` warm bytes that an RSS read
+    /// just before found over budget, `warm` still warm: re-reads RSS; what
+    /// the drop freed gives the density of warm mappings, and with it the
+    /// baseline (RSS less the warm length at that density).
+    pub fn after_cooling<O: Os>(&mut self, os: &O, cooled: usize, warm: usize) {
+        let Some(u) = os.usage() else {
+            return;
+        };
+        let freed = self.rss_last.saturating_sub(u.resident);
+        if cooled > 0 {
+            self.learn_density(freed, cooled);
+        }
+        self.rss_last = u.resident;
+        self.rss_base = u.resident.saturating_sub(self.estimate(warm));
+        self.unread_bytes = 0;
+        self.unread_count = 0;
+        self.refresh();
+    }
+
+    /// Where pages could not be dropped, RSS read now, before an eviction
+    /// that [`Sizing::after_eviction`] will measure: whether the queue's
+    /// share is really over the budget (the estimate may say more).
+    pub fn over_by_reading<O: Os>(&mut self, os: &O, queued_bytes: usize, warm: usize) -> bool {
+        let Some(share) = self.read(os, queued_bytes) else {
+            return false;
+        };
+        self.learn_density(share, warm);
+        share > self.budget()
     }
 
     /// After evicting `freed` bytes of queued length, `remaining` still

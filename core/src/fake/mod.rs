@@ -16,6 +16,7 @@
 //! whole workspace builds the library with this feature on): it holds at
 //! most `N` mappings.
 
+pub(crate) mod cold;
 mod space;
 
 use crate::file::{FileFacts, FileStamp};
@@ -60,6 +61,10 @@ pub struct FakeOs<const N: usize = 256> {
     pub munmaps: RefCell<Log>,
     /// `drop_pages` calls.
     pub drops: RefCell<usize>,
+    /// `usage` calls.
+    pub reads: RefCell<usize>,
+    /// Pages dropped (while `can_drop`), not counted as resident.
+    pub(crate) cold: RefCell<cold::Cold>,
     /// How many times each descriptor's file was rewritten (its ctime).
     pub(crate) rewrites: RefCell<[i64; FDS]>,
     /// Fails mmap with ENOMEM once this many pages are mapped.
@@ -68,6 +73,8 @@ pub struct FakeOs<const N: usize = 256> {
     pub usage: Option<Usage>,
     /// Where `usage` is None: resident bytes per mapped page.
     pub rss_per_page: Option<usize>,
+    /// What `peak_resident()` answers.
+    pub peak: Option<usize>,
     /// The program's own mappings, which `map_count()` adds the fake's to.
     pub map_count: Option<usize>,
     /// What `max_map_count()` answers (`vm.max_map_count`).
@@ -95,10 +102,13 @@ impl<const N: usize> FakeOs<N> {
             mmaps: RefCell::new(0),
             munmaps: RefCell::new(Log::new()),
             drops: RefCell::new(0),
+            reads: RefCell::new(0),
+            cold: RefCell::new(cold::Cold::new()),
             rewrites: RefCell::new([0; FDS]),
             page_limit: None,
             usage: None,
             rss_per_page: None,
+            peak: None,
             map_count: None,
             max_map_count: None,
             as_limit: None,
@@ -113,6 +123,11 @@ impl<const N: usize> FakeOs<N> {
     pub fn mapped(&self, addr: usize) -> Option<(i32, i64)> {
         let r = self.space.borrow().find(addr)?;
         Some((r.fd, r.page + ((addr - r.start) / PAGE) as i64))
+    }
+
+    /// The program reads `[addr, addr + len)`: its pages are resident.
+    pub fn touch(&self, addr: usize, len: usize) {
+        let _ = self.cold.borrow_mut().touch(addr, addr + len);
     }
 
     pub fn munmap_count(&self) -> usize {
@@ -192,6 +207,7 @@ impl<const N: usize> Os for FakeOs<N> {
         };
         self.munmaps.borrow_mut().push((addr, len));
         self.space.borrow_mut().remove(addr, end);
+        let _ = self.cold.borrow_mut().touch(addr, end);
         Ok(())
     }
 
@@ -223,11 +239,13 @@ impl<const N: usize> Os for FakeOs<N> {
     }
 
     fn usage(&self) -> Option<Usage> {
+        *self.reads.borrow_mut() += 1;
         self.usage.or_else(|| {
             let pages = self.space.borrow().pages();
+            let cold = self.cold.borrow().bytes() / PAGE;
             self.rss_per_page.map(|r| Usage {
                 size: pages * PAGE,
-                resident: pages * r,
+                resident: (pages - cold) * r,
             })
         })
     }
@@ -244,9 +262,13 @@ impl<const N: usize> Os for FakeOs<N> {
         self.as_limit
     }
 
-    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
+    fn peak_resident(&self) -> Option<usize> {
+        self.peak
+    }
+
+    fn drop_pages(&self, addr: usize, len: usize) -> bool {
         *self.drops.borrow_mut() += 1;
-        self.can_drop
+        self.can_drop && self.cold.borrow_mut().add(addr, addr + len)
     }
 
     fn thread_cells(&self) -> Option<&'static PerThread> {

@@ -34,6 +34,15 @@ pub enum Evict {
     All,
 }
 
+/// What a piece of [`Table::old_pieces`] is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pieces {
+    /// Unmapping: every entry of a piece is old enough.
+    Evict,
+    /// Dropping pages: warm entries are wanted, cold ones only join.
+    Cool,
+}
+
 /// With [`Evict::Aged`], eviction munmaps are budgeted at one per this many
 /// deferred munmaps, at least one per flush.
 const DEFERRED_PER_EVICTION_MUNMAP: u64 = 64;
@@ -130,40 +139,116 @@ impl Table {
     /// In each run of touching queued entries, the pieces of consecutive
     /// entries queued at or before `may` that hold an entry queued at or
     /// before `must`: what evicting the `must`-old entries with their
-    /// `may`-old neighbours unmaps. Answers how many pieces (munmaps); with
-    /// `mark`, marks them.
-    fn old_pieces(&mut self, must: u64, may: u64, mark: bool) -> usize {
-        let (mut pieces, mut i) = (0, 0);
+    /// `may`-old neighbours unmaps. With [`Pieces::Cool`] only warm entries
+    /// are wanted, and cold ones of any age join a piece (dropping their
+    /// pages again costs nothing but the call's length). Answers how many
+    /// pieces there are (one system call each) and, with `apply`, acts on
+    /// them: marks them for eviction, or drops each piece's pages with
+    /// `apply` and makes its entries cold where that worked (then the
+    /// second number is the warm length cooled).
+    fn old_pieces(
+        &mut self,
+        must: u64,
+        may: u64,
+        kind: Pieces,
+        mut apply: Option<&mut dyn FnMut(usize, usize) -> bool>,
+    ) -> (usize, usize) {
+        let cool = kind == Pieces::Cool;
+        let joins = |s: &super::Slot| s.state == State::Queued && (s.seq <= may || cool && s.cold);
+        let wanted = |s: &super::Slot| s.seq <= must && !(cool && s.cold);
+        let (mut pieces, mut cooled, mut i) = (0, 0, 0);
         while i < self.used {
             let first = self.slots[self.by_addr[i] as usize];
-            if first.state != State::Queued || first.seq > may {
+            if !joins(&first) {
                 i += 1;
                 continue;
             }
-            // A piece: queued, touching, all at or before `may`.
-            let (mut j, mut end, mut has_must) =
-                (i + 1, first.start + first.len, first.seq <= must);
+            // A piece: queued, touching, all old enough (or cold).
+            let (mut j, mut end, mut has_must) = (i + 1, first.start + first.len, wanted(&first));
             while j < self.used {
                 let s = self.slots[self.by_addr[j] as usize];
-                if s.state != State::Queued || s.start != end || s.seq > may {
+                if s.start != end || !joins(&s) {
                     break;
                 }
                 end += s.len;
-                has_must |= s.seq <= must;
+                has_must |= wanted(&s);
                 j += 1;
             }
             if has_must {
                 pieces += 1;
-                if mark {
-                    for k in i..j {
-                        let slot = self.by_addr[k];
-                        self.detach_as(slot, State::Evicting);
+                match (&mut apply, kind) {
+                    (None, _) => {}
+                    (Some(_), Pieces::Evict) => {
+                        for k in i..j {
+                            let slot = self.by_addr[k];
+                            self.detach_as(slot, State::Evicting);
+                        }
+                    }
+                    (Some(drop), Pieces::Cool) => {
+                        if drop(first.start, end - first.start) {
+                            for k in i..j {
+                                cooled += self.make_cold(self.by_addr[k]);
+                            }
+                        }
                     }
                 }
             }
             i = j;
         }
-        pieces
+        (pieces, cooled)
+    }
+
+    /// The smallest age from `old` on up to which merging neighbours into
+    /// the pieces of `kind` keeps them within `max` (the newest age if
+    /// none does).
+    fn merge_age(&mut self, must: u64, old: u64, kind: Pieces, max: usize) -> u64 {
+        let (mut lo, mut hi) = (old, self.slots[self.newest as usize].seq);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.old_pieces(must, mid, kind, None).0 <= max {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    }
+
+    /// Drops the pages of the oldest warm queued entries holding at least
+    /// `bytes` bytes (at least one entry), the mappings staying queued, in
+    /// at most `max_drops` calls of `drop(start, len)` (at least one):
+    /// touching queued neighbours join a call, cold ones of any age, warm
+    /// ones from the oldest on as far as needed to stay within the calls.
+    /// This is a cache's eviction: the young windows, the likeliest to be
+    /// reused soon, keep their pages. Answers the warm length cooled.
+    pub fn cool_by_age(
+        &mut self,
+        bytes: usize,
+        max_drops: usize,
+        drop: &mut dyn FnMut(usize, usize) -> bool,
+    ) -> usize {
+        let Some(must) = self.warm_age_cutoff(bytes) else {
+            return 0;
+        };
+        let may = self.merge_age(must, must, Pieces::Cool, max_drops.max(1));
+        let (pieces, cooled) = self.old_pieces(must, may, Pieces::Cool, Some(drop));
+        self.cooling_drops += pieces as u64;
+        cooled
+    }
+
+    /// The age of the youngest of the oldest warm queued entries that
+    /// together hold at least `bytes` bytes (at least one entry).
+    fn warm_age_cutoff(&self, bytes: usize) -> Option<u64> {
+        let (mut slot, mut held, mut last) = (self.oldest, 0, None);
+        while slot != NIL && (held < bytes || last.is_none()) {
+            let s = &self.slots[slot as usize];
+            if !s.cold {
+                held += s.len;
+                last = Some(s.seq);
+            }
+            slot = s.newer;
+        }
+        last
     }
 
     /// Marks by age: the oldest queued entries holding at least `bytes`
@@ -188,16 +273,8 @@ impl Table {
         let max_runs = (self.enqueues / per_munmap)
             .saturating_sub(self.aged_munmaps)
             .max(1) as usize;
-        let (mut lo, mut hi) = (old, self.slots[self.newest as usize].seq);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.old_pieces(must, mid, false) <= max_runs {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        let n = self.old_pieces(must, lo, true);
+        let may = self.merge_age(must, old, Pieces::Evict, max_runs);
+        let (n, _) = self.old_pieces(must, may, Pieces::Evict, Some(&mut |_, _| true));
         self.aged_munmaps += n as u64;
         n
     }

@@ -130,6 +130,8 @@ struct Slot {
     fd1: u32,
     /// When it was queued (a counter of enqueues): its age, for eviction.
     seq: u64,
+    /// Queued, and its pages were dropped since (see [`Table::cool_by_age`]).
+    cold: bool,
     older: u16,
     newer: u16,
     /// Next slot in the same key bucket, or in the free list.
@@ -149,6 +151,7 @@ impl Slot {
         epoch: 0,
         fd1: 0,
         seq: 0,
+        cold: false,
         older: NIL,
         newer: NIL,
         next: NIL,
@@ -167,9 +170,14 @@ pub struct Table {
     newest: u16,
     queued: usize,
     queued_bytes: usize,
+    /// Length of the queued entries whose pages were not dropped since they
+    /// were queued: all the queue's resident memory is in them.
+    warm_bytes: usize,
     enqueues: u64,
     /// Munmaps [`Table::mark_by_age`] has asked for so far.
     aged_munmaps: u64,
+    /// Page drops [`Table::cool_by_age`] has made so far.
+    cooling_drops: u64,
     /// The range being unmapped right now (empty: none), for a recovery
     /// after a longjmp out of that very unmap: it may or may not be done.
     in_flight: (usize, usize),
@@ -194,8 +202,10 @@ impl Table {
             newest: NIL,
             queued: 0,
             queued_bytes: 0,
+            warm_bytes: 0,
             enqueues: 0,
             aged_munmaps: 0,
+            cooling_drops: 0,
             in_flight: (0, 0),
         }
     }
@@ -248,6 +258,7 @@ impl Table {
         self.newest = NIL;
         self.queued = 0;
         self.queued_bytes = 0;
+        self.warm_bytes = 0;
         self.in_flight = (0, 0);
     }
 
@@ -269,6 +280,11 @@ impl Table {
 
     pub fn queued_bytes(&self) -> usize {
         self.queued_bytes
+    }
+
+    /// Queued length whose pages were not dropped since it was queued.
+    pub fn warm_bytes(&self) -> usize {
+        self.warm_bytes
     }
 
     fn entry(&self, slot: u16) -> Entry {
@@ -451,6 +467,9 @@ impl Table {
         }
         self.queued -= 1;
         self.queued_bytes -= s.len;
+        if !s.cold {
+            self.warm_bytes -= s.len;
+        }
         self.slots[slot as usize].state = state;
     }
 
@@ -462,6 +481,7 @@ impl Table {
         debug_assert_eq!(s.state, State::Live);
         s.state = State::Queued;
         s.seq = self.enqueues;
+        s.cold = false;
         s.older = newest;
         s.newer = NIL;
         s.next = self.buckets[b];
@@ -475,6 +495,7 @@ impl Table {
         self.enqueues += 1;
         self.queued += 1;
         self.queued_bytes += len;
+        self.warm_bytes += len;
     }
 
     /// Queued -> live for a mapping of `key`, answering its address; or a
@@ -501,26 +522,26 @@ impl Table {
         (self.oldest != NIL).then(|| self.entry(self.oldest))
     }
 
-    /// Calls `f` once per run of queued entries that touch each other, in
-    /// address order, leaving the table as it is (the sizing rule drops
-    /// their pages; see crate::sizing).
-    pub fn queued_runs(&self, mut f: impl FnMut(usize, usize)) {
-        let mut run: Option<(usize, usize)> = None;
-        for i in 0..self.used {
-            let s = self.slots[self.by_addr[i] as usize];
-            let queued = s.state == State::Queued;
-            run = match run {
-                Some((start, end)) if queued && end == s.start => Some((start, s.start + s.len)),
-                Some((start, end)) => {
-                    f(start, end - start);
-                    queued.then_some((s.start, s.start + s.len))
-                }
-                None => queued.then_some((s.start, s.start + s.len)),
-            };
+    /// The queued entry in `slot` had its pages dropped: answers the warm
+    /// length that cooled (0 if it was cold already).
+    fn make_cold(&mut self, slot: u16) -> usize {
+        let s = &mut self.slots[slot as usize];
+        if s.state != State::Queued || s.cold {
+            return 0;
         }
-        if let Some((start, end)) = run {
-            f(start, end - start);
-        }
+        s.cold = true;
+        self.warm_bytes -= s.len;
+        s.len
+    }
+
+    /// Page drops made by [`Table::cool_by_age`] so far.
+    pub fn cooling_drops(&self) -> u64 {
+        self.cooling_drops
+    }
+
+    /// Deferrals so far.
+    pub fn enqueues(&self) -> u64 {
+        self.enqueues
     }
 }
 

@@ -35,6 +35,10 @@ impl Os for RealOs {
         proc::usage()
     }
 
+    fn peak_resident(&self) -> Option<usize> {
+        proc::peak_resident()
+    }
+
     fn map_count(&self) -> Option<usize> {
         proc::map_count()
     }

@@ -81,6 +81,24 @@ pub fn usage() -> Option<Usage> {
     })
 }
 
+/// The process's peak RSS (`getrusage`'s `ru_maxrss`, KiB; a raw call, one
+/// system call).
+pub fn peak_resident() -> Option<usize> {
+    // SAFETY: plain out-parameter.
+    let mut ru: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF and a valid out-pointer.
+    let r = unsafe {
+        super::sys::call(
+            libc::SYS_getrusage,
+            &[
+                libc::RUSAGE_SELF as libc::c_long,
+                &mut ru as *mut libc::rusage as libc::c_long,
+            ],
+        )
+    };
+    (r == 0).then(|| (ru.ru_maxrss.max(0) as usize).saturating_mul(1024))
+}
+
 /// Lines of `/proc/self/maps`: one per mapping.
 pub fn map_count() -> Option<usize> {
     let mut lines = 0;

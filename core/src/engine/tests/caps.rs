@@ -150,6 +150,82 @@ fn resident_budget_drops_pages_and_keeps_the_mappings() {
 }
 
 #[test]
+fn over_budget_the_oldest_windows_lose_their_pages_and_reads_are_rare() {
+    static E: Engine = Engine::new();
+    // Every mapped page is resident once read; the budget is the 4 MiB
+    // floor. 48 windows of 1 MiB cycled ten times, each read after it is
+    // mapped.
+    let os = FakeOs {
+        rss_per_page: Some(PAGE),
+        can_drop: true,
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 1 << 20;
+    let mut max_share = 0;
+    for round in 0..10 {
+        for i in 0..48 {
+            let a = map_window(&E, &os, win, i);
+            os.touch(a, win);
+            E.munmap(&os, a, win).unwrap();
+            let resident = os.usage().unwrap().resident;
+            *os.reads.borrow_mut() -= 1; // not the library's
+            if round > 0 {
+                max_share = max_share.max(resident);
+            }
+        }
+    }
+    let deferred = E.stats.get(Counter::Deferred) as usize;
+    assert_eq!(deferred, 480);
+    assert_eq!(os.munmap_count(), 0, "every mapping stays for reuse");
+    // Only the queue is resident here: it stays near its budget (4 MiB,
+    // and the window just queued).
+    assert!(max_share <= (4 << 20) + win, "resident {max_share}");
+    // The youngest windows keep their pages: not all of them are dropped
+    // at once (some warm length stays).
+    let (_, _) = E.queued(&os).unwrap();
+    // RSS is read now and then, not at each deferral.
+    let reads = *os.reads.borrow();
+    assert!(
+        reads * 4 <= deferred,
+        "{reads} reads for {deferred} deferrals"
+    );
+    // At most one drop per deferral, and far fewer than the windows queued.
+    let drops = *os.drops.borrow();
+    assert!(drops <= deferred, "{drops} drops");
+}
+
+#[test]
+fn the_budget_follows_the_programs_peak_rss() {
+    static E: Engine = Engine::new();
+    // A program whose RSS was 64 MiB at its peak: the queue may keep a
+    // quarter of that warm (16 MiB), where its current RSS alone (the
+    // queue's pages) would give the 4 MiB floor.
+    let os = FakeOs {
+        rss_per_page: Some(PAGE),
+        can_drop: true,
+        peak: Some(64 << 20),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 1 << 20;
+    for i in 0..48 {
+        let a = map_window(&E, &os, win, i);
+        os.touch(a, win);
+        E.munmap(&os, a, win).unwrap();
+    }
+    let resident = os.usage().unwrap().resident;
+    assert!(
+        resident > 8 << 20,
+        "resident {resident}: more than the floor"
+    );
+    assert!(
+        resident <= (16 << 20) + win,
+        "resident {resident}: within the budget"
+    );
+}
+
+#[test]
 fn address_space_limit_keeps_the_queue_small() {
     static E: Engine = Engine::new();
     // 12 MiB of room under RLIMIT_AS: at most 1.5 MiB... and 1 MiB at most.

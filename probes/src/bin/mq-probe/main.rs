@@ -4,6 +4,7 @@
 // pkey_mprotect, shmat, mseal: Linux calls.
 #[cfg(target_os = "linux")]
 mod attacks;
+mod dropcost;
 // RLIMIT_AS, vm.max_map_count, pthread barriers: Linux.
 #[cfg(target_os = "linux")]
 mod headroom;
@@ -71,6 +72,7 @@ fn main() {
         }
         #[cfg(target_os = "linux")]
         Some("last-close") => last_close(&args),
+        Some("drop-cost") => dropcost::run(&file, n(2, 4), n(3, 10000)),
         Some("cycle") => stress::cycle(
             &file,
             n(2, 1000),
