@@ -69,7 +69,7 @@ impl Queue {
     /// (or with [`Evict::All`] everything is dropped), what
     /// [`Table::mark_over_budget`] marks is unmapped, RSS re-read after each
     /// time, until the queue is under 3/4 of its budget.
-    pub fn keep_within_budget<O: Os>(&mut self, os: &O, stats: &Stats) {
+    pub fn keep_within_budget<O: Os>(&mut self, os: &O, stats: &Stats, page: usize) {
         let (queued_bytes, warm) = (self.table.queued_bytes(), self.table.warm_bytes());
         let Some(over) = self.sizing.over_budget(os, queued_bytes, warm) else {
             return;
@@ -82,11 +82,13 @@ impl Queue {
             (over.cool, allowed.max(1) as usize)
         };
         let mut failed = false;
-        let cooled = self.table.cool_by_age(cool, max_drops, &mut |start, len| {
-            let ok = os.drop_pages(start, len);
-            failed |= !ok;
-            ok
-        });
+        let cooled = self
+            .table
+            .cool_by_age(cool, max_drops, page, &mut |start, len| {
+                let ok = os.drop_pages(start, len);
+                failed |= !ok;
+                ok
+            });
         if cooled > 0 {
             stats.bump(Counter::PagesDropped);
             if over.measured {
@@ -95,7 +97,7 @@ impl Queue {
             }
         }
         let (queued_bytes, warm) = (self.table.queued_bytes(), self.table.warm_bytes());
-        if failed && (over.measured || self.sizing.over_by_reading(os, queued_bytes, warm)) {
+        if failed && self.sizing.over_by_reading(os, queued_bytes, warm) {
             loop {
                 let before = self.table.queued_bytes();
                 self.table.mark_over_budget(self.policy);

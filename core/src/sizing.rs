@@ -318,19 +318,26 @@ impl Sizing {
         if warm <= budget {
             return None;
         }
-        // The first time the warm length passes the budget, the density is
-        // not known yet: read.
-        let due = self.unread_count >= READ_EVERY
-            || self.unread_bytes == usize::MAX
-            || !self.density_known;
+        let due = self.unread_count >= READ_EVERY || self.unread_bytes == usize::MAX;
         let (resident, measured) = if due {
             let share = self.read(os, queued_bytes)?;
             // What the whole warm queue holds per byte, as far as the
-            // baseline is right (a baseline too low only drops more).
-            self.learn_density(share, warm);
+            // baseline is right (it is re-derived at each measured drop).
+            if self.density_known {
+                self.learn_density(share, warm);
+            }
             (share, true)
         } else {
-            (self.estimate(warm), false)
+            let estimate = self.estimate(warm);
+            if estimate <= budget {
+                return None;
+            }
+            // Until a drop has measured the density (1 until then), the
+            // drop is measured: RSS read before it, and again after.
+            if !self.density_known {
+                self.read(os, queued_bytes)?;
+            }
+            (estimate, !self.density_known)
         };
         let budget = self.budget();
         if resident <= budget {

@@ -207,7 +207,7 @@ impl Engine {
         }
         q.table.enqueue(e.slot);
         q.sizing.note_queued(e.len);
-        q.keep_within_budget(os, &self.stats);
+        q.keep_within_budget(os, &self.stats, self.page());
         self.stats.bump(Counter::Deferred);
         self.stats
             .peak(Counter::PeakQueued, q.table.queued() as u64);

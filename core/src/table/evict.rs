@@ -154,8 +154,9 @@ impl Table {
         mut apply: Option<&mut dyn FnMut(usize, usize) -> bool>,
     ) -> (usize, usize) {
         let cool = kind == Pieces::Cool;
-        let joins = |s: &super::Slot| s.state == State::Queued && (s.seq <= may || cool && s.cold);
-        let wanted = |s: &super::Slot| s.seq <= must && !(cool && s.cold);
+        let joins =
+            |s: &super::Slot| s.state == State::Queued && (s.seq <= may || cool && s.warm == 0);
+        let wanted = |s: &super::Slot| s.seq <= must && !(cool && s.warm == 0);
         let (mut pieces, mut cooled, mut i) = (0, 0, 0);
         while i < self.used {
             let first = self.slots[self.by_addr[i] as usize];
@@ -215,40 +216,57 @@ impl Table {
     }
 
     /// Drops the pages of the oldest warm queued entries holding at least
-    /// `bytes` bytes (at least one entry), the mappings staying queued, in
-    /// at most `max_drops` calls of `drop(start, len)` (at least one):
-    /// touching queued neighbours join a call, cold ones of any age, warm
-    /// ones from the oldest on as far as needed to stay within the calls.
-    /// This is a cache's eviction: the young windows, the likeliest to be
-    /// reused soon, keep their pages. Answers the warm length cooled.
+    /// `bytes` bytes, the mappings staying queued, in at most `max_drops`
+    /// calls of `drop(start, len)` (at least one): touching queued
+    /// neighbours join a call, cold ones of any age, warm ones from the
+    /// oldest on as far as needed to stay within the calls. The youngest
+    /// entry needed may lose only part of its pages (whole pages of
+    /// `page` bytes, one more call): one window larger than the budget
+    /// keeps what the budget allows. This is a cache's eviction: the young
+    /// windows, the likeliest to be reused soon, keep their pages. Answers
+    /// the warm length cooled.
     pub fn cool_by_age(
         &mut self,
         bytes: usize,
         max_drops: usize,
+        page: usize,
         drop: &mut dyn FnMut(usize, usize) -> bool,
     ) -> usize {
-        let Some(must) = self.warm_age_cutoff(bytes) else {
-            return 0;
-        };
-        let may = self.merge_age(must, must, Pieces::Cool, max_drops.max(1));
-        let (pieces, cooled) = self.old_pieces(must, may, Pieces::Cool, Some(drop));
-        self.cooling_drops += pieces as u64;
+        let (must, part) = self.warm_cutoff(bytes);
+        let mut cooled = 0;
+        if let Some(must) = must {
+            let calls = max_drops.max(1 + part.is_some() as usize) - part.is_some() as usize;
+            let may = self.merge_age(must, must, Pieces::Cool, calls);
+            let (pieces, c) = self.old_pieces(must, may, Pieces::Cool, Some(&mut *drop));
+            self.cooling_drops += pieces as u64;
+            cooled += c;
+        }
+        if let Some((slot, len)) = part {
+            let len = len.div_ceil(page.max(1)) * page.max(1);
+            let c = self.cool_part(slot, len, drop);
+            self.cooling_drops += (c > 0) as u64;
+            cooled += c;
+        }
         cooled
     }
 
-    /// The age of the youngest of the oldest warm queued entries that
-    /// together hold at least `bytes` bytes (at least one entry).
-    fn warm_age_cutoff(&self, bytes: usize) -> Option<u64> {
-        let (mut slot, mut held, mut last) = (self.oldest, 0, None);
-        while slot != NIL && (held < bytes || last.is_none()) {
+    /// The oldest warm queued entries that together hold at least `bytes`
+    /// warm bytes: the age of the youngest of those needed whole, and the
+    /// youngest one if only part of it is needed (its slot, and how much).
+    fn warm_cutoff(&self, bytes: usize) -> (Option<u64>, Option<(u16, usize)>) {
+        let (mut slot, mut held, mut whole) = (self.oldest, 0, None);
+        while slot != NIL && held < bytes {
             let s = &self.slots[slot as usize];
-            if !s.cold {
-                held += s.len;
-                last = Some(s.seq);
+            if s.warm > 0 {
+                if held + s.warm > bytes {
+                    return (whole, Some((slot, bytes - held)));
+                }
+                held += s.warm;
+                whole = Some(s.seq);
             }
             slot = s.newer;
         }
-        last
+        (whole, None)
     }
 
     /// Marks by age: the oldest queued entries holding at least `bytes`

@@ -130,8 +130,10 @@ struct Slot {
     fd1: u32,
     /// When it was queued (a counter of enqueues): its age, for eviction.
     seq: u64,
-    /// Queued, and its pages were dropped since (see [`Table::cool_by_age`]).
-    cold: bool,
+    /// Queued: how much of it, at its end, may still hold pages (its pages
+    /// before that were dropped since it was queued, see
+    /// [`Table::cool_by_age`]); 0: cold.
+    warm: usize,
     older: u16,
     newer: u16,
     /// Next slot in the same key bucket, or in the free list.
@@ -151,7 +153,7 @@ impl Slot {
         epoch: 0,
         fd1: 0,
         seq: 0,
-        cold: false,
+        warm: 0,
         older: NIL,
         newer: NIL,
         next: NIL,
@@ -467,9 +469,7 @@ impl Table {
         }
         self.queued -= 1;
         self.queued_bytes -= s.len;
-        if !s.cold {
-            self.warm_bytes -= s.len;
-        }
+        self.warm_bytes -= s.warm;
         self.slots[slot as usize].state = state;
     }
 
@@ -481,7 +481,7 @@ impl Table {
         debug_assert_eq!(s.state, State::Live);
         s.state = State::Queued;
         s.seq = self.enqueues;
-        s.cold = false;
+        s.warm = s.len;
         s.older = newest;
         s.newer = NIL;
         s.next = self.buckets[b];
@@ -526,12 +526,31 @@ impl Table {
     /// length that cooled (0 if it was cold already).
     fn make_cold(&mut self, slot: u16) -> usize {
         let s = &mut self.slots[slot as usize];
-        if s.state != State::Queued || s.cold {
+        if s.state != State::Queued {
             return 0;
         }
-        s.cold = true;
-        self.warm_bytes -= s.len;
-        s.len
+        let cooled = core::mem::take(&mut s.warm);
+        self.warm_bytes -= cooled;
+        cooled
+    }
+
+    /// Drops the pages of the first `len` bytes (a whole number of pages) of
+    /// the warm part of the queued entry in `slot` with `drop`; answers the
+    /// warm length that cooled.
+    fn cool_part(
+        &mut self,
+        slot: u16,
+        len: usize,
+        drop: &mut dyn FnMut(usize, usize) -> bool,
+    ) -> usize {
+        let s = self.slots[slot as usize];
+        let len = len.min(s.warm);
+        if s.state != State::Queued || len == 0 || !drop(s.start + s.len - s.warm, len) {
+            return 0;
+        }
+        self.slots[slot as usize].warm -= len;
+        self.warm_bytes -= len;
+        len
     }
 
     /// Page drops made by [`Table::cool_by_age`] so far.

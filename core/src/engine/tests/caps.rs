@@ -196,6 +196,34 @@ fn over_budget_the_oldest_windows_lose_their_pages_and_reads_are_rare() {
 }
 
 #[test]
+fn a_window_larger_than_the_budget_keeps_part_of_its_pages() {
+    static E: Engine = Engine::new();
+    // 8 MiB windows, all read, under the 4 MiB floor: each one queued is
+    // over the budget alone; it keeps the 3 MiB the budget allows down to
+    // 3/4 of it, the older ones lose everything.
+    let os = FakeOs {
+        rss_per_page: Some(PAGE),
+        can_drop: true,
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let win = 8 << 20;
+    for i in 0..6 {
+        let a = map_window(&E, &os, win, i);
+        os.touch(a, win);
+        E.munmap(&os, a, win).unwrap();
+        if i > 0 {
+            let resident = os.usage().unwrap().resident;
+            assert!(
+                (2 << 20..=4 << 20).contains(&resident),
+                "after window {i}: resident {resident}"
+            );
+        }
+    }
+    assert_eq!(os.munmap_count(), 0);
+}
+
+#[test]
 fn the_budget_follows_the_programs_peak_rss() {
     static E: Engine = Engine::new();
     // A program whose RSS was 64 MiB at its peak: the queue may keep a
