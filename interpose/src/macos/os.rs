@@ -51,10 +51,11 @@ impl Os for RealOs {
         None
     }
 
-    /// macOS's MADV_DONTNEED only deactivates pages; the queue is bounded
-    /// by unmapping instead.
-    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
-        false
+    /// `mprotect(PROT_NONE)` then back to `PROT_READ` (macOS's
+    /// MADV_DONTNEED only deactivates pages, so it cannot serve).
+    /// See [`super::pages`] for what xnu does with each call.
+    fn drop_pages(&self, addr: usize, len: usize) -> bool {
+        super::pages::drop_pages(addr, len)
     }
 
     /// No per-thread hook frames on macOS: a lock abandoned by a longjmp
