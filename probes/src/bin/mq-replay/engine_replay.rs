@@ -52,13 +52,25 @@ pub enum Rules {
     /// macOS on arm64: 16 KiB pages; no map-count limit and dropping pages
     /// works (as on Linux), see `interpose/src/macos/os.rs`.
     Macos,
+    /// As [`Rules::Macos`] where pages cannot be dropped (the library before
+    /// `interpose/src/macos/pages.rs`, or when its `mprotect` fails): over
+    /// the resident budget the queue unmaps its oldest mappings.
+    MacosUnmap,
 }
 
 impl Rules {
     pub fn page(self) -> usize {
         match self {
             Rules::Linux => PAGE,
-            Rules::Macos => 16 << 10,
+            Rules::Macos | Rules::MacosUnmap => 16 << 10,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Rules::Linux => "linux",
+            Rules::Macos => "macos",
+            Rules::MacosUnmap => "macos-unmap",
         }
     }
 
@@ -115,7 +127,7 @@ impl Replay {
         // address-space limit; dropping pages changes no counter a replay
         // compares. The resident set is the one the traced run had at each
         // munmap (its records carry it).
-        os.can_drop = true;
+        os.can_drop = rules != Rules::MacosUnmap;
         os.usage = Some(Usage {
             size: 0,
             resident: 0,

@@ -2,7 +2,7 @@
 //! `MUNMAPQ_TRACE=path` and prints, per policy, misses (real mmaps of
 //! eligible windows), eviction munmaps, peak queued bytes and misses/OPT.
 //!
-//!     mq-replay TRACE [--cap SIZE] [--stats POLICY] [--distances] [--rules linux|macos]
+//!     mq-replay TRACE [--cap SIZE] [--stats POLICY] [--distances] [--rules linux|macos|macos-unmap]
 //!
 //! `today` (`MUNMAPQ_EVICT=oldest`), `aged` and `all` are the real core
 //! engine on the core's fake kernel ([`engine_replay`]); `lru` (exact,
@@ -14,9 +14,11 @@
 //! policy's counters line as the library writes it at exit (per process).
 //! `--distances` prints reuse-distance percentiles. `--rules macos` replays
 //! as macOS on arm64 would run it ([`engine_replay::Rules::Macos`]: 16 KiB
-//! pages, no `vm.max_map_count`). Under the table, it prints how many real
-//! munmaps removed the last mapping of a file, the munmap macOS charges
-//! most for ([`lastmap`]), with `today`'s policy and without munmapq.
+//! pages, no `vm.max_map_count`; `macos-unmap`: the same where pages cannot
+//! be dropped, so the queue unmaps over its resident budget). Under the
+//! table it prints how many real munmaps removed the last mapping of a
+//! file, the munmap macOS charges most for ([`lastmap`]), with `today`'s
+//! policy and without munmapq.
 //!
 //! Each process (pid) is replayed on its own, from an empty queue. A forked
 //! child really starts with its parent's queue (and the fork handler clears
@@ -42,7 +44,7 @@ fn config(cap: Option<u64>, rules: Rules) -> Config {
             Rules::Linux => std::fs::read_to_string("/proc/sys/vm/max_map_count")
                 .ok()
                 .and_then(|s| s.trim().parse().ok()),
-            Rules::Macos => None,
+            Rules::Macos | Rules::MacosUnmap => None,
         },
         address_space_limit: None,
     };
@@ -82,7 +84,8 @@ fn main() {
     let rules = match opt("--rules").as_deref() {
         None | Some("linux") => Rules::Linux,
         Some("macos") => Rules::Macos,
-        Some(r) => panic!("--rules {r}: linux or macos"),
+        Some("macos-unmap") => Rules::MacosUnmap,
+        Some(r) => panic!("--rules {r}: linux, macos or macos-unmap"),
     };
     // Window maps, and last-mapping unmaps with `today` and without munmapq.
     let (mut window_maps, mut last_today, mut last_none) = (0u64, 0u64, 0u64);
@@ -164,10 +167,7 @@ fn main() {
     println!(
         "\nlast-mapping unmaps: {last_today} of {window_maps} window maps ({:.2}%) under {} rules; without munmapq: {last_none} ({:.2}%)",
         pct(last_today),
-        match rules {
-            Rules::Linux => "linux",
-            Rules::Macos => "macos",
-        },
+        rules.name(),
         pct(last_none)
     );
 }
