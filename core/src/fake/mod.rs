@@ -38,8 +38,8 @@ pub const WRITE_ONLY_FD: i32 = 9;
 /// Descriptors [`FakeOs::rewrite`] can change the file of.
 const FDS: usize = 64;
 
-fn round_up(len: usize) -> Option<usize> {
-    len.div_ceil(PAGE).checked_mul(PAGE)
+fn round_up(len: usize, page: usize) -> Option<usize> {
+    len.div_ceil(page).checked_mul(page)
 }
 
 /// What the real kernel answered the call being replayed.
@@ -87,6 +87,11 @@ pub struct FakeOs<const N: usize = 256> {
     pub traced: Option<Traced>,
     /// The one thread's cells, where a test gives it some.
     pub cells: Option<&'static PerThread>,
+    /// What mmap and munmap round lengths to and munmap wants addresses
+    /// aligned to: [`PAGE`], or a multiple of it (16 KiB, as macOS on
+    /// arm64, for `mq-replay --rules macos`; the bookkeeping stays in
+    /// [`PAGE`] units).
+    pub page: usize,
 }
 
 impl Default for FakeOs {
@@ -115,6 +120,7 @@ impl<const N: usize> FakeOs<N> {
             can_drop: false,
             traced: None,
             cells: None,
+            page: PAGE,
         }
     }
 
@@ -142,7 +148,7 @@ impl<const N: usize> FakeOs<N> {
     /// Where a mapping of `len` bytes goes, or the error the kernel gives.
     fn place(&self, addr: usize, len: usize, flags: i32) -> Result<usize, Errno> {
         let space = self.space.borrow();
-        let fixed = addr & !(PAGE - 1);
+        let fixed = addr & !(self.page - 1);
         Ok(match self.traced {
             Some(_) if flags & libc::MAP_FIXED != 0 => fixed,
             Some(t) => {
@@ -181,7 +187,7 @@ impl<const N: usize> Os for FakeOs<N> {
         if len == 0 {
             return Err(libc::EINVAL);
         }
-        let len = round_up(len).ok_or(libc::ENOMEM)?;
+        let len = round_up(len, self.page).ok_or(libc::ENOMEM)?;
         let mapped = self.space.borrow().pages();
         if self.page_limit.is_some_and(|l| mapped + len / PAGE > l) {
             return Err(libc::ENOMEM);
@@ -201,8 +207,8 @@ impl<const N: usize> Os for FakeOs<N> {
     }
 
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno> {
-        let end = round_up(len).and_then(|len| addr.checked_add(len));
-        let Some(end) = end.filter(|_| addr.is_multiple_of(PAGE) && len > 0) else {
+        let end = round_up(len, self.page).and_then(|len| addr.checked_add(len));
+        let Some(end) = end.filter(|_| addr.is_multiple_of(self.page) && len > 0) else {
             return Err(libc::EINVAL);
         };
         self.munmaps.borrow_mut().push((addr, len));

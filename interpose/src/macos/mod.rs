@@ -6,6 +6,7 @@
 mod exports;
 pub mod hooks;
 pub mod os;
+mod pages;
 pub mod real;
 
 /// Every hook macOS has: `crate::shared_hooks!` and the Mach calls that

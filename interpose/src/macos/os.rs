@@ -26,24 +26,17 @@ impl Os for RealOs {
     /// Mach `task_info(MACH_TASK_BASIC_INFO)` (xnu `osfmk/kern/task.c`
     /// fills `resident_size` and `virtual_size`).
     fn usage(&self) -> Option<Usage> {
-        // SAFETY: plain out-parameter.
-        let mut info: libc::mach_task_basic_info = unsafe { core::mem::zeroed() };
-        let mut count = libc::MACH_TASK_BASIC_INFO_COUNT;
-        // SAFETY: `info` is as large as MACH_TASK_BASIC_INFO_COUNT says;
-        // mach_task_self names this task.
-        #[allow(deprecated)]
-        let kr = unsafe {
-            libc::task_info(
-                libc::mach_task_self(),
-                libc::MACH_TASK_BASIC_INFO,
-                (&mut info as *mut libc::mach_task_basic_info).cast(),
-                &mut count,
-            )
-        };
-        (kr == libc::KERN_SUCCESS).then_some(Usage {
+        task_basic_info().map(|info| Usage {
             size: info.virtual_size as usize,
             resident: info.resident_size as usize,
         })
+    }
+
+    /// `resident_size_max` of the same Mach call: the lifetime maximum of
+    /// the task's `phys_mem` ledger (xnu `osfmk/kern/task.c` `task_info`,
+    /// `MACH_TASK_BASIC_INFO`: `ledger_get_lifetime_max`).
+    fn peak_resident(&self) -> Option<usize> {
+        task_basic_info().map(|info| info.resident_size_max as usize)
     }
 
     /// No map-count limit on macOS.
@@ -51,10 +44,11 @@ impl Os for RealOs {
         None
     }
 
-    /// macOS's MADV_DONTNEED only deactivates pages; the queue is bounded
-    /// by unmapping instead.
-    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
-        false
+    /// `mprotect(PROT_NONE)` then back to `PROT_READ` (macOS's
+    /// MADV_DONTNEED only deactivates pages, so it cannot serve).
+    /// See [`super::pages`] for what xnu does with each call.
+    fn drop_pages(&self, addr: usize, len: usize) -> bool {
+        super::pages::drop_pages(addr, len)
     }
 
     /// No per-thread hook frames on macOS: a lock abandoned by a longjmp
@@ -91,6 +85,10 @@ impl Os for RawOs {
         RealOs.usage()
     }
 
+    fn peak_resident(&self) -> Option<usize> {
+        RealOs.peak_resident()
+    }
+
     fn map_count(&self) -> Option<usize> {
         RealOs.map_count()
     }
@@ -114,4 +112,24 @@ impl Os for RawOs {
     fn signal_stack(&self) -> munmapq_core::os::SignalStack {
         RealOs.signal_stack()
     }
+}
+
+/// `task_info(MACH_TASK_BASIC_INFO)` of this task (xnu `osfmk/kern/task.c`
+/// fills `virtual_size`, `resident_size` and `resident_size_max`).
+fn task_basic_info() -> Option<libc::mach_task_basic_info> {
+    // SAFETY: plain out-parameter.
+    let mut info: libc::mach_task_basic_info = unsafe { core::mem::zeroed() };
+    let mut count = libc::MACH_TASK_BASIC_INFO_COUNT;
+    // SAFETY: `info` is as large as MACH_TASK_BASIC_INFO_COUNT says;
+    // mach_task_self names this task.
+    #[allow(deprecated)]
+    let kr = unsafe {
+        libc::task_info(
+            libc::mach_task_self(),
+            libc::MACH_TASK_BASIC_INFO,
+            (&mut info as *mut libc::mach_task_basic_info).cast(),
+            &mut count,
+        )
+    };
+    (kr == libc::KERN_SUCCESS).then_some(info)
 }

@@ -70,6 +70,7 @@ fn main() {
         git.unwrap_or_default()
     );
     let flag = |f: &str| args.iter().any(|a| a == f);
+    refuse_protected_git();
     if flag("--eviction") {
         eviction::run(&scratch, rounds.min(3));
         return;
@@ -125,4 +126,28 @@ fn main() {
         &scratch,
     );
     bench_passthrough(&repo, &log, rounds);
+}
+
+/// On macOS, `/usr/bin/git` is a SIP-protected binary: dyld drops every
+/// `DYLD_*` variable for it, so each "with munmapq" run would silently run
+/// without. The git found first in `PATH` must be another (Homebrew's, as
+/// scripts/test.sh uses).
+fn refuse_protected_git() {
+    if !cfg!(target_os = "macos") {
+        return;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let git = std::env::split_paths(&path)
+        .map(|d| d.join("git"))
+        .find(|p| p.is_file());
+    match git {
+        Some(g) if !g.starts_with("/usr/bin") => println!("(git: {}, DYLD_* kept)", g.display()),
+        g => {
+            eprintln!(
+                "mq-bench: the git in PATH is {:?}, which SIP strips DYLD_INSERT_LIBRARIES from; put Homebrew's first: PATH=\"$(brew --prefix)/bin:$PATH\"",
+                g
+            );
+            std::process::exit(2);
+        }
+    }
 }

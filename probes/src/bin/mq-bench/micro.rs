@@ -67,7 +67,7 @@ pub fn bench_load(rounds: usize) {
         let mut c = Command::new("git");
         c.arg("--version");
         if let Some(p) = preload {
-            c.env("LD_PRELOAD", p);
+            c.env(LIB.1, p);
         }
         c
     };

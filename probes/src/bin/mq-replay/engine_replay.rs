@@ -6,7 +6,14 @@
 //! had unmapped); then where Linux's allocator would put it. Program
 //! addresses in later records are translated to where the replay put the
 //! mapping.
+//!
+//! Under [`Rules::Macos`] pages are 16 KiB (macOS on arm64) for the engine
+//! and the fake kernel alike, and the traced (4 KiB-aligned) addresses are
+//! taken four times as far from 0: aligned to 16 KiB, in the same order,
+//! and each mapping still clear of the next one once its length is rounded
+//! to 16 KiB.
 
+use crate::lastmap::{FileMaps, Watched};
 use crate::trace::{self, Rec};
 use munmapq_core::config::Config;
 use munmapq_core::engine::{Effect, Engine};
@@ -14,6 +21,7 @@ use munmapq_core::fake::{FakeOs, Traced, PAGE};
 use munmapq_core::file::FileFacts;
 use munmapq_core::os::{Errno, Mmap, Usage};
 use munmapq_core::stats::Counter;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 /// Most mappings a replayed process holds at once: more than the kernel
@@ -30,13 +38,54 @@ pub struct Outcome {
     pub stats_line: String,
     /// The byte cap before each record.
     pub caps: Vec<usize>,
+    /// Eligible mmaps the program made (window maps).
+    pub window_maps: u64,
+    /// Real munmaps that removed the last mapping of a file ([`crate::lastmap`]).
+    pub last_unmaps: u64,
+}
+
+/// Which system's rules the engine and the fake kernel follow.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Rules {
+    /// As traced: 4 KiB pages.
+    Linux,
+    /// macOS on arm64: 16 KiB pages; no map-count limit and dropping pages
+    /// works (as on Linux), see `interpose/src/macos/os.rs`.
+    Macos,
+    /// As [`Rules::Macos`] where pages cannot be dropped (the library before
+    /// `interpose/src/macos/pages.rs`, or when its `mprotect` fails): over
+    /// the resident budget the queue unmaps its oldest mappings.
+    MacosUnmap,
+}
+
+impl Rules {
+    pub fn page(self) -> usize {
+        match self {
+            Rules::Linux => PAGE,
+            Rules::Macos | Rules::MacosUnmap => 16 << 10,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Rules::Linux => "linux",
+            Rules::Macos => "macos",
+            Rules::MacosUnmap => "macos-unmap",
+        }
+    }
+
+    /// Where the replay puts what the traced program had at `addr`, when
+    /// no replayed mapping says otherwise.
+    fn place(self, addr: usize) -> usize {
+        addr * (self.page() / PAGE)
+    }
 }
 
 /// The real engine on one process's records.
-pub fn run(recs: &[Rec], cfg: Config, pid: u32) -> Outcome {
+pub fn run(recs: &[Rec], cfg: Config, pid: u32, rules: Rules) -> Outcome {
     let engine = Engine::new();
-    engine.start(&cfg, PAGE);
-    let mut replay = Replay::new();
+    engine.start(&cfg, rules.page());
+    let mut replay = Replay::new(rules);
     let mut caps = Vec::with_capacity(recs.len());
     for r in recs {
         caps.push(engine.byte_cap().expect("one thread: the table is free"));
@@ -55,6 +104,8 @@ pub fn run(recs: &[Rec], cfg: Config, pid: u32) -> Outcome {
         deferred: g(Counter::Deferred),
         stats_line: String::from_utf8_lossy(&buf[..n]).into_owned(),
         caps,
+        window_maps: g(Counter::Eligible),
+        last_unmaps: replay.maps.take().last_unmaps,
     }
 }
 
@@ -62,17 +113,21 @@ struct Replay {
     os: FakeOs<MAPPINGS>,
     /// Traced start -> (length, replayed start).
     xlate: BTreeMap<usize, (usize, usize)>,
+    /// Which file each replayed mapping shows.
+    maps: RefCell<FileMaps>,
+    rules: Rules,
 }
 
 impl Replay {
-    fn new() -> Self {
+    fn new(rules: Rules) -> Self {
         let mut os = FakeOs::new();
+        os.page = rules.page();
         // The trace does not record the process's mapping count (no
         // `vm.max_map_count` room is replayed; the count cap is) nor its
         // address-space limit; dropping pages changes no counter a replay
         // compares. The resident set is the one the traced run had at each
         // munmap (its records carry it).
-        os.can_drop = true;
+        os.can_drop = rules != Rules::MacosUnmap;
         os.usage = Some(Usage {
             size: 0,
             resident: 0,
@@ -80,6 +135,8 @@ impl Replay {
         Replay {
             os,
             xlate: BTreeMap::new(),
+            maps: RefCell::default(),
+            rules,
         }
     }
 
@@ -87,14 +144,18 @@ impl Replay {
     fn translate(&self, addr: usize) -> usize {
         match self.xlate.range(..=addr).next_back() {
             Some((&s, &(len, to))) if addr < s + len => to + (addr - s),
-            _ => addr,
+            _ => self.rules.place(addr),
         }
     }
 
     /// Replays one record on `engine`.
     fn apply(&mut self, engine: &Engine, r: &Rec) {
         self.os.traced = Some(Traced {
-            result: r.result,
+            result: if r.result >= 0 {
+                self.rules.place(r.result as usize) as i64
+            } else {
+                r.result
+            },
             // A trace records which file, not its stamp: files are taken as
             // unchanged during the traced run.
             file: (r.ino != 0).then_some(FileFacts {
@@ -111,7 +172,10 @@ impl Replay {
                 resident: r.rss as usize,
             });
         }
-        let os = &self.os;
+        let os = &Watched {
+            os: &self.os,
+            maps: &self.maps,
+        };
         match r.kind {
             trace::KIND_MMAP => {
                 let addr = if r.addr == 0 {

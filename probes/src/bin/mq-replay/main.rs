@@ -2,7 +2,7 @@
 //! `MUNMAPQ_TRACE=path` and prints, per policy, misses (real mmaps of
 //! eligible windows), eviction munmaps, peak queued bytes and misses/OPT.
 //!
-//!     mq-replay TRACE [--cap SIZE] [--stats POLICY] [--distances]
+//!     mq-replay TRACE [--cap SIZE] [--stats POLICY] [--distances] [--rules linux|macos|macos-unmap]
 //!
 //! `today` (`MUNMAPQ_EVICT=oldest`), `aged` and `all` are the real core
 //! engine on the core's fake kernel ([`engine_replay`]); `lru` (exact,
@@ -12,7 +12,13 @@
 //! (`MUNMAPQ_MAX_BYTES`, ...) are read from the environment as the library
 //! reads them; `--cap SIZE` fixes the byte cap. `--stats POLICY` prints that
 //! policy's counters line as the library writes it at exit (per process).
-//! `--distances` prints reuse-distance percentiles.
+//! `--distances` prints reuse-distance percentiles. `--rules macos` replays
+//! as macOS on arm64 would run it ([`engine_replay::Rules::Macos`]: 16 KiB
+//! pages, no `vm.max_map_count`; `macos-unmap`: the same where pages cannot
+//! be dropped, so the queue unmaps over its resident budget). Under the
+//! table it prints how many real munmaps removed the last mapping of a
+//! file, the munmap macOS charges most for ([`lastmap`]), with `today`'s
+//! policy and without munmapq.
 //!
 //! Each process (pid) is replayed on its own, from an empty queue. A forked
 //! child really starts with its parent's queue (and the fork handler clears
@@ -23,18 +29,23 @@
 //! the replay, single-threaded, has no contention.
 
 mod engine_replay;
+mod lastmap;
 mod models;
 mod trace;
 
+use engine_replay::Rules;
 use munmapq_core::config::{self, Config, System};
 use munmapq_core::table::Evict;
 use std::collections::BTreeMap;
 
-fn config(cap: Option<u64>) -> Config {
+fn config(cap: Option<u64>, rules: Rules) -> Config {
     let sys = System {
-        max_map_count: std::fs::read_to_string("/proc/sys/vm/max_map_count")
-            .ok()
-            .and_then(|s| s.trim().parse().ok()),
+        max_map_count: match rules {
+            Rules::Linux => std::fs::read_to_string("/proc/sys/vm/max_map_count")
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+            Rules::Macos | Rules::MacosUnmap => None,
+        },
         address_space_limit: None,
     };
     let env: BTreeMap<&'static str, Vec<u8>> = config::VARIABLES
@@ -70,6 +81,14 @@ fn main() {
     let path = args.first().expect("usage: mq-replay TRACE [--cap SIZE]");
     let cap = opt("--cap").map(|v| config::parse_size(v.as_bytes()).expect("--cap SIZE"));
     let stats_policy = opt("--stats");
+    let rules = match opt("--rules").as_deref() {
+        None | Some("linux") => Rules::Linux,
+        Some("macos") => Rules::Macos,
+        Some("macos-unmap") => Rules::MacosUnmap,
+        Some(r) => panic!("--rules {r}: linux, macos or macos-unmap"),
+    };
+    // Window maps, and last-mapping unmaps with `today` and without munmapq.
+    let (mut window_maps, mut last_today, mut last_none) = (0u64, 0u64, 0u64);
     let data = std::fs::read(path).expect("read trace");
     let by_pid = trace::by_process(&data);
     let mut totals: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
@@ -81,15 +100,17 @@ fn main() {
             ("aged", Evict::Aged),
             ("all", Evict::All),
         ] {
-            let mut cfg = config(cap);
+            let mut cfg = config(cap, rules);
             cfg.evict = evict;
             let rc = recs.clone();
-            let o = big_stack(move || engine_replay::run(&rc, cfg, pid));
+            let o = big_stack(move || engine_replay::run(&rc, cfg, pid, rules));
             if stats_policy.as_deref() == Some(name) {
                 print!("{}", o.stats_line);
             }
             if name == "today" {
                 caps = o.caps.clone();
+                window_maps += o.window_maps;
+                last_today += o.last_unmaps;
             }
             let t = totals.entry(name).or_default();
             t.0 += o.misses;
@@ -97,8 +118,12 @@ fn main() {
             t.2 = t.2.max(o.peak_bytes);
             t.3 += o.deferred;
         }
+        let mut off = config(cap, rules);
+        off.enabled = false;
+        let rc = recs.clone();
+        last_none += big_stack(move || engine_replay::run(&rc, off, pid, rules)).last_unmaps;
         let windows = models::windows(&recs);
-        let max_n = config(cap).max_entries;
+        let max_n = config(cap, rules).max_entries;
         for (name, o) in [
             ("lru", models::lru(&windows, &caps, max_n)),
             ("opt", models::opt(&windows, &caps, max_n)),
@@ -138,4 +163,11 @@ fn main() {
             t.1 as f64 / t.3.max(1) as f64
         );
     }
+    let pct = |n: u64| 100.0 * n as f64 / window_maps.max(1) as f64;
+    println!(
+        "\nlast-mapping unmaps: {last_today} of {window_maps} window maps ({:.2}%) under {} rules; without munmapq: {last_none} ({:.2}%)",
+        pct(last_today),
+        rules.name(),
+        pct(last_none)
+    );
 }

@@ -1,0 +1,162 @@
+//! Counting the real munmaps that remove the last mapping of a file: on
+//! macOS that is the costly one (the mapping's private copy object is
+//! terminated and the file's `ubc_unmap` runs; the next mmap of the file
+//! builds a copy object again, `vm_object_copy_delayed`), where unmapping
+//! one window of a file that stays mapped elsewhere is not.
+//!
+//! [`Watched`] is the fake kernel seen through a record of which file each
+//! replayed mapping (live or queued) shows: every munmap the engine makes,
+//! the program's passed through and the queue's evictions and flushes
+//! alike, reaches the kernel through it.
+
+use munmapq_core::fake::FakeOs;
+use munmapq_core::file::FileFacts;
+use munmapq_core::os::{Errno, Mmap, Os, PerThread, SignalStack, Usage};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+
+/// A file: device and inode.
+type File = (u64, u64);
+
+/// Which file each mapped range shows, and how many ranges each file has.
+#[derive(Default)]
+pub struct FileMaps {
+    /// Start -> (end, file).
+    ranges: BTreeMap<usize, (usize, File)>,
+    count: HashMap<File, usize>,
+    /// Real munmaps that removed the last mapping of some file.
+    pub last_unmaps: u64,
+}
+
+impl FileMaps {
+    fn insert(&mut self, start: usize, end: usize, file: File) {
+        self.ranges.insert(start, (end, file));
+        *self.count.entry(file).or_default() += 1;
+    }
+
+    /// Forgets `[start, end)`; answers whether that left some file it
+    /// covered without any mapping.
+    fn remove(&mut self, start: usize, end: usize) -> bool {
+        let hit: Vec<(usize, (usize, File))> = self
+            .ranges
+            .range(..end)
+            .rev()
+            .take_while(|(_, (e, _))| *e > start)
+            .map(|(s, v)| (*s, *v))
+            .collect();
+        let mut touched = Vec::new();
+        for (s, (e, file)) in hit {
+            self.ranges.remove(&s);
+            *self.count.get_mut(&file).expect("counted") -= 1;
+            if s < start {
+                self.insert(s, start, file);
+            }
+            if e > end {
+                self.insert(end, e, file);
+            }
+            touched.push(file);
+        }
+        let mut last = false;
+        for file in touched {
+            if self.count.get(&file) == Some(&0) {
+                self.count.remove(&file);
+                last = true;
+            }
+        }
+        last
+    }
+}
+
+/// The fake kernel, with each mapping's file recorded and each munmap
+/// that leaves a file unmapped counted.
+pub struct Watched<'a, const N: usize> {
+    pub os: &'a FakeOs<N>,
+    pub maps: &'a RefCell<FileMaps>,
+}
+
+impl<const N: usize> Watched<'_, N> {
+    fn end(&self, addr: usize, len: usize) -> usize {
+        addr + len.div_ceil(self.os.page) * self.os.page
+    }
+}
+
+impl<const N: usize> Os for Watched<'_, N> {
+    fn mmap(&self, call: Mmap) -> Result<usize, Errno> {
+        let at = self.os.mmap(call)?;
+        let end = self.end(at, call.len);
+        let mut maps = self.maps.borrow_mut();
+        // What a MAP_FIXED mapping replaced is gone without a munmap.
+        maps.remove(at, end);
+        if let Some(f) = (call.fd >= 0)
+            .then(|| self.readable_file(call.fd))
+            .flatten()
+        {
+            maps.insert(at, end, (f.dev, f.ino));
+        }
+        Ok(at)
+    }
+
+    fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno> {
+        self.os.munmap(addr, len)?;
+        let end = self.end(addr, len);
+        let mut maps = self.maps.borrow_mut();
+        if maps.remove(addr, end) {
+            maps.last_unmaps += 1;
+        }
+        Ok(())
+    }
+
+    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
+        self.os.readable_file(fd)
+    }
+
+    fn max_map_count(&self) -> Option<usize> {
+        self.os.max_map_count()
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.os.usage()
+    }
+
+    fn map_count(&self) -> Option<usize> {
+        self.os.map_count()
+    }
+
+    fn address_space_limit(&self) -> Option<usize> {
+        self.os.address_space_limit()
+    }
+
+    fn drop_pages(&self, addr: usize, len: usize) -> bool {
+        self.os.drop_pages(addr, len)
+    }
+
+    fn thread_cells(&self) -> Option<&'static PerThread> {
+        self.os.thread_cells()
+    }
+
+    fn this_thread(&self) -> usize {
+        self.os.this_thread()
+    }
+
+    fn signal_stack(&self) -> SignalStack {
+        self.os.signal_stack()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FileMaps;
+
+    #[test]
+    fn the_last_range_of_a_file_is_told() {
+        let mut m = FileMaps::default();
+        m.insert(0, 10, (1, 1));
+        m.insert(20, 30, (1, 1));
+        m.insert(30, 40, (1, 2));
+        assert!(!m.remove(0, 10), "file 1 is still mapped at 20");
+        assert!(!m.remove(22, 24), "a hole in the middle keeps both ends");
+        assert!(!m.remove(20, 22));
+        assert!(m.remove(24, 35), "file 1's last range");
+        assert!(m.remove(35, 40), "file 2's last range");
+    }
+}
