@@ -64,11 +64,9 @@ impl Queue {
     /// After a mapping was queued: keeps the queue's resident memory within
     /// its budget. Over it, the pages of the oldest warm mappings are
     /// dropped as far as needed, in at most one drop per
-    /// [`DEFERRED_PER_DROP`] deferrals (at least one each time): the
-    /// mappings stay queued for reuse. Where pages cannot be dropped
-    /// (or with [`Evict::All`] everything is dropped), what
-    /// [`Table::mark_over_budget`] marks is unmapped, RSS re-read after each
-    /// time, until the queue is under 3/4 of its budget.
+    /// [`DEFERRED_PER_DROP`] deferrals (at least one each time; with
+    /// [`Evict::All`], every warm mapping's): the mappings stay queued for
+    /// reuse. A run whose pages could not be dropped is unmapped instead.
     pub fn keep_within_budget<O: Os>(&mut self, os: &O, stats: &Stats, page: usize) {
         let (queued_bytes, warm) = (self.table.queued_bytes(), self.table.warm_bytes());
         let Some(over) = self.sizing.over_budget(os, queued_bytes, warm) else {
@@ -81,32 +79,20 @@ impl Queue {
                 .saturating_sub(self.table.cooling_drops());
             (over.cool, allowed.max(1) as usize)
         };
-        let mut failed = false;
-        let cooled = self
+        let mut dropped = false;
+        let gone = self
             .table
             .cool_by_age(cool, max_drops, page, &mut |start, len| {
                 let ok = os.drop_pages(start, len);
-                failed |= !ok;
+                dropped |= ok;
                 ok
             });
-        if cooled > 0 {
+        if dropped {
             stats.bump(Counter::PagesDropped);
-            if over.measured {
-                self.sizing
-                    .after_cooling(os, cooled, self.table.warm_bytes());
-            }
         }
-        let (queued_bytes, warm) = (self.table.queued_bytes(), self.table.warm_bytes());
-        if failed && self.sizing.over_by_reading(os, queued_bytes, warm) {
-            loop {
-                let before = self.table.queued_bytes();
-                self.table.mark_over_budget(self.policy);
-                self.flush_marked(os, stats);
-                let after = self.table.queued_bytes();
-                if !self.sizing.after_eviction(os, before - after, after) {
-                    break;
-                }
-            }
+        self.flush_marked(os, stats);
+        if gone > 0 && over.measured {
+            self.sizing.after_cooling(os, gone, self.table.warm_bytes());
         }
     }
 

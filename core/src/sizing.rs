@@ -25,8 +25,8 @@
 //!   windows,
 //!   the likeliest to be reused soon, keep their pages, and every reuse
 //!   stays possible (a reused window faults its pages in again from the
-//!   page cache, as a fresh mapping would). Where pages cannot be dropped,
-//!   the oldest quarter of the queued length is unmapped at a time.
+//!   page cache, as a fresh mapping would). A run whose pages could not be
+//!   dropped is unmapped instead.
 //! - **Address space**, only where it is limited (`RLIMIT_AS`): at most
 //!   1 MiB and an eighth of the room left (the queue's own length counted
 //!   as room), re-read at every deferral while a limit is set. The C
@@ -429,41 +429,5 @@ impl Sizing {
         self.unread_bytes = 0;
         self.unread_count = 0;
         self.refresh();
-    }
-
-    /// Where pages could not be dropped, RSS read now, before an eviction
-    /// that [`Sizing::after_eviction`] will measure: whether the queue's
-    /// share is really over the budget (the estimate may say more).
-    pub fn over_by_reading<O: Os>(&mut self, os: &O, queued_bytes: usize, warm: usize) -> bool {
-        let Some(share) = self.read(os, queued_bytes) else {
-            return false;
-        };
-        self.learn_density(share, warm);
-        share > self.budget()
-    }
-
-    /// After evicting `freed` bytes of queued length, `remaining` still
-    /// queued: re-reads RSS, charges the queue with the remaining length at
-    /// the resident ratio the eviction showed, and answers whether the
-    /// queue is still above 3/4 of its budget.
-    pub fn after_eviction<O: Os>(&mut self, os: &O, freed: usize, remaining: usize) -> bool {
-        let Some(u) = os.usage() else {
-            return false;
-        };
-        let dropped = self.rss_last.saturating_sub(u.resident);
-        let charged = if remaining == 0 {
-            0
-        } else if freed == 0 {
-            remaining
-        } else {
-            let ratio = dropped as u128 * remaining as u128 / freed as u128;
-            (ratio as usize).min(remaining)
-        };
-        self.rss_last = u.resident;
-        self.rss_base = u.resident.saturating_sub(charged);
-        self.unread_bytes = 0;
-        self.refresh();
-        let budget = self.budget();
-        remaining > 0 && charged > budget - budget / 4
     }
 }

@@ -61,6 +61,8 @@ pub struct FakeOs<const N: usize = 256> {
     pub munmaps: RefCell<Log>,
     /// `drop_pages` calls.
     pub drops: RefCell<usize>,
+    /// The ranges of `drop_pages` calls that failed (`can_drop` false).
+    pub failed_drops: RefCell<Log>,
     /// `usage` calls.
     pub reads: RefCell<usize>,
     /// Pages dropped (while `can_drop`), not counted as resident.
@@ -107,6 +109,7 @@ impl<const N: usize> FakeOs<N> {
             mmaps: RefCell::new(0),
             munmaps: RefCell::new(Log::new()),
             drops: RefCell::new(0),
+            failed_drops: RefCell::new(Log::new()),
             reads: RefCell::new(0),
             cold: RefCell::new(cold::Cold::new()),
             rewrites: RefCell::new([0; FDS]),
@@ -274,7 +277,11 @@ impl<const N: usize> Os for FakeOs<N> {
 
     fn drop_pages(&self, addr: usize, len: usize) -> bool {
         *self.drops.borrow_mut() += 1;
-        self.can_drop && self.cold.borrow_mut().add(addr, addr + len)
+        let ok = self.can_drop && self.cold.borrow_mut().add(addr, addr + len);
+        if !ok {
+            self.failed_drops.borrow_mut().push((addr, len));
+        }
+        ok
     }
 
     fn thread_cells(&self) -> Option<&'static PerThread> {

@@ -11,8 +11,9 @@
 //!   its caps.
 //! - `all`: everything.
 //!
-//! Over the resident budget where pages cannot be dropped, the oldest
-//! quarter of the queued length goes at a time (everything with `all`).
+//! Over the resident budget, [`Table::cool_by_age`] drops the oldest warm
+//! mappings' pages; a run whose pages could not be dropped is marked for
+//! eviction instead.
 //!
 //! The policies only mark entries; [`Table::evict_marked`] unmaps each run
 //! of marked entries with one munmap.
@@ -76,19 +77,6 @@ impl Table {
         }
     }
 
-    /// Marks what `policy` evicts when the queue holds more resident memory
-    /// than its budget and its pages cannot be dropped: the oldest quarter
-    /// of the queued length, or everything with [`Evict::All`].
-    pub fn mark_over_budget(&mut self, policy: Evict) {
-        if policy == Evict::All {
-            self.mark_all();
-            return;
-        }
-        let before = self.queued_bytes();
-        let target = before - before / 4;
-        while self.queued_bytes() > target && self.mark_oldest_run() > 0 {}
-    }
-
     /// Marks the oldest queued entry and every queued entry touching it, on
     /// either side, transitively: one run of address space that a single
     /// munmap frees. Answers how many were marked.
@@ -144,8 +132,9 @@ impl Table {
     /// pages again costs nothing but the call's length). Answers how many
     /// pieces there are (one system call each) and, with `apply`, acts on
     /// them: marks them for eviction, or drops each piece's pages with
-    /// `apply` and makes its entries cold where that worked (then the
-    /// second number is the warm length cooled).
+    /// `apply` and makes its entries cold, or marks them for eviction where
+    /// that failed (then the second number is the warm length cooled or
+    /// marked).
     fn old_pieces(
         &mut self,
         must: u64,
@@ -186,10 +175,9 @@ impl Table {
                         }
                     }
                     (Some(drop), Pieces::Cool) => {
-                        if drop(first.start, end - first.start) {
-                            for k in i..j {
-                                cooled += self.make_cold(self.by_addr[k]);
-                            }
+                        let dropped = drop(first.start, end - first.start);
+                        for k in i..j {
+                            cooled += self.cool_or_mark(self.by_addr[k], dropped);
                         }
                     }
                 }
@@ -223,8 +211,11 @@ impl Table {
     /// entry needed may lose only part of its pages (whole pages of
     /// `page` bytes, one more call): one window larger than the budget
     /// keeps what the budget allows. This is a cache's eviction: the young
-    /// windows, the likeliest to be reused soon, keep their pages. Answers
-    /// the warm length cooled.
+    /// windows, the likeliest to be reused soon, keep their pages. A run
+    /// whose drop failed is marked for eviction ([`Table::evict_marked`]):
+    /// its pages may be left inaccessible (macOS drops them by
+    /// `mprotect`), and it must never be handed out again. Answers the warm
+    /// length cooled or marked.
     pub fn cool_by_age(
         &mut self,
         bytes: usize,

@@ -522,16 +522,22 @@ impl Table {
         (self.oldest != NIL).then(|| self.entry(self.oldest))
     }
 
-    /// The queued entry in `slot` had its pages dropped: answers the warm
-    /// length that cooled (0 if it was cold already).
-    fn make_cold(&mut self, slot: u16) -> usize {
+    /// The queued entry in `slot` had its pages dropped (`dropped`): it is
+    /// cold; or the drop failed: it is marked for eviction. Answers the warm
+    /// length that went (0 if it was cold already).
+    fn cool_or_mark(&mut self, slot: u16, dropped: bool) -> usize {
         let s = &mut self.slots[slot as usize];
         if s.state != State::Queued {
             return 0;
         }
-        let cooled = core::mem::take(&mut s.warm);
-        self.warm_bytes -= cooled;
-        cooled
+        let warm = s.warm;
+        if dropped {
+            s.warm = 0;
+            self.warm_bytes -= warm;
+        } else {
+            self.detach_as(slot, State::Evicting);
+        }
+        warm
     }
 
     /// Drops the pages of the first `len` bytes (a whole number of pages) of

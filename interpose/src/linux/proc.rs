@@ -6,12 +6,14 @@
 //! between reads (a program would see it in `/proc/self/fd`, could close it
 //! or reuse its number, and a fork child would inherit the parent's
 //! `/proc/self`). That costs more than a read through a kept descriptor,
-//! and reads are rare (at most one `statm` per half budget queued, the map
-//! count every few thousand deferrals, `max_map_count` once).
+//! and reads are rare (a `statm` about once per 16 deferrals while the
+//! queue is longer than its budget, the map count every few thousand
+//! deferrals, `max_map_count` once).
 //!
 //! `statm` is the cheapest source of RSS and address space (`status` and
-//! `smaps_rollup` format far more); `getrusage` knows only the peak, and
-//! `mincore` reports the page cache, not this process's pages. The map count
+//! `smaps_rollup` format far more); `getrusage` knows only the peak (read
+//! with it: the budget follows the peak), and `mincore` reports the page
+//! cache, not this process's pages. The map count
 //! has no cheap source: `/proc/self/maps` is read and its lines counted
 //! (the cost grows with the number of mappings).
 
