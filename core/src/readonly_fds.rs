@@ -73,6 +73,7 @@ impl Default for ReadOnlyFds {
     }
 }
 
+#[inline]
 fn index(fd: i32) -> Option<usize> {
     usize::try_from(fd).ok().filter(|&i| i < CACHED_FDS)
 }
@@ -115,16 +116,31 @@ impl ReadOnlyFds {
     }
 
     /// The descriptors `[lo, hi]` are about to be closed (or replaced).
+    #[inline]
     pub fn closing(&self, lo: i32, hi: i32) {
         self.fill(lo, hi, CLOSING);
     }
 
     /// The real close of `[lo, hi]` returned.
+    #[inline]
     pub fn closed(&self, lo: i32, hi: i32) {
         self.fill(lo, hi, 0);
     }
 
+    /// One store for one descriptor (every close but close_range's and
+    /// closefrom's): the close hook's whole cost here.
+    #[inline]
     fn fill(&self, lo: i32, hi: i32, v: u64) {
+        if lo == hi {
+            if let Some(i) = index(lo) {
+                self.words[i].store(v, Release);
+            }
+            return;
+        }
+        self.fill_range(lo, hi, v);
+    }
+
+    fn fill_range(&self, lo: i32, hi: i32, v: u64) {
         let (lo, Ok(hi)) = (lo.max(0) as usize, usize::try_from(hi)) else {
             return;
         };

@@ -81,6 +81,7 @@ impl Engine {
     /// The real close of `[lo, hi]` (announced by [`Engine::closing`])
     /// returned, whether it succeeded or not: the numbers may name new
     /// descriptions, about which `F_GETFL` may be asked again.
+    #[inline]
     pub fn closed(&self, lo: i32, hi: i32) {
         if lo < 0 || hi < lo {
             return;
