@@ -2,7 +2,9 @@
 //! on the locks a descriptor can carry (the decisions: the core's
 //! `engine/fds.rs`). Each lets the engine release first, then makes the
 //! real call with the caller's errno put back, so its result and errno are
-//! the kernel's.
+//! the kernel's. A call that ends descriptions tells the engine again once
+//! it returns (`Engine::closed`): what `F_GETFL` said of those numbers may
+//! be asked again (`core/src/readonly_fds.rs`).
 
 use super::os::RealOs;
 use super::real;
