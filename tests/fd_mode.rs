@@ -11,8 +11,8 @@
 //! What must not be hidden: a descriptor number closed and opened again on
 //! the same file write-only (by close, dup2, dup3, close_range, fclose and
 //! `syscall(SYS_close)`) gets EACCES from mmap as without the library,
-//! though a mapping of that window is queued; opened read-write, its
-//! mappings are not queued.
+//! though a mapping of that window is queued, and opened `O_PATH` EBADF;
+//! opened read-write, its mappings are not queued.
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -161,6 +161,14 @@ fn a_write_only_reopen_after_fclose_is_refused() {
 #[test]
 fn a_write_only_reopen_after_syscall_close_is_refused() {
     reopen("syscall", EACCES);
+}
+
+#[test]
+fn a_path_only_reopen_after_close_is_refused() {
+    reopen(
+        "opath",
+        "mmap through the new description: Bad file descriptor",
+    );
 }
 
 #[test]

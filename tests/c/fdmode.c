@@ -11,9 +11,10 @@
  *       window 1 through A (queued with munmapq). Then B's number is made
  *       to name a write-only (or, with HOW rdwr, read-write) description
  *       of FILE, by HOW: close, dup2, dup3, close_range, fclose (B was a
- *       stream's), syscall (syscall(SYS_close)), rdwr (close, then open
- *       O_RDWR). A PROT_READ, MAP_PRIVATE mmap of window 1 through B must
- *       then fail with EACCES as it does without munmapq (the queued
+ *       stream's), syscall (syscall(SYS_close)), opath (close, then open
+ *       O_PATH), rdwr (close, then open O_RDWR). A PROT_READ, MAP_PRIVATE
+ *       mmap of window 1 through B must then fail with EACCES (EBADF for
+ *       O_PATH) as it does without munmapq (the queued
  *       mapping made through A must not be handed back); through a
  *       read-write B it succeeds, and its munmap must really unmap (a
  *       mapping made through a read-write descriptor is never queued).
@@ -83,7 +84,7 @@ static int mapped(void *p) {
  * `flags`, by `how`. */
 static void replace(const char *file, int b, FILE *stream, const char *how, int flags) {
     int got = b, w;
-    if (!strcmp(how, "close") || !strcmp(how, "rdwr")) {
+    if (!strcmp(how, "close") || !strcmp(how, "rdwr") || !strcmp(how, "opath")) {
         close(b);
         got = open_or_die(file, flags);
     } else if (!strcmp(how, "close_range")) {
@@ -126,7 +127,7 @@ static int reopen(const char *file, const char *how) {
     map_read_unmap(b, 0);
     map_read_unmap(b, 0);
     map_read_unmap(a, 1);
-    replace(file, b, stream, how, rdwr ? O_RDWR : O_WRONLY);
+    replace(file, b, stream, how, rdwr ? O_RDWR : !strcmp(how, "opath") ? O_PATH : O_WRONLY);
     char *p = mmap(NULL, WINDOW, PROT_READ, MAP_PRIVATE, b, WINDOW);
     if (p == MAP_FAILED) {
         printf("%s: mmap through the new description: %s\n", how, strerror(errno));
