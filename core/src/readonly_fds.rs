@@ -16,7 +16,7 @@
 //!
 //! A word is 0 (nothing known), an identity (even, never 0), a claim (odd:
 //! a thread is asking `F_GETFL` now, see [`ReadOnlyFds::claim`]), or
-//! [`CLOSING`]. Why the claim: a thread that asked `F_GETFL` of a
+//! `CLOSING`. Why the claim: a thread that asked `F_GETFL` of a
 //! description may only record the answer if no close of that number began
 //! since it started asking; a close overwrites the claim, so the thread's
 //! compare-and-swap fails. Why `CLOSING` until the real close returns: the
