@@ -11,18 +11,19 @@
 //! a path munmapq does not hook: a raw system call, io_uring, a libc
 //! internal close) does not match, and `F_GETFL` is asked again. The hooks
 //! that end a description (close, close_range, closefrom, dup2 and dup3
-//! onto an open number, fclose, `syscall(SYS_close)`) empty the words of
-//! their numbers, before the real call and again after it.
+//! onto an open number, fclose, `syscall(SYS_close)`) mark the words of
+//! their numbers `CLOSING` before the real call and empty them after it.
 //!
 //! A word is 0 (nothing known), an identity (even, never 0), a claim (odd:
 //! a thread is asking `F_GETFL` now, see [`ReadOnlyFds::claim`]), or
-//! `CLOSING`. Why the claim: a thread that asked `F_GETFL` of a
-//! description may only record the answer if no close of that number began
-//! since it started asking; a close overwrites the claim, so the thread's
-//! compare-and-swap fails. Why `CLOSING` until the real close returns: the
-//! number is free for another `open` the moment the kernel closes it, and a
-//! claim made before the close began (its `F_GETFL` about the old
-//! description) must not succeed in between.
+//! `CLOSING`. An answer is recorded only by a compare-and-swap from the
+//! asking thread's own claim, and no claim is made on a `CLOSING` word. So
+//! an answer about a description a close ended is never recorded: asked
+//! before the close began, its claim was overwritten by `CLOSING`; asked
+//! after, it could not claim until the real close had returned, and then
+//! it asks about what the number names now. `CLOSING` lasts until the real
+//! call returns because the number is free for another `open` the moment
+//! the kernel has closed it, before the hook's second store.
 //!
 //! A close of a descriptor costs one store before and one after (up to
 //! [`CACHED_FDS`] of each for a range).
