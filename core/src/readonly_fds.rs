@@ -17,7 +17,9 @@
 //! A word is 0 (nothing known), an identity (even, never 0), a claim (odd:
 //! a thread is asking `F_GETFL` now, see [`ReadOnlyFds::claim`]), or
 //! `CLOSING`. An answer is recorded only by a compare-and-swap from the
-//! asking thread's own claim, and no claim is made on a `CLOSING` word. So
+//! asking thread's own claim (a claim not followed by an answer is given
+//! up, see [`ReadOnlyFds::give_up`]), and no claim is made on a `CLOSING`
+//! word. So
 //! an answer about a description a close ended is never recorded: asked
 //! before the close began, its claim was overwritten by `CLOSING`; asked
 //! after, it could not claim until the real close had returned, and then
@@ -116,6 +118,16 @@ impl ReadOnlyFds {
         let _ = self.words[claim.index].compare_exchange(claim.mark, id, AcqRel, Relaxed);
     }
 
+    /// `F_GETFL` said the description is not read-only (or failed): gives
+    /// the claim up. Why not leave it: a signal handler's mmap of the same
+    /// number, in the same thread, claims with the same mark; had it left
+    /// that mark in place after closing and reopening the number, the
+    /// interrupted mmap's `remember`, about the old description, would
+    /// succeed.
+    pub fn give_up(&self, claim: Claim) {
+        let _ = self.words[claim.index].compare_exchange(claim.mark, 0, AcqRel, Relaxed);
+    }
+
     /// The descriptors `[lo, hi]` are about to be closed (or replaced).
     #[inline]
     pub fn closing(&self, lo: i32, hi: i32) {
@@ -193,6 +205,22 @@ mod tests {
         assert!(f.claim(3, 0x1000).is_none());
         f.closed(3, 3);
         assert!(f.claim(3, 0x1000).is_some());
+    }
+
+    #[test]
+    fn a_handler_that_reopens_the_number_leaves_no_claim_behind() {
+        let f = ReadOnlyFds::new();
+        let id = identity(&facts(1));
+        // The interrupted mmap asked about the old, read-only description.
+        let outer = f.claim(3, 0x1000).unwrap();
+        // Its signal handler closes 3, opens the file write-only there and
+        // maps it: same thread, same mark; not read-only.
+        f.closing(3, 3);
+        f.closed(3, 3);
+        let inner = f.claim(3, 0x1000).unwrap();
+        f.give_up(inner);
+        f.remember(outer, id);
+        assert!(!f.known(3, id));
     }
 
     #[test]

@@ -99,8 +99,10 @@ impl Engine {
         }
         let claim = self.read_only_fds.claim(fd, os.this_thread());
         let ok = trackable_open_flags(os.open_flags(fd), PATH_ONLY);
-        if let (true, Some(c)) = (ok, claim) {
-            self.read_only_fds.remember(c, id);
+        match claim {
+            Some(c) if ok => self.read_only_fds.remember(c, id),
+            Some(c) => self.read_only_fds.give_up(c),
+            None => {}
         }
         ok
     }
