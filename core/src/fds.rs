@@ -60,7 +60,17 @@ impl FdBits {
     }
 
     /// Whether any descriptor in `[lo, hi]` may be set.
+    #[inline]
     pub fn any(&self, lo: i32, hi: i32) -> bool {
+        // Every close hook but close_range's and closefrom's asks about
+        // one descriptor: one load.
+        if lo == hi {
+            return self.get(lo);
+        }
+        self.any_in_range(lo, hi)
+    }
+
+    fn any_in_range(&self, lo: i32, hi: i32) -> bool {
         let (Ok(lo), Ok(hi)) = (usize::try_from(lo), usize::try_from(hi)) else {
             return false;
         };

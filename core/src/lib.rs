@@ -20,6 +20,7 @@ pub mod holder;
 pub mod os;
 #[cfg(not(loom))]
 pub mod queue;
+pub mod readonly_fds;
 #[cfg(not(loom))]
 pub mod sizing;
 pub mod stats;

@@ -63,8 +63,10 @@ pub struct Usage {
 ///   call would have set them; `None`/`false` answers mean "cannot tell",
 ///   and the core then takes the cautious path (keeps less, recovers
 ///   nothing).
-/// - **Cost**: `mmap`, `munmap` and `readable_file` run on every eligible
-///   call; `this_thread` and `thread_cells` on every call that takes the
+/// - **Cost**: `mmap`, `munmap` and `file_facts` run on every eligible
+///   call (a reuse makes no other system call where [`Os::tracks_closes`]);
+///   `open_flags` on every eligible call where not, else once per
+///   descriptor and file; `this_thread` and `thread_cells` on every call that takes the
 ///   table; `signal_stack` only when the table is found held by the calling
 ///   thread; the rest rarely (see each).
 ///
@@ -77,15 +79,29 @@ pub trait Os {
     fn mmap(&self, call: Mmap) -> Result<usize, Errno>;
     /// The real `munmap` (never the hook).
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno>;
-    /// Device, inode, mount, link count and `fstat` stamp of `fd` when a
-    /// `PROT_READ`, `MAP_PRIVATE` mapping of it may be tracked: a regular
-    /// file open read-only (a mapping would succeed, and no write access
-    /// would outlive the descriptor's close: see
-    /// [`crate::file::trackable_open_flags`]). Checked on every call: fd
+    /// Device, inode, mount, link count and `fstat` stamp of `fd` when it
+    /// is a regular file whose `PROT_READ`, `MAP_PRIVATE` mappings show
+    /// what the stamp says (not on overlayfs, see `linux/file.rs`); `None`
+    /// otherwise or when it cannot be told. Whether the descriptor may be
+    /// mapped is [`Os::open_flags`]'s. Checked on every eligible call: fd
     /// numbers are reused, files are rewritten. Asked before the mmap, so a
     /// change racing with it leaves an older stamp than the contents (no
     /// later reuse), never the reverse.
-    fn readable_file(&self, fd: i32) -> Option<FileFacts>;
+    fn file_facts(&self, fd: i32) -> Option<FileFacts>;
+    /// What `fcntl(fd, F_GETFL)` answers, -1 when it fails: the engine
+    /// tracks mappings of read-only descriptors only (see
+    /// [`crate::file::trackable_open_flags`]). Where
+    /// [`Os::tracks_closes`], asked once per description and file (see
+    /// [`crate::readonly_fds`]).
+    fn open_flags(&self, fd: i32) -> i32;
+    /// Whether every call that ends an open file description reaches
+    /// [`crate::engine::Engine::closing`] and
+    /// [`crate::engine::Engine::closed`] (Linux's hooks), so that what
+    /// [`Os::open_flags`] said of a descriptor may be kept until its close.
+    /// False: asked on every eligible mmap.
+    fn tracks_closes(&self) -> bool {
+        false
+    }
     /// `vm.max_map_count`, where there is one (asked once, before the
     /// first mapping is queued; see
     /// [`crate::engine::Engine::bound_entries_later`]).

@@ -14,6 +14,7 @@ use crate::trace::{self, Record};
 use crate::ENGINE;
 use libc::{c_int, c_void, off_t, size_t};
 use munmapq_core::engine::{Effect, Span};
+use munmapq_core::file::{trackable_open_flags, PATH_ONLY};
 use munmapq_core::os::{Errno, Mmap, Os};
 
 pub(crate) fn ptr_result(r: Result<usize, Errno>, saved: c_int) -> *mut c_void {
@@ -92,9 +93,12 @@ pub unsafe extern "C" fn mmap(
 #[inline(always)]
 pub(crate) fn mmap_through<O: Os>(os: &O, call: Mmap) -> *mut c_void {
     let saved = errno::get();
+    // What the engine would track, as a replay needs it (an `F_GETFL`
+    // more per traced mmap).
     let identity = (trace::enabled() && call.fd >= 0)
-        .then(|| os.readable_file(call.fd))
-        .flatten();
+        .then(|| os.file_facts(call.fd))
+        .flatten()
+        .filter(|_| trackable_open_flags(os.open_flags(call.fd), PATH_ONLY));
     let r = ENGINE.mmap(os, call);
     if trace::enabled() {
         let (dev, ino) = identity.map_or((0, 0), |f| (f.dev, f.ino));

@@ -3,8 +3,10 @@
 //! mlockall / munlockall.
 
 use super::{round_up, Effect, Engine, Span};
+use crate::file::{trackable_open_flags, FileFacts, PATH_ONLY};
 use crate::os::{Errno, Mmap, Os};
 use crate::queue::Queue;
+use crate::readonly_fds::identity;
 use crate::stats::Counter;
 use crate::table::{Entry, FileKey, Lookup, State, Table};
 use core::sync::atomic::Ordering::Relaxed;
@@ -58,7 +60,9 @@ impl Engine {
             && (off as u64).is_multiple_of(page as u64)
         {
             // A deleted file's mapping would keep its space once queued.
-            let file = os.readable_file(fd).filter(|f| f.nlink > 0);
+            let file = os
+                .file_facts(fd)
+                .filter(|f| f.nlink > 0 && self.read_only(os, fd, f));
             if let (Some(rlen), Some(file)) = (round_up(len, page), file) {
                 self.stats.bump(Counter::Eligible);
                 let key = FileKey {
@@ -79,6 +83,28 @@ impl Engine {
             self.placed_by_kernel(os, start, len);
         }
         r
+    }
+
+    /// Whether `fd`, whose file `statx` (or `fstat`) just found to be
+    /// `file`, is open read-only: known from an earlier `F_GETFL` on the
+    /// same description where closes are seen (see
+    /// [`crate::readonly_fds`]), else asked now.
+    fn read_only<O: Os>(&self, os: &O, fd: i32, file: &FileFacts) -> bool {
+        if !os.tracks_closes() {
+            return trackable_open_flags(os.open_flags(fd), PATH_ONLY);
+        }
+        let id = identity(file);
+        if self.read_only_fds.known(fd, id) {
+            return true;
+        }
+        let claim = self.read_only_fds.claim(fd, os.this_thread());
+        let ok = trackable_open_flags(os.open_flags(fd), PATH_ONLY);
+        match claim {
+            Some(c) if ok => self.read_only_fds.remember(c, id),
+            Some(c) => self.read_only_fds.give_up(c),
+            None => {}
+        }
+        ok
     }
 
     /// The kernel handed out `[start, start + len)` to a call that let it

@@ -38,14 +38,16 @@ impl Engine {
 
     /// The program is about to close every descriptor in `[lo, hi]`:
     /// releases what was mapped through them. Costs a bit test for a
-    /// descriptor nothing was mapped through. Never waits: if the table is
+    /// descriptor nothing was mapped through, and a store (what `F_GETFL`
+    /// said of it is void from now on). Never waits: if the table is
     /// busy, the closes are noted and the next holder of the table releases
     /// those descriptors' mappings, conservatively (as if each carried a
-    /// lock).
+    /// lock). The hook calls [`Engine::closed`] once the real call returns.
     pub fn closing<O: Os>(&self, os: &O, lo: i32, hi: i32) {
         if lo < 0 || hi < lo {
             return;
         }
+        self.read_only_fds.closing(lo, hi);
         let mapped = self.mapped_fds.any(lo, hi);
         if mapped && self.active() {
             match self.lock(os) {
@@ -74,6 +76,17 @@ impl Engine {
         if self.carrying_fds.any(lo, hi) {
             self.carrying_fds.clear_range(lo, hi);
         }
+    }
+
+    /// The real close of `[lo, hi]` (announced by [`Engine::closing`])
+    /// returned, whether it succeeded or not: the numbers may name new
+    /// descriptions, about which `F_GETFL` may be asked again.
+    #[inline]
+    pub fn closed(&self, lo: i32, hi: i32) {
+        if lo < 0 || hi < lo {
+            return;
+        }
+        self.read_only_fds.closed(lo, hi);
     }
 
     /// Applies the closes that found the table busy (see

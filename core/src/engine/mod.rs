@@ -13,6 +13,7 @@ use crate::dirty::{Dirty, DirtyRanges};
 use crate::fds::FdBits;
 use crate::holder::{TableGuard, TableLock, Taken};
 use crate::os::Os;
+use crate::readonly_fds::ReadOnlyFds;
 use crate::sizing::Sizing;
 use crate::stats::{Counter, Stats};
 use crate::table::{State, Table};
@@ -79,6 +80,8 @@ pub struct Engine {
     /// Closes that found the table busy, for its next holder.
     closed_busy: FdBits,
     closes_pending: AtomicBool,
+    /// Descriptors `F_GETFL` found read-only, per file (`calls.rs`).
+    read_only_fds: ReadOnlyFds,
     /// The table was taken before a fork (`process.rs`), and what its
     /// guard gives back.
     fork_kept: AtomicBool,
@@ -114,6 +117,7 @@ impl Engine {
             carrying_fds: FdBits::new(),
             closed_busy: FdBits::new(),
             closes_pending: AtomicBool::new(false),
+            read_only_fds: ReadOnlyFds::new(),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
         }

@@ -5,8 +5,9 @@
 //! mapping the caller lets it choose at the lowest free address from
 //! [`BASE`] (tests can tell where mappings go), fails mmap with ENOMEM past
 //! [`FakeOs::page_limit`] pages, `MAP_FIXED_NOREPLACE` over anything mapped
-//! with EEXIST and a zero length with EINVAL, and takes every descriptor but [`WRITE_ONLY_FD`] for
-//! a readable two-page file whose inode number is the descriptor's. Given
+//! with EEXIST and a zero length with EINVAL, and takes every descriptor for
+//! a two-page file whose inode number is the descriptor's, open read-only
+//! but for [`WRITE_ONLY_FD`]. Given
 //! what the real kernel answered ([`FakeOs::traced`]), it answers that
 //! instead: the same error, or the same address unless a file window it
 //! still holds is there (the replayed policy kept what the traced run had
@@ -94,6 +95,11 @@ pub struct FakeOs<const N: usize = 256> {
     /// arm64, for `mq-replay --rules macos`; the bookkeeping stays in
     /// [`PAGE`] units).
     pub page: usize,
+    /// `open_flags` calls (`F_GETFL`).
+    pub fcntls: RefCell<usize>,
+    /// What `open_flags` answers for every descriptor but
+    /// [`WRITE_ONLY_FD`] (`O_RDONLY` unless a test reopens one).
+    pub open_mode: RefCell<i32>,
 }
 
 impl Default for FakeOs {
@@ -124,6 +130,8 @@ impl<const N: usize> FakeOs<N> {
             traced: None,
             cells: None,
             page: PAGE,
+            fcntls: RefCell::new(0),
+            open_mode: RefCell::new(libc::O_RDONLY),
         }
     }
 
@@ -196,7 +204,10 @@ impl<const N: usize> Os for FakeOs<N> {
             return Err(libc::ENOMEM);
         }
         let start = self.place(addr, len, flags)?;
-        let file = fd >= 0 && self.readable_file(fd).is_some();
+        // A write-only descriptor's mapping is refused by a real kernel; the
+        // fake maps it as memory that is not a file's.
+        let write_only = self.traced.is_none() && fd == WRITE_ONLY_FD;
+        let file = fd >= 0 && !write_only && self.file_facts(fd).is_some();
         let mut space = self.space.borrow_mut();
         space.remove(start, start + len);
         space.insert(Range {
@@ -220,7 +231,7 @@ impl<const N: usize> Os for FakeOs<N> {
         Ok(())
     }
 
-    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
+    fn file_facts(&self, fd: i32) -> Option<FileFacts> {
         if let Some(t) = self.traced {
             return t.file;
         }
@@ -230,7 +241,7 @@ impl<const N: usize> Os for FakeOs<N> {
             .get(fd as usize)
             .copied()
             .unwrap_or(0);
-        (fd != WRITE_ONLY_FD).then_some(FileFacts {
+        (fd >= 0).then_some(FileFacts {
             dev: 1,
             ino: fd as u64,
             mnt: 1,
@@ -241,6 +252,21 @@ impl<const N: usize> Os for FakeOs<N> {
                 ..FileStamp::default()
             },
         })
+    }
+
+    /// A traced call's file was checked when it was traced.
+    fn open_flags(&self, fd: i32) -> i32 {
+        *self.fcntls.borrow_mut() += 1;
+        match fd {
+            _ if self.traced.is_some() => libc::O_RDONLY,
+            WRITE_ONLY_FD => libc::O_WRONLY,
+            _ => *self.open_mode.borrow(),
+        }
+    }
+
+    /// The tests call `closing` and `closed` as the Linux hooks do.
+    fn tracks_closes(&self) -> bool {
+        true
     }
 
     fn max_map_count(&self) -> Option<usize> {

@@ -33,6 +33,13 @@ static NEXT_MOUNT: AtomicUsize = AtomicUsize::new(0);
 pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     // SAFETY: `statx` is plain data; the kernel writes it or fails.
     let mut sx: libc::statx = unsafe { core::mem::zeroed() };
+    // Only what is read below (the device is always filled in): the type
+    // (a regular file), inode, size, mtime and ctime (the stamp), link
+    // count (a deleted file is not tracked), and the mount: the unique id
+    // where the kernel has it (6.8+; it answers that one when both are
+    // asked), else the plain one. Not STATX_MODE's permission bits, blocks,
+    // atime, btime, uid or gid: nothing reads them, and a file system may
+    // have to work for some (btime, and network file systems' attributes).
     let mask = libc::STATX_TYPE
         | libc::STATX_INO
         | libc::STATX_SIZE

@@ -2,12 +2,14 @@
 //! on the locks a descriptor can carry (the decisions: the core's
 //! `engine/fds.rs`). Each lets the engine release first, then makes the
 //! real call with the caller's errno put back, so its result and errno are
-//! the kernel's.
+//! the kernel's. A call that ends descriptions tells the engine again once
+//! it returns (`Engine::closed`): what `F_GETFL` said of those numbers may
+//! be asked again (`core/src/readonly_fds.rs`).
 
 use super::os::RealOs;
 use super::real;
 use crate::{errno, ENGINE};
-use libc::{c_char, c_int, c_uint, FILE};
+use libc::{c_char, c_int, c_long, c_uint, FILE};
 
 /// The engine's work before a call, errno kept as the caller left it.
 fn before(work: impl FnOnce()) {
@@ -22,22 +24,36 @@ fn before(work: impl FnOnce()) {
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     before(|| ENGINE.closing(&RealOs, fd, fd));
     // SAFETY: the caller's own arguments.
-    unsafe { real::close(fd) }
+    let r = unsafe { real::close(fd) };
+    ENGINE.closed(fd, fd);
+    r
 }
 
 /// # Safety
 /// As for C `close_range`.
 #[inline(always)]
 pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
-    // With CLOSE_RANGE_CLOEXEC nothing is closed now (at exec the whole
-    // address space goes anyway).
-    if flags as c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 {
-        let lo = c_int::try_from(first).unwrap_or(c_int::MAX);
-        let hi = c_int::try_from(last).unwrap_or(c_int::MAX);
+    let range = closed_range(first, last, flags);
+    if let Some((lo, hi)) = range {
         before(|| ENGINE.closing(&RealOs, lo, hi));
     }
     // SAFETY: the caller's own arguments.
-    unsafe { real::close_range(first, last, flags) }
+    let r = unsafe { real::close_range(first, last, flags) };
+    if let Some((lo, hi)) = range {
+        ENGINE.closed(lo, hi);
+    }
+    r
+}
+
+/// The descriptors `close_range(first, last, flags)` closes now: none with
+/// `CLOSE_RANGE_CLOEXEC` (at exec the whole address space goes anyway).
+pub(super) fn closed_range(first: c_uint, last: c_uint, flags: c_int) -> Option<(c_int, c_int)> {
+    (flags as c_uint & libc::CLOSE_RANGE_CLOEXEC == 0).then(|| {
+        (
+            c_int::try_from(first).unwrap_or(c_int::MAX),
+            c_int::try_from(last).unwrap_or(c_int::MAX),
+        )
+    })
 }
 
 /// # Safety
@@ -46,7 +62,48 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
 pub unsafe extern "C" fn closefrom(lo: c_int) {
     before(|| ENGINE.closing(&RealOs, lo.max(0), c_int::MAX));
     // SAFETY: the caller's own arguments.
-    unsafe { real::closefrom(lo) }
+    unsafe { real::closefrom(lo) };
+    ENGINE.closed(lo.max(0), c_int::MAX);
+}
+
+/// The descriptors `syscall(nr, a1, a2, a3)` closes (or replaces), for
+/// libc's `syscall` hook (`sandbox.rs`): a program may close through it.
+pub(super) fn closed_by_syscall(
+    nr: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+) -> Option<(c_int, c_int)> {
+    let fd = |a: c_long| c_int::try_from(a).ok();
+    match nr {
+        libc::SYS_close => fd(a1).map(|f| (f, f)),
+        libc::SYS_close_range => closed_range(a1 as c_uint, a2 as c_uint, a3 as c_int),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_dup2 if a1 != a2 => fd(a2).map(|f| (f, f)),
+        libc::SYS_dup3 if a1 != a2 => fd(a2).map(|f| (f, f)),
+        _ => None,
+    }
+}
+
+/// `syscall(nr, a1, a2, a3, ...)` by way of `call`, with what the close
+/// hooks do around it when it closes descriptors.
+pub(super) fn around_syscall(
+    nr: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    call: impl FnOnce() -> c_long,
+) -> c_long {
+    let Some((lo, hi)) = closed_by_syscall(nr, a1, a2, a3) else {
+        return call();
+    };
+    before(|| ENGINE.closing(&RealOs, lo, hi));
+    let r = call();
+    ENGINE.closed(lo, hi);
+    if nr != libc::SYS_close && nr != libc::SYS_close_range {
+        ENGINE.fd_duplicated(a1 as c_int, r as c_int);
+    }
+    r
 }
 
 /// # Safety
@@ -69,6 +126,7 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::dup2(old, new) };
     if old != new {
+        ENGINE.closed(new, new);
         ENGINE.fd_duplicated(old, r);
     }
     r
@@ -83,6 +141,9 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     }
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::dup3(old, new, flags) };
+    if old != new {
+        ENGINE.closed(new, new);
+    }
     ENGINE.fd_duplicated(old, r);
     r
 }
@@ -92,15 +153,18 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 /// through `close`.
 #[inline(always)]
 pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
+    let mut fd = -1;
     if !fp.is_null() {
         before(|| {
             // SAFETY: the caller's stream, about to be closed.
-            let fd = unsafe { libc::fileno(fp) };
+            fd = unsafe { libc::fileno(fp) };
             ENGINE.closing(&RealOs, fd, fd);
         });
     }
     // SAFETY: the caller's own arguments.
-    unsafe { real::fclose(fp) }
+    let r = unsafe { real::fclose(fp) };
+    ENGINE.closed(fd, fd);
+    r
 }
 
 /// # Safety

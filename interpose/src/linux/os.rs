@@ -2,7 +2,7 @@
 //! `munmapq_core::os::Os`).
 
 use super::{file, proc};
-use munmapq_core::file::{trackable_open_flags, FileFacts, PATH_ONLY};
+use munmapq_core::file::FileFacts;
 use munmapq_core::os::Usage;
 use munmapq_core::os::{Os, PerThread};
 
@@ -11,20 +11,28 @@ pub struct RealOs;
 impl Os for RealOs {
     crate::posix::same_os_methods!();
 
-    /// Raw system calls, as this runs on every eligible mmap: glibc's fstat
-    /// is fstatat(fd, "", AT_EMPTY_PATH), which costs a path walk
-    /// (`file.rs` has the file's facts), and its fcntl decodes varargs.
-    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
-        let facts = file::regular_file_facts(fd)?;
+    /// The raw `statx` (`file.rs`): glibc's fstat is fstatat(fd, "",
+    /// AT_EMPTY_PATH), which costs a path walk.
+    fn file_facts(&self, fd: i32) -> Option<FileFacts> {
+        file::regular_file_facts(fd)
+    }
+
+    /// The raw system call: glibc's fcntl decodes varargs, and is hooked.
+    fn open_flags(&self, fd: i32) -> i32 {
         // SAFETY: F_GETFL takes no argument and only reads; a bad fd only
         // makes it fail.
-        let fl = unsafe {
+        unsafe {
             super::sys::call_errno(
                 libc::SYS_fcntl,
                 &[fd as libc::c_long, libc::F_GETFL as libc::c_long],
             ) as i32
-        };
-        trackable_open_flags(fl, PATH_ONLY).then_some(facts)
+        }
+    }
+
+    /// Every call that ends a description reaches the engine: the close
+    /// hooks of `lastclose.rs` and `syscall`'s (`sandbox.rs`).
+    fn tracks_closes(&self) -> bool {
+        true
     }
 
     fn max_map_count(&self) -> Option<usize> {

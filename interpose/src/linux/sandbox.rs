@@ -57,8 +57,10 @@ pub unsafe extern "C" fn syscall(
     if installs_seccomp(nr, a1) {
         seccomp_coming();
     }
-    // SAFETY: the caller's own arguments.
-    unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }
+    super::lastclose::around_syscall(nr, a1, a2, a3, || {
+        // SAFETY: the caller's own arguments.
+        unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }
+    })
 }
 
 /// # Safety

@@ -1,7 +1,7 @@
 //! macOS: the core's view of the real system (the contract:
 //! `munmapq_core::os::Os`).
 
-use munmapq_core::file::{trackable_open_flags, FileFacts, PATH_ONLY};
+use munmapq_core::file::FileFacts;
 use munmapq_core::os::Usage;
 use munmapq_core::os::{Os, PerThread};
 
@@ -12,15 +12,19 @@ impl Os for RealOs {
 
     /// XNU has no copy-up filesystem (`bsd/miscfs/union/` holds only a
     /// header), so what `fstat` says is what a mapping shows.
-    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
-        let facts = crate::posix::regular_file_facts(fd)?;
+    fn file_facts(&self, fd: i32) -> Option<FileFacts> {
+        crate::posix::regular_file_facts(fd)
+    }
+
+    /// Asked on every eligible mmap: no hook sees closes on macOS
+    /// (`tracks_closes` is false), so no answer can be kept.
+    fn open_flags(&self, fd: i32) -> i32 {
         // `fcntl$NOCANCEL`: the plain `fcntl` is a cancellation point (xnu
         // `bsd/kern/kern_descrip.c` `sys_fcntl` calls
         // `__pthread_testcancel(1)`), and this runs inside the program's mmap.
         // SAFETY: F_GETFL only reads (the 0 is the unused argument fcntl-base.c's
         // `va_arg` reads); a bad fd only makes it fail.
-        let fl = unsafe { super::real::libsystem::fcntl_nocancel(fd, libc::F_GETFL, 0) };
-        trackable_open_flags(fl, PATH_ONLY).then_some(facts)
+        unsafe { super::real::libsystem::fcntl_nocancel(fd, libc::F_GETFL, 0) }
     }
 
     /// Mach `task_info(MACH_TASK_BASIC_INFO)` (xnu `osfmk/kern/task.c`
@@ -77,8 +81,12 @@ impl Os for RawOs {
         crate::errno::int_result(unsafe { super::real::__munmap(addr as *mut _, len) }).map(drop)
     }
 
-    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
-        RealOs.readable_file(fd)
+    fn file_facts(&self, fd: i32) -> Option<FileFacts> {
+        RealOs.file_facts(fd)
+    }
+
+    fn open_flags(&self, fd: i32) -> i32 {
+        RealOs.open_flags(fd)
     }
 
     fn usage(&self) -> Option<Usage> {

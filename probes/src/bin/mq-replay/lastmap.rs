@@ -87,10 +87,7 @@ impl<const N: usize> Os for Watched<'_, N> {
         let mut maps = self.maps.borrow_mut();
         // What a MAP_FIXED mapping replaced is gone without a munmap.
         maps.remove(at, end);
-        if let Some(f) = (call.fd >= 0)
-            .then(|| self.readable_file(call.fd))
-            .flatten()
-        {
+        if let Some(f) = (call.fd >= 0).then(|| self.file_facts(call.fd)).flatten() {
             maps.insert(at, end, (f.dev, f.ino));
         }
         Ok(at)
@@ -106,8 +103,16 @@ impl<const N: usize> Os for Watched<'_, N> {
         Ok(())
     }
 
-    fn readable_file(&self, fd: i32) -> Option<FileFacts> {
-        self.os.readable_file(fd)
+    fn file_facts(&self, fd: i32) -> Option<FileFacts> {
+        self.os.file_facts(fd)
+    }
+
+    fn open_flags(&self, fd: i32) -> i32 {
+        self.os.open_flags(fd)
+    }
+
+    fn tracks_closes(&self) -> bool {
+        self.os.tracks_closes()
     }
 
     fn max_map_count(&self) -> Option<usize> {
@@ -116,6 +121,10 @@ impl<const N: usize> Os for Watched<'_, N> {
 
     fn usage(&self) -> Option<Usage> {
         self.os.usage()
+    }
+
+    fn peak_resident(&self) -> Option<usize> {
+        self.os.peak_resident()
     }
 
     fn map_count(&self) -> Option<usize> {

@@ -1,0 +1,177 @@
+//! What a reuse costs in system calls on Linux, and what keeping
+//! `F_GETFL`'s answer per descriptor (core/src/readonly_fds.rs) must never
+//! hide, both through a real process (`tests/c/fdmode.c`).
+//!
+//! The cost: one `statx` per reuse, nothing else (the library on main,
+//! 1bf9f4b, made two: `statx` and `fcntl(F_GETFL)`, and fails
+//! `a_reuse_costs_one_statx_and_nothing_else`; point `MUNMAPQ_TEST_LIB` at
+//! another build of the library to count its calls). A miss costs `statx`
+//! and `mmap`, and the first mmap through a descriptor one `fcntl`.
+//!
+//! What must not be hidden: a descriptor number closed and opened again on
+//! the same file write-only (by close, dup2, dup3, close_range, fclose and
+//! `syscall(SYS_close)`) gets EACCES from mmap as without the library,
+//! though a mapping of that window is queued, and opened `O_PATH` EBADF;
+//! opened read-write, its mappings are not queued.
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const WINDOWS: usize = 4;
+
+/// The library to count: this build's, or `MUNMAPQ_TEST_LIB`.
+fn library() -> PathBuf {
+    std::env::var_os("MUNMAPQ_TEST_LIB").map_or_else(lib, PathBuf::from)
+}
+
+/// Every system call `fdmode FILE cycle ROUNDS WINDOWS` makes under the
+/// library, by name (strace).
+fn calls(exe: &Path, file: &str, dir: &Path, rounds: usize) -> BTreeMap<String, usize> {
+    let log = dir.join(format!("strace-{rounds}"));
+    let mut c = Command::new("strace");
+    c.args(["-f", "-qq", "-o"]).arg(&log).arg("-E");
+    c.arg(format!("LD_PRELOAD={}", library().display()));
+    c.arg(exe)
+        .args([file, "cycle", &rounds.to_string(), &WINDOWS.to_string()]);
+    let out = output_within(&mut c, MINUTE);
+    assert!(out.status.success(), "strace: {}", text(&out.stderr));
+    let mut by_name = BTreeMap::new();
+    for line in std::fs::read_to_string(&log).unwrap().lines() {
+        // "PID name(args) = result", or "PID +++ exited ..." / "--- SIG".
+        let call = line.trim_start_matches(|c: char| c.is_ascii_digit() || c == ' ');
+        let Some(name) = call
+            .split('(')
+            .next()
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        else {
+            continue;
+        };
+        *by_name.entry(name.to_string()).or_insert(0) += 1;
+    }
+    by_name
+}
+
+/// `b - a`, call by call (calls `a` made more are negative), and the total.
+fn more(a: &BTreeMap<String, usize>, b: &BTreeMap<String, usize>) -> (BTreeMap<String, i64>, i64) {
+    let mut d = BTreeMap::new();
+    for k in a.keys().chain(b.keys()) {
+        let n = *b.get(k).unwrap_or(&0) as i64 - *a.get(k).unwrap_or(&0) as i64;
+        if n != 0 {
+            d.insert(k.clone(), n);
+        }
+    }
+    let total = d.values().sum();
+    (d, total)
+}
+
+#[test]
+fn a_reuse_costs_one_statx_and_nothing_else() {
+    let (dir, file) = scratch_with_data("fd-mode-cycle", 64);
+    let exe = c_program("fdmode", &dir);
+    // Every window is queued after the first round; each later round
+    // reuses all of them.
+    let (few, many) = (calls(&exe, &file, &dir, 2), calls(&exe, &file, &dir, 12));
+    let reuses = (10 * WINDOWS) as i64;
+    let (d, total) = more(&few, &many);
+    println!("{reuses} reuses more cost: {d:?}");
+    assert_eq!(
+        (total, d.get("statx").copied()),
+        (reuses, Some(reuses)),
+        "one statx per reuse, nothing else: {d:?}"
+    );
+}
+
+#[test]
+fn a_miss_costs_statx_and_mmap_and_a_descriptor_one_fcntl() {
+    let (dir, file) = scratch_with_data("fd-mode-miss", 64);
+    let exe = c_program("fdmode", &dir);
+    let (none, one) = (calls(&exe, &file, &dir, 0), calls(&exe, &file, &dir, 1));
+    let (d, _) = more(&none, &one);
+    println!("{WINDOWS} misses more cost: {d:?}");
+    let n = WINDOWS as i64;
+    let get = |k: &str| d.get(k).copied().unwrap_or(0);
+    assert_eq!(
+        (get("statx"), get("mmap"), get("fcntl")),
+        (n, n, 1),
+        "{d:?}"
+    );
+}
+
+/// A run killed after this is a hang.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// `fdmode FILE reopen HOW`, without and with the library (both settings
+/// of `same_as_without`): the same output.
+fn reopen(how: &str, expect: &str) {
+    let dir = scratch(&format!("fd-mode-{how}"));
+    let exe = c_program("fdmode", &dir);
+    let file = data_file(&dir, 64);
+    let runs = same_as_without(
+        &format!("fd-mode-{how}"),
+        |_: &Path| {
+            let mut c = Command::new(&exe);
+            c.args([file.as_str(), "reopen", how]);
+            c
+        },
+        &[],
+        LIMIT,
+    );
+    for r in runs {
+        assert_contains(&r.out.stdout, expect);
+        assert!(
+            r.get(munmapq_core::stats::Counter::Deferred) >= 2,
+            "the windows were queued: {}",
+            r.stderr()
+        );
+    }
+}
+
+const EACCES: &str = "mmap through the new description: Permission denied";
+
+#[test]
+fn a_write_only_reopen_after_close_is_refused() {
+    reopen("close", EACCES);
+}
+
+#[test]
+fn a_write_only_dup2_onto_the_number_is_refused() {
+    reopen("dup2", EACCES);
+}
+
+#[test]
+fn a_write_only_dup3_onto_the_number_is_refused() {
+    reopen("dup3", EACCES);
+}
+
+#[test]
+fn a_write_only_reopen_after_close_range_is_refused() {
+    reopen("close_range", EACCES);
+}
+
+#[test]
+fn a_write_only_reopen_after_fclose_is_refused() {
+    reopen("fclose", EACCES);
+}
+
+#[test]
+fn a_write_only_reopen_after_syscall_close_is_refused() {
+    reopen("syscall", EACCES);
+}
+
+#[test]
+fn a_path_only_reopen_after_close_is_refused() {
+    reopen(
+        "opath",
+        "mmap through the new description: Bad file descriptor",
+    );
+}
+
+#[test]
+fn a_read_write_reopen_is_not_queued() {
+    reopen("rdwr", "the mapping made through it is gone");
+}
