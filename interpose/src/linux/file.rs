@@ -31,8 +31,9 @@ static NEXT_MOUNT: AtomicUsize = AtomicUsize::new(0);
 /// Device, inode and stamp of `fd` if it is a regular file not on
 /// overlayfs (`None` also when it cannot be told).
 pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
-    // SAFETY: `statx` is plain data; the kernel writes it or fails.
-    let mut sx: libc::statx = unsafe { core::mem::zeroed() };
+    // Not zeroed first (256 bytes on every eligible mmap): read only after
+    // the call succeeded, when the kernel has written all of it.
+    let mut sx = core::mem::MaybeUninit::<libc::statx>::uninit();
     // Only what is read below (the device is always filled in): the type
     // (a regular file), inode, size, mtime and ctime (the stamp), link
     // count (a deleted file is not tracked), and the mount: the unique id
@@ -58,7 +59,7 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     } else {
         c"".as_ptr()
     };
-    let statx = |path: *const libc::c_char, sx: &mut libc::statx| {
+    let statx = |path: *const libc::c_char, sx: *mut libc::statx| {
         // SAFETY: a NULL or NUL-terminated empty path and a valid
         // out-pointer; a bad fd only makes the call fail.
         unsafe {
@@ -69,19 +70,23 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
                     path as libc::c_long,
                     (libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_AS_STAT) as libc::c_long,
                     mask as libc::c_long,
-                    sx as *mut libc::statx as libc::c_long,
+                    sx as libc::c_long,
                 ],
             )
         }
     };
-    let mut r = statx(path, &mut sx);
+    let mut r = statx(path, sx.as_mut_ptr());
     if r != 0 && null_path && crate::errno::get() == libc::EFAULT {
         NULL_PATH.store(NULL_PATH_REFUSED, Relaxed);
-        r = statx(c"".as_ptr(), &mut sx);
+        r = statx(c"".as_ptr(), sx.as_mut_ptr());
     }
     if r != 0 {
         return fstat_facts(fd); // seccomp or a kernel before 4.11
     }
+    // SAFETY: the call succeeded, and a successful statx copies a whole
+    // `struct statx` out (Linux fs/stat.c `cp_statx`: a zeroed struct of
+    // the full size, filled in, then copy_to_user of all of it).
+    let sx = unsafe { sx.assume_init() };
     if u32::from(sx.stx_mode) & libc::S_IFMT != libc::S_IFREG {
         return None;
     }
