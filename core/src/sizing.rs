@@ -59,8 +59,9 @@ use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
 pub const RESIDENT_FLOOR: usize = 4 << 20;
 /// The largest resident budget.
 pub const RESIDENT_CEILING: usize = 1 << 30;
-/// The budget is the baseline RSS shifted right by this (a quarter), so
-/// peak RSS stays within about 1.25x of the program's own.
+/// The budget is the larger of the baseline and the peak RSS shifted right
+/// by this (a quarter): a peak that includes the queue grows by at most a
+/// third.
 pub const RESIDENT_SHIFT: u32 = 2;
 /// Under `RLIMIT_AS`: the most the queue may span.
 pub const AS_QUEUE_MAX: usize = 1 << 20;

@@ -44,6 +44,26 @@ enum Pieces {
     Cool,
 }
 
+/// What [`Table::old_pieces`] does with the pieces it finds.
+enum Act<'a> {
+    /// Counts pieces of that kind.
+    Count(Pieces),
+    /// Marks eviction pieces for [`Table::evict_marked`].
+    Mark,
+    /// Drops each cooling piece's pages with the function.
+    Drop(&'a mut dyn FnMut(usize, usize) -> bool),
+}
+
+impl Act<'_> {
+    fn kind(&self) -> Pieces {
+        match self {
+            Act::Count(kind) => *kind,
+            Act::Mark => Pieces::Evict,
+            Act::Drop(_) => Pieces::Cool,
+        }
+    }
+}
+
 /// With [`Evict::Aged`], eviction munmaps are budgeted at one per this many
 /// deferred munmaps, at least one per flush.
 const DEFERRED_PER_EVICTION_MUNMAP: u64 = 64;
@@ -130,19 +150,13 @@ impl Table {
     /// `may`-old neighbours unmaps. With [`Pieces::Cool`] only warm entries
     /// are wanted, and cold ones of any age join a piece (dropping their
     /// pages again costs nothing but the call's length). Answers how many
-    /// pieces there are (one system call each) and, with `apply`, acts on
-    /// them: marks them for eviction, or drops each piece's pages with
-    /// `apply` and makes its entries cold, or marks them for eviction where
+    /// pieces there are (one system call each) and does with them what
+    /// `act` says: nothing, marks them for eviction, or drops each piece's
+    /// pages and makes its entries cold, or marks them for eviction where
     /// that failed (then the second number is the warm length cooled or
     /// marked).
-    fn old_pieces(
-        &mut self,
-        must: u64,
-        may: u64,
-        kind: Pieces,
-        mut apply: Option<&mut dyn FnMut(usize, usize) -> bool>,
-    ) -> (usize, usize) {
-        let cool = kind == Pieces::Cool;
+    fn old_pieces(&mut self, must: u64, may: u64, mut act: Act) -> (usize, usize) {
+        let cool = act.kind() == Pieces::Cool;
         let joins =
             |s: &super::Slot| s.state == State::Queued && (s.seq <= may || cool && s.warm == 0);
         let wanted = |s: &super::Slot| s.seq <= must && !(cool && s.warm == 0);
@@ -166,15 +180,15 @@ impl Table {
             }
             if has_must {
                 pieces += 1;
-                match (&mut apply, kind) {
-                    (None, _) => {}
-                    (Some(_), Pieces::Evict) => {
+                match &mut act {
+                    Act::Count(_) => {}
+                    Act::Mark => {
                         for k in i..j {
                             let slot = self.by_addr[k];
                             self.detach_as(slot, State::Evicting);
                         }
                     }
-                    (Some(drop), Pieces::Cool) => {
+                    Act::Drop(drop) => {
                         let dropped = drop(first.start, end - first.start);
                         for k in i..j {
                             cooled += self.cool_or_mark(self.by_addr[k], dropped);
@@ -194,7 +208,7 @@ impl Table {
         let (mut lo, mut hi) = (old, self.slots[self.newest as usize].seq);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.old_pieces(must, mid, kind, None).0 <= max {
+            if self.old_pieces(must, mid, Act::Count(kind)).0 <= max {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -228,7 +242,7 @@ impl Table {
         if let Some(must) = must {
             let calls = max_drops.max(1 + part.is_some() as usize) - part.is_some() as usize;
             let may = self.merge_age(must, must, Pieces::Cool, calls);
-            let (pieces, c) = self.old_pieces(must, may, Pieces::Cool, Some(&mut *drop));
+            let (pieces, c) = self.old_pieces(must, may, Act::Drop(&mut *drop));
             self.cooling_drops += pieces as u64;
             cooled += c;
         }
@@ -283,7 +297,7 @@ impl Table {
             .saturating_sub(self.aged_munmaps)
             .max(1) as usize;
         let may = self.merge_age(must, old, Pieces::Evict, max_runs);
-        let (n, _) = self.old_pieces(must, may, Pieces::Evict, Some(&mut |_, _| true));
+        let (n, _) = self.old_pieces(must, may, Act::Mark);
         self.aged_munmaps += n as u64;
         n
     }
