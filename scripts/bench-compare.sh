@@ -65,14 +65,8 @@ old=${pos[0]} new=${pos[1]:-}
 work=$PWD/target/bench-compare
 mkdir -p "$work"
 
-build_rev() { # REV DIR: release library of REV, built in its own tree
-  local rev=$1 dir=$2
-  rm -rf "$dir/src"
-  mkdir -p "$dir/src"
-  git archive "$rev" | tar -x -C "$dir/src"
-  (cd "$dir/src" && cargo build --release --quiet -p munmapq-cdylib --target-dir "$dir/target")
-  cp "$dir/target/release/libmunmapq.so" "$dir/libmunmapq.so"
-}
+# shellcheck source=scripts/build-rev.sh
+. scripts/build-rev.sh
 
 echo "building the old library ($old)..." >&2
 build_rev "$old" "$work/old"

@@ -20,14 +20,8 @@ rounds=${3:-21}
 work=target/bench-libs
 mkdir -p "$work"
 
-build_rev() { # REV DIR: release library of REV, built in its own tree
-  local rev=$1 dir=$2
-  rm -rf "$dir/src"
-  mkdir -p "$dir/src"
-  git archive "$rev" | tar -x -C "$dir/src"
-  (cd "$dir/src" && cargo build --release --quiet -p munmapq-cdylib --target-dir "$PWD/../target")
-  cp "$dir/target/release/libmunmapq.so" "$dir/libmunmapq.so"
-}
+# shellcheck source=scripts/build-rev.sh
+. scripts/build-rev.sh
 
 build_rev "$old" "$work/old"
 if [ -n "$new" ]; then
