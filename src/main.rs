@@ -7,27 +7,17 @@
 #[macro_use]
 mod out;
 
-mod asan;
 mod cli;
 mod doctor;
-mod elf;
-mod embedded;
-mod gitcache;
-mod gitcheck;
-mod gitdecide;
-mod gitrepo;
-mod gitwrap;
+mod git;
 mod library;
 mod macho;
 mod platform;
 mod program;
-mod report;
 mod run;
-mod script;
 mod seccomp;
 mod selftest;
 mod shell;
-mod signals;
 
 use cli::{fail, parse_args, Parsed};
 use std::ffi::OsString;
@@ -71,11 +61,11 @@ fn preload_env(shell: Option<&str>) -> ExitCode {
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     // Linked as `git`, or called by shell-init's git function: the git wrapper.
-    if gitwrap::invoked_as_git() {
-        return gitwrap::run(&args);
+    if git::locate::invoked_as_git() {
+        return git::wrap::run(&args);
     }
     if args.first().is_some_and(|a| a == "__git") {
-        return gitwrap::run(&args[1..]);
+        return git::wrap::run(&args[1..]);
     }
     let print = |r: Result<String, String>| match r {
         Ok(text) => {
@@ -113,7 +103,7 @@ fn main() -> ExitCode {
                 }
                 Err(msg) => fail(&msg, 1),
             },
-            Ok(Parsed::Run(o)) => run::run(o),
+            Ok(Parsed::Run(o)) => run::run(o, git::check::stats_line),
         },
     }
 }

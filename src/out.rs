@@ -53,3 +53,12 @@ pub fn write_out(args: std::fmt::Arguments) {
 pub fn write_err(args: std::fmt::Arguments) {
     let _ = std::io::stderr().lock().write_fmt(args);
 }
+
+/// An I/O error as one lower-case phrase, without Rust's "(os error N)".
+pub fn why(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_lowercase(),
+        None => s,
+    }
+}

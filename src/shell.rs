@@ -23,7 +23,7 @@ fn is_plain_name(c: &str) -> bool {
 /// A function per command that runs it through this munmapq (absolute
 /// path, so it works whatever PATH says). Functions rather than aliases:
 /// they also work in scripts that source them. Nothing is exported. `git`
-/// goes to the git wrapper (`munmapq __git`, see gitwrap): munmapq only in
+/// goes to the git wrapper (`munmapq __git`, see git/wrap.rs): munmapq only in
 /// a repository where it pays, git exec'd either way. Other commands go
 /// through the launcher, which checks the program's architecture against
 /// the library's (doctor::launcher::would_kill) before preloading it.
@@ -44,7 +44,7 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
     };
     let mut out = format!("# munmapq: run these commands through munmapq ({load})\n");
     for c in commands {
-        // git goes through the git wrapper (gitwrap): munmapq only in a
+        // git goes through the git wrapper (git/wrap.rs): munmapq only in a
         // repository where it pays, else git as it is, exec'd either way.
         let call = if c == "git" {
             "__git".to_string()

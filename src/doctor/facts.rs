@@ -19,7 +19,7 @@ pub struct Facts {
     /// A script: its `#!` interpreter.
     pub shebang: Option<String>,
     /// Linux: built with AddressSanitizer, and how.
-    pub asan: Option<crate::elf::Asan>,
+    pub asan: Option<crate::program::elf::Asan>,
     /// `ASAN_OPTIONS` turns ASan's link order check off.
     pub asan_check_off: bool,
     /// macOS: on a SIP-protected path (/usr/bin, /bin, /System, ...), once
@@ -76,8 +76,8 @@ pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
         f.archs = archs;
     } else if data.starts_with(b"\x7fELF") {
         f.elf = true;
-        f.interpreter = crate::elf::interpreter(path);
-        (f.asan, f.asan_check_off) = crate::asan::facts(path);
+        f.interpreter = crate::program::elf::interpreter(path);
+        (f.asan, f.asan_check_off) = crate::program::asan::facts(path);
     }
     Ok(f)
 }

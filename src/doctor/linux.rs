@@ -39,7 +39,7 @@ pub fn judge_linux(f: &Facts) -> Verdict {
             format!("its dynamic linker {i} is not glibc's"),
             "use a glibc build of the program".into(),
         ),
-        Some(_) => match crate::asan::judge(f.asan.as_ref(), f.asan_check_off) {
+        Some(_) => match crate::program::asan::judge(f.asan.as_ref(), f.asan_check_off) {
             Err((why, instead)) => Verdict::WontLoad(why, instead),
             Ok(_) => Verdict::Loads,
         },
@@ -87,7 +87,7 @@ mod tests {
             matches!(judge_linux(&script), Verdict::WontLoad(w, i) if w.contains("script") && !i.contains("/usr/bin/env"))
         );
         let asan = Facts {
-            asan: Some(crate::elf::Asan::Shared("libasan.so.8".into())),
+            asan: Some(crate::program::elf::Asan::Shared("libasan.so.8".into())),
             ..linux(Some("/lib64/ld-linux-x86-64.so.2"))
         };
         assert!(

@@ -61,8 +61,8 @@ pub fn judge(f: &Facts) -> Verdict {
 fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
     let say = |line: &str| say!("munmapq doctor: {line}");
     let mut path = path;
-    if crate::gitwrap::is_me(&path) {
-        let Some(real) = crate::gitwrap::real_git() else {
+    if crate::git::locate::is_me(&path) {
+        let Some(real) = crate::git::locate::real_git() else {
             say(&format!(
                 "{}: munmapq itself (the git wrapper), and there is no other git in PATH",
                 path.display()
@@ -79,7 +79,7 @@ fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
     if !cfg!(target_os = "linux") {
         return Ok(path);
     }
-    match crate::script::follow(&path) {
+    match crate::program::script::follow(&path) {
         Ok(chain) => {
             chain.steps.iter().for_each(|s| say(s));
             Ok(chain.program)
@@ -112,18 +112,18 @@ pub fn run(command: &[OsString]) -> u8 {
         }
     };
     platform_facts(&mut f);
-    if let Some(advice) = crate::gitcheck::doctor_lines(command) {
+    if let Some(advice) = crate::git::check::doctor_lines(command) {
         say!("{advice}");
     }
     if Path::new(&*cmd).file_name().is_some_and(|n| n == "git") {
-        for line in crate::gitwrap::doctor_lines(&command[1..]) {
+        for line in crate::git::wrap::doctor_lines(&command[1..]) {
             say!("munmapq doctor: {line}");
         }
     }
-    let via_script = program != path && !crate::gitwrap::is_me(&path);
+    let via_script = program != path && !crate::git::locate::is_me(&path);
     match judge(&f) {
         Verdict::Loads => {
-            if let Ok(Some(note)) = crate::asan::judge(f.asan.as_ref(), f.asan_check_off) {
+            if let Ok(Some(note)) = crate::program::asan::judge(f.asan.as_ref(), f.asan_check_off) {
                 say!("munmapq doctor: {}: {note}", program.display());
             }
             say!(

@@ -4,7 +4,7 @@
 use super::child::{REUSE_CYCLES, REUSE_WINDOWS};
 use crate::doctor::launcher;
 use crate::platform::PRELOAD_VAR;
-use crate::report::Report;
+use crate::run::report::Report;
 use munmapq_core::config::VAR_STATS_FILE;
 use munmapq_core::stats::Counter;
 use std::path::PathBuf;

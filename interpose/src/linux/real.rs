@@ -6,8 +6,7 @@
 
 use core::sync::atomic::Ordering;
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
-// The types and stand-ins of sandbox.rs's hooks.
-use super::sandbox::{prlimit_raw, setrlimit_raw, syscall_raw};
+// The types of sandbox.rs's hooks.
 use libc::{c_long, pid_t, rlimit};
 
 /// For each entry of `hook_table!` with a stand-in: a slot, filled by
@@ -196,4 +195,42 @@ fn rename_fallback(old: *const c_char, new: *const c_char) -> c_int {
 fn umount_fallback(target: *const c_char) -> c_int {
     // SAFETY: the raw system call with the caller's path.
     raw(unsafe { super::sys::call_errno(libc::SYS_umount2, &[target as libc::c_long, 0]) })
+}
+
+// Stand-ins for the calls of `sandbox.rs` (also used there after `resolve`,
+// where it must reach the kernel without going through a hook).
+
+/// The real `syscall` before the constructor has found it.
+pub fn syscall_raw(
+    nr: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    a4: c_long,
+    a5: c_long,
+    a6: c_long,
+) -> c_long {
+    // SAFETY: the caller's own arguments, as libc's `syscall` passes them.
+    unsafe { super::sys::call_errno(nr, &[a1, a2, a3, a4, a5, a6]) }
+}
+
+/// What glibc's `setrlimit` does (`prlimit64` on this process).
+pub fn setrlimit_raw(resource: c_int, new: *const rlimit) -> c_int {
+    prlimit_raw(0, resource, new, core::ptr::null_mut())
+}
+
+/// The `prlimit64` system call, as glibc's wrapper makes it.
+pub fn prlimit_raw(pid: pid_t, resource: c_int, new: *const rlimit, old: *mut rlimit) -> c_int {
+    // SAFETY: the caller's own arguments; the kernel checks the pointers.
+    unsafe {
+        super::sys::call_errno(
+            libc::SYS_prlimit64,
+            &[
+                pid as c_long,
+                resource as c_long,
+                new as c_long,
+                old as c_long,
+            ],
+        ) as c_int
+    }
 }

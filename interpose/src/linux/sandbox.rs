@@ -5,7 +5,8 @@
 //! looks at the number and goes on.
 
 use super::os::RealOs;
-use super::{real, sys};
+use super::real::{self, prlimit_raw};
+use super::sys;
 use crate::ENGINE;
 use libc::{c_int, c_long, c_ulong, pid_t, rlimit};
 
@@ -77,41 +78,6 @@ pub unsafe extern "C" fn prctl(
     }
     // SAFETY: the caller's own arguments.
     unsafe { real::prctl(option, a2, a3, a4, a5) }
-}
-
-/// The real `syscall` before the constructor has found it.
-pub fn syscall_raw(
-    nr: c_long,
-    a1: c_long,
-    a2: c_long,
-    a3: c_long,
-    a4: c_long,
-    a5: c_long,
-    a6: c_long,
-) -> c_long {
-    // SAFETY: the caller's own arguments, as libc's `syscall` passes them.
-    unsafe { sys::call_errno(nr, &[a1, a2, a3, a4, a5, a6]) }
-}
-
-/// What glibc's `setrlimit` does (`prlimit64` on this process).
-pub fn setrlimit_raw(resource: c_int, new: *const rlimit) -> c_int {
-    prlimit_raw(0, resource, new, core::ptr::null_mut())
-}
-
-/// The `prlimit64` system call, as glibc's wrapper makes it.
-pub fn prlimit_raw(pid: pid_t, resource: c_int, new: *const rlimit, old: *mut rlimit) -> c_int {
-    // SAFETY: the caller's own arguments; the kernel checks the pointers.
-    unsafe {
-        sys::call_errno(
-            libc::SYS_prlimit64,
-            &[
-                pid as c_long,
-                resource as c_long,
-                new as c_long,
-                old as c_long,
-            ],
-        ) as c_int
-    }
 }
 
 /// This process's `RLIMIT_AS` as the kernel has it (None: cannot tell).

@@ -1,5 +1,12 @@
 //! What a command is: where a shell would find it, what a script's `#!`
 //! line names, whether macOS's System Integrity Protection covers it.
+//! Its children read the file itself: `script` follows `#!` lines to the
+//! program that runs, `elf` reads an ELF program's interpreter and
+//! needed libraries, `asan` judges AddressSanitizer from those.
+
+pub mod asan;
+pub mod elf;
+pub mod script;
 
 use std::path::{Path, PathBuf};
 

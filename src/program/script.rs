@@ -5,7 +5,7 @@
 //! header fails with ENOEXEC, and execvp (which the launcher's spawn
 //! follows) then runs it with `/bin/sh`.
 
-use crate::program::resolve;
+use super::resolve;
 use std::path::{Path, PathBuf};
 
 /// The kernel follows at most this many interpreters of interpreters.

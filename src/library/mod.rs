@@ -1,5 +1,7 @@
 //! Which libmunmapq the launcher preloads.
 
+mod embedded;
+
 use crate::platform::{self, LIB_NAME};
 use std::path::{Path, PathBuf};
 
@@ -27,7 +29,7 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
         // architecture beside munmapq; the embedded one is universal
         // (build.rs), so it serves more programs.
         if cfg!(target_os = "macos") {
-            if let Some(Ok(embedded)) = crate::embedded::library() {
+            if let Some(Ok(embedded)) = embedded::library() {
                 let (b, e) = (
                     platform::library_archs(p),
                     platform::library_archs(&embedded),
@@ -41,7 +43,7 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
             .canonicalize()
             .map_err(|e| format!("{}: {e}", p.display()));
     }
-    match crate::embedded::library() {
+    match embedded::library() {
         Some(r) => r,
         None => Err(format!(
             "{LIB_NAME} not found next to munmapq ({}) and none is built in; build it (cargo build --release) or give --lib PATH",

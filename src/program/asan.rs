@@ -8,7 +8,7 @@
 //! mmaps libmunmapq answers from its queue. A static runtime (clang's
 //! default, gcc's `-static-libasan`) has no such check.
 
-use crate::elf::{self, Asan};
+use crate::program::elf::{self, Asan};
 use std::path::Path;
 
 /// Whether `ASAN_OPTIONS` turns the link order check off

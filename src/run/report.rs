@@ -22,7 +22,7 @@ pub struct Notes {
     /// signal, or interrupted): processes that did not reach their exit
     /// reported nothing.
     pub incomplete: Option<String>,
-    /// The git advice (gitcheck), without the `munmapq: ` prefix.
+    /// The git advice (git/check.rs), without the `munmapq: ` prefix.
     pub git: Option<String>,
 }
 

@@ -1,9 +1,9 @@
-//! Does munmapq pay for git here? The git wrapper (gitwrap) asks before
+//! Does munmapq pay for git here? The git wrapper (git/wrap.rs) asks before
 //! every git it runs, so the answer must be cheap:
 //!
 //! - `git config munmapq.enable true|false` decides when set;
 //! - else munmapq pays where git would thrash its pack windows (the
-//!   doctor's check, gitcheck) or where it holds many loose objects (git
+//!   doctor's check, git/check.rs) or where it holds many loose objects (git
 //!   maps each loose object whole, once per read): more than git's own
 //!   `gc --auto` threshold (6700), estimated as `gc --auto` does, from the
 //!   entries of `objects/17` times 256;
@@ -17,9 +17,9 @@
 //! Any change to one of them and the next git asks again. The loose object
 //! estimate (one small directory read) is made every time.
 
-use crate::gitcache::Settled;
-use crate::gitcheck::Packs;
-use crate::gitrepo::{self, boolean, global_options, last, sets_config, start_dir, Repo};
+use crate::git::cache::Settled;
+use crate::git::check::Packs;
+use crate::git::repo::{self, boolean, global_options, last, sets_config, start_dir, Repo};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -45,7 +45,7 @@ pub fn decide(args: &[OsString]) -> Decision {
     {
         settle(&prefix).0
     } else {
-        crate::gitcache::cached(&found.git_dir, || settle(&prefix))
+        crate::git::cache::cached(&found.git_dir, || settle(&prefix))
     };
     judge(&settled, loose_estimate(&found.objects))
 }
@@ -84,7 +84,7 @@ pub fn judge(s: &Settled, loose: u64) -> Decision {
 
 /// Asks git (the slow part), and the files the answer depends on.
 pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
-    let repo = match gitrepo::repo(prefix) {
+    let repo = match repo::repo(prefix) {
         Ok(r) => r,
         Err(e) => {
             let s = Settled {
@@ -96,7 +96,7 @@ pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
     };
     let entries = repo.config(prefix);
     let enable = last(&entries, "munmapq.enable").and_then(|e| {
-        let at = crate::gitcheck::describe_origin(&e.origin, "munmapq.enable");
+        let at = crate::git::check::describe_origin(&e.origin, "munmapq.enable");
         boolean(e.value.as_deref()).map(|b| (b, at))
     });
     let packs = Packs::of(&repo, &entries);

@@ -7,7 +7,7 @@
 //! and unmaps the same windows over and over. Defaults on 64-bit systems
 //! (git's environment.h): 1 GiB windows, a 32 TiB limit.
 
-use crate::gitrepo::{git_prefix, last, repo, Entry, Repo};
+use crate::git::repo::{git_prefix, last, repo, Entry, Repo};
 use munmapq_core::config::parse_size;
 use munmapq_core::stats::Counter;
 use std::ffi::OsString;
@@ -220,7 +220,7 @@ fn group(n: u64) -> String {
 }
 
 /// For `--stats`: the closing line when `command` was git and it thrashed.
-pub fn stats_line(command: &[OsString], report: &crate::report::Report) -> String {
+pub fn stats_line(command: &[OsString], report: &crate::run::report::Report) -> String {
     git_prefix(command)
         .and_then(|p| packs(&p).ok())
         .and_then(|p| p.after_run(report.get(Counter::Eligible)))

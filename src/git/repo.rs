@@ -74,9 +74,9 @@ pub fn start_dir(prefix: &[OsString]) -> PathBuf {
 }
 
 /// The program to run for `git`: the first git in PATH that is not a
-/// munmapq (see gitwrap), else the name itself.
+/// munmapq (see git/wrap.rs), else the name itself.
 pub fn git_program() -> PathBuf {
-    crate::gitwrap::real_git().unwrap_or_else(|| PathBuf::from("git"))
+    crate::git::locate::real_git().unwrap_or_else(|| PathBuf::from("git"))
 }
 
 /// Runs the real git with `prefix` and `args`: its stdout, or its first
@@ -86,8 +86,8 @@ pub fn git(prefix: &[OsString], args: &[&str]) -> Result<String, String> {
         .args(prefix)
         .args(args)
         .env(
-            crate::gitwrap::GUARD_VAR,
-            crate::gitwrap::guard_for_children(),
+            crate::git::locate::GUARD_VAR,
+            crate::git::locate::guard_for_children(),
         )
         .stdin(Stdio::null())
         .output()

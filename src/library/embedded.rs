@@ -10,6 +10,7 @@
 //! version has its own directory there; one that no launcher has used for
 //! [`UNUSED_DAYS`] is removed (see [`prune`]).
 
+use crate::out::why;
 use crate::platform::LIB_NAME;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -30,11 +31,6 @@ fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })
-}
-
-/// An I/O error as one lower-case phrase, without "(os error N)".
-fn why(e: &std::io::Error) -> String {
-    crate::run::why(e)
 }
 
 /// Creates `p` and its missing parents (0700, as the XDG spec asks),

@@ -4,19 +4,27 @@
 
 use crate::cli::{fail, Options, StatsFormat};
 use crate::doctor::launcher;
-use crate::gitcheck;
 use crate::library::find_library;
+use crate::out::why;
 use crate::platform::{LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
-use crate::report::{Notes, Report};
+pub mod report;
+pub mod signals;
+
 use crate::seccomp::Sandbox;
-use crate::signals::{self, Forwarding};
 use munmapq_core::config::{VAR_SECCOMP, VAR_STATS_FILE, VAR_TRACE};
+use report::{Notes, Report};
+use signals::Forwarding;
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+/// What `--stats` adds after the report for a command the caller knows
+/// more about (git's pack windows): one line, or empty.
+pub type Advice = fn(&[OsString], &Report) -> String;
 
 /// A fresh file for the processes' reports, created exclusively (0600).
 fn stats_file() -> Result<PathBuf, String> {
@@ -95,16 +103,7 @@ fn open_outputs(o: &Options) -> Result<Outputs, String> {
     })
 }
 
-/// An I/O error without Rust's "(os error N)".
-pub fn why(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_lowercase(),
-        None => s,
-    }
-}
-
-pub fn run(o: Options) -> ExitCode {
+pub fn run(o: Options, advice: Advice) -> ExitCode {
     let mut outputs = match open_outputs(&o) {
         Ok(f) => f,
         Err(msg) => return fail(&format!("{msg}; nothing was run"), 2),
@@ -127,7 +126,7 @@ pub fn run(o: Options) -> ExitCode {
     let killed_by = crate::program::resolve(&name).and_then(|p| launcher::would_kill(&p, &lib));
     // A shared ASan runtime aborts under any preload: say so first.
     if let Some(line) =
-        crate::program::resolve(&name).and_then(|p| crate::asan::launcher_warning(&p))
+        crate::program::resolve(&name).and_then(|p| crate::program::asan::launcher_warning(&p))
     {
         eprintln!("munmapq: {line}");
     }
@@ -197,7 +196,7 @@ pub fn run(o: Options) -> ExitCode {
                     format!("{name} runs under a seccomp filter that does not allow munmapq's system calls: the library passed every call through and reported nothing")
                 })
             }),
-            git: Some(gitcheck::stats_line(&o.command, &report))
+            git: Some(advice(&o.command, &report))
                 .map(|l| l.trim_end().trim_start_matches("munmapq: ").to_string())
                 .filter(|l| !l.is_empty()),
         };
