@@ -160,3 +160,26 @@ pub fn run(command: &[OsString]) -> u8 {
         }
     }
 }
+
+/// The launcher's prediction, before it execs `program` with `lib`: why the
+/// library will not load into it (the doctor's verdict, read from the file
+/// and, on Linux, the end of its `#!` chain), or None. A shared ASan
+/// runtime is left to `asan::launcher_warning`, which says more.
+pub fn predict(program: &Path, lib: &Path) -> Option<String> {
+    if cfg!(target_os = "macos") {
+        return launcher::would_kill(program, lib);
+    }
+    let end = crate::program::script::follow(program).ok()?.program;
+    let f = file_facts(&end).ok()?;
+    if f.asan.is_some() {
+        return None;
+    }
+    match judge(&f) {
+        Verdict::Loads => None,
+        Verdict::WontLoad(why, _) if end != program => Some(format!(
+            "the library will not load into {}: {why}",
+            end.display()
+        )),
+        Verdict::WontLoad(why, _) => Some(format!("the library will not load: {why}")),
+    }
+}

@@ -219,12 +219,24 @@ fn group(n: u64) -> String {
     out
 }
 
-/// For `--stats`: the closing line when `command` was git and it thrashed.
-pub fn stats_line(command: &[OsString], report: &crate::run::report::Report) -> String {
-    git_prefix(command)
-        .and_then(|p| packs(&p).ok())
-        .and_then(|p| p.after_run(report.get(Counter::Eligible)))
-        .unwrap_or_default()
+/// For `--stats`: the advice when `command` was git and it thrashed.
+pub fn stats_advice(
+    command: &[OsString],
+    report: &crate::run::report::Report,
+) -> Option<crate::run::report::GitAdvice> {
+    let packs = packs(&git_prefix(command)?).ok()?;
+    let window_maps = report.get(Counter::Eligible);
+    let text = packs.after_run(window_maps)?;
+    Some(crate::run::report::GitAdvice {
+        window_maps,
+        window_bytes: packs.effective_window(),
+        settings: packs
+            .culprits()
+            .iter()
+            .map(|s| (s.key.to_string(), s.raw.clone(), s.origin.clone()))
+            .collect(),
+        text: text.trim_end().trim_start_matches("munmapq: ").to_string(),
+    })
 }
 
 /// For `munmapq doctor git ...`: whether git, with the global options of
