@@ -88,6 +88,14 @@ pub fn restore(mask: libc::sigset_t) -> Restore {
 }
 
 impl Restore {
+    /// After an exec that failed (the launcher goes on to say why): SIGPIPE
+    /// ignored again, as Rust's runtime had it, so a closed stderr is a
+    /// failed write, not a death.
+    pub fn undo(&self) {
+        // SAFETY: signal(2) with a valid disposition.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    }
+
     /// Call only between fork and exec, or right before an exec.
     pub fn apply(&self) {
         // SAFETY: async-signal-safe calls on values we own; closing a

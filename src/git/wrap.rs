@@ -72,6 +72,7 @@ pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
         });
     }
     let err = cmd.exec();
+    restore.undo();
     fail(&format!("git: {}: {err}", git.display()), 126)
 }
 

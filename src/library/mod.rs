@@ -98,6 +98,11 @@ fn check_explicit(p: &Path) -> Result<(), String> {
         ));
     }
     if head.starts_with(b"\x7fELF") {
+        if let Some(interp) = crate::program::elf::interpreter(p) {
+            return Err(format!(
+                "{what} is a program (it names the dynamic linker {interp}), not a shared library: the dynamic linker would skip it; give the path of {LIB_NAME}"
+            ));
+        }
         if let Some(why) = elf_mismatch(&head) {
             return Err(format!(
                 "{what} is {why}: the dynamic linker would skip it; give the path of {LIB_NAME}"

@@ -176,6 +176,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
             });
         }
         let err = cmd.exec();
+        restore.undo();
         return cannot_run(&name, program.as_deref(), &err);
     };
     let expect_load = preload.is_some() && predicted.is_none() && sandbox != Sandbox::Refuses;
