@@ -103,11 +103,10 @@ usage: munmapq doctor COMMAND [ARGS...]
 
 Would the library load into COMMAND, and if not, why and what to do
 instead (static, setuid, restricted, a #! interpreter that cannot take it).
-Exit status: 0 it would load, 1 it would not, 127 not found, 126 not
-runnable. In a git repository, `munmapq doctor git [-C DIR ...]` also
-says whether git's pack settings make it map and unmap its packs over and
-over, what the git wrapper would do here, and why; it exits non-zero when
-git itself fails.
+Exit status: 0 it would load, 1 it would not, 2 it would but git itself
+fails here, 126 not runnable, 127 not found. `munmapq doctor git [-C DIR
+...]` also says whether git's pack settings make it map and unmap its
+packs over and over, what the git wrapper would do here, and why.
 ",
     ),
     (

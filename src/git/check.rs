@@ -241,12 +241,20 @@ pub fn stats_advice(
 
 /// For `munmapq doctor git ...`: whether git, with the global options of
 /// `command` (`-c`, `-C`, `--git-dir`, ...), would thrash its pack
-/// windows, or why that was not checked. None when `command` is not git.
-pub fn doctor_lines(command: &[OsString]) -> Option<String> {
+/// windows, or why that was not checked (Err: git itself failed). None
+/// when `command` is not git.
+pub fn doctor_lines(command: &[OsString]) -> Option<Result<String, String>> {
     let prefix = git_prefix(command)?;
+    if let Some(opt) = crate::git::repo::missing_value(&command[1..]) {
+        return Some(Err(format!(
+            "munmapq doctor: git {opt} needs a value (git would stop: \"option `{opt}' requires a value\")"
+        )));
+    }
     Some(match packs(&prefix) {
-        Err(why) => format!("munmapq doctor: skipped the pack check, git here says: {why}"),
-        Ok(p) => match p.advice() {
+        Err(why) => Err(format!(
+            "munmapq doctor: skipped the pack check, git here fails: {why}"
+        )),
+        Ok(p) => Ok(match p.advice() {
             Some(a) => format!("munmapq doctor: {a}"),
             None => format!(
                 "munmapq doctor: git here: {} pack(s), {} in all; {} let git map them without thrashing",
@@ -258,7 +266,7 @@ pub fn doctor_lines(command: &[OsString]) -> Option<String> {
                     .collect::<Vec<_>>()
                     .join(" and ")
             ),
-        },
+        }),
     })
 }
 
