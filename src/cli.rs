@@ -55,14 +55,15 @@ pub fn usage() -> String {
     s
 }
 
-/// `head` then `text` filled to 80 columns, continuation lines indented
+/// `head` then `text` filled to 75 columns (80 in man, which indents
+/// them 7 where --help indents them 2), continuation lines indented
 /// as far as `head`.
 fn wrap(head: &str, text: &str) -> String {
     let indent = " ".repeat(head.len());
     let mut out = String::new();
     let mut line = head.to_string();
     for word in text.split(' ') {
-        if line.len() > indent.len() && line.len() + 1 + word.len() > 80 {
+        if line.len() > indent.len() && line.len() + 1 + word.len() > 75 {
             out.push_str(line.trim_end());
             out.push('\n');
             line = indent.clone();

@@ -23,14 +23,16 @@ If the library cannot load into COMMAND (a static, setuid or restricted
 program), munmapq says so in one line first (-q: not at all).
 
 doctor, selftest, shell-init, preload-env, help and version are munmapq's
-own words (munmapq help WORD, or munmapq WORD --help, for each); to run a
-program of one of these names: munmapq -- NAME [ARGS...].
+own words (munmapq help WORD, or munmapq WORD --help, for each; munmapq
+help git for the git wrapper); to run a program of one of these names:
+munmapq -- NAME [ARGS...].
 
 options:
-  --stats[=full|json]  after COMMAND, on stderr: what was saved (summed over
-                       COMMAND and its children), every counter (full), or
-                       one JSON object (json); munmapq then stays COMMAND's
-                       parent until it ends, as time(1) does
+  --stats[=full|json]  after COMMAND, on stderr: what was saved (summed
+                       over COMMAND and its children), every counter
+                       (full), or one JSON object (json); munmapq then
+                       stays COMMAND's parent until it ends, as time(1)
+                       does
   --stats-out FILE     write them to FILE instead (- for stdout); implies
                        --stats; FILE is truncated once COMMAND has started
   --max-entries N      most mappings queued at once (MUNMAPQ_MAX_ENTRIES)
@@ -46,9 +48,9 @@ options:
                        oldest with its whole run, down to 3/4; or all
   --disable            load the library but pass every call through
                        (MUNMAPQ_DISABLE=1)
-  --lib PATH           use this libmunmapq (default: $MUNMAPQ_LIB, else next
-                       to munmapq or in ../lib, else the one built in; never
-                       the current directory)
+  --lib PATH           use this libmunmapq (default: $MUNMAPQ_LIB, else
+                       next to munmapq or in ../lib, else the one built in;
+                       never the current directory)
   --print-lib          print the library's path and exit
   -q, --quiet          no warning that the library will not load
   -h, --help           this text
@@ -128,15 +130,7 @@ Prints shell functions that run each COMMAND (default: git) through
 munmapq: eval \"$(munmapq shell-init bash)\" in ~/.bashrc. They are
 defined so that an alias of the same name cannot rewrite them.
 
-git goes to the git wrapper, not to the launcher: it runs git with the
-library only in a repository where munmapq pays (git config
-munmapq.enable true|false decides; else where git's pack settings make it
-thrash, or with more than 6700 loose objects), and execs git either way,
-with the caller's argv[0]. Its decision is cached per repository in
-~/.cache/munmapq/git, keyed on every file it came from. munmapq linked as
-git (ln -s \"$(command -v munmapq)\" ~/bin/git, ~/bin first in PATH) is the
-same wrapper for every program that runs git: it runs the next git in
-PATH that is not a munmapq.
+git goes to the git wrapper, not to the launcher (munmapq help git).
 ",
     ),
     (
@@ -167,6 +161,41 @@ Prints munmapq's version.
 ",
     ),
 ];
+
+/// Help on a topic that is not a word: `munmapq help git`.
+pub const TOPICS: [(&str, &str); 1] = [(
+    "git",
+    "\
+usage: git ARGS... (through shell-init's git function, or munmapq linked
+       as git: ln -s \"$(command -v munmapq)\" ~/bin/git, ~/bin first in
+       PATH, which reaches editors, cron and scripts too)
+
+The git wrapper runs git with the library only in a repository where
+munmapq pays, and execs git either way (git's pid, status and signals,
+with the caller's argv[0]). It decides in this order.
+
+  git config munmapq.enable true|false decides when set (another value is
+  said on stderr and taken as unset; munmapq doctor git says it too);
+  else munmapq pays where git's pack settings make it map and unmap its
+  pack windows over and over (core.packedGitLimit below the packs' size,
+  or core.packedGitWindowSize under 1 MiB), or with more than 6700 loose
+  objects (git's gc --auto threshold, estimated as git does);
+  anywhere else, and outside a repository, git runs as it is.
+
+The decision is cached per repository in ~/.cache/munmapq/git, with the
+identity of every file it came from (each configuration file git reads or
+would read, and the pack directory): any change and the next git asks
+again. A git started under git (hooks, aliases) inherits the decision.
+The wrapper runs the next git in PATH that is neither itself nor another
+munmapq (MUNMAPQ_GIT_WRAPPER lists those passed). When no cache directory
+can take the library, git runs without it, said once a day.
+",
+)];
+
+/// The help of `name`, a word or a topic (`munmapq help NAME`).
+pub fn topic(name: &str) -> Option<&'static str> {
+    word(name).or_else(|| TOPICS.iter().find(|(t, _)| *t == name).map(|(_, h)| *h))
+}
 
 /// The help of `word`, if it is one of munmapq's words.
 pub fn word(word: &str) -> Option<&'static str> {
@@ -206,18 +235,17 @@ pub fn similar<'a>(typed: &str, candidates: &[&'a str]) -> Vec<&'a str> {
         return Vec::new();
     }
     let limit = (typed.chars().count() / 3).clamp(1, 3);
+    // Twice the edits; a prefix counts as a little closer than its edits.
     let scored: Vec<(usize, &str)> = candidates
         .iter()
-        .map(|c| {
+        .filter_map(|c| {
             let d = distance(typed, c);
-            let d = if c.starts_with(typed) && typed.len() >= 3 {
-                d.min(limit)
+            if c.starts_with(typed) && typed.len() >= 3 {
+                Some((2 * d.min(limit) - 1, *c))
             } else {
-                d
-            };
-            (d, *c)
+                (d <= limit).then_some((2 * d, *c))
+            }
         })
-        .filter(|(d, _)| *d <= limit)
         .collect();
     let best = scored.iter().map(|(d, _)| *d).min();
     scored
@@ -250,6 +278,7 @@ mod tests {
         for text in [USAGE, USAGE_END]
             .into_iter()
             .chain(WORDS.iter().map(|w| w.1))
+            .chain(TOPICS.iter().map(|w| w.1))
         {
             for l in text.lines() {
                 assert!(l.chars().count() <= 80, "{l}");

@@ -84,7 +84,7 @@ fn main() -> ExitCode {
     }
     match (word, rest.as_slice()) {
         ("help", []) => print(Ok(cli::usage())),
-        ("help", [w]) => match help::word(w) {
+        ("help", [w]) => match help::topic(w) {
             Some(text) => out::emit(text),
             None => cli::usage_fail(&format!(
                 "help: {w} is not one of munmapq's words{}",

@@ -58,8 +58,8 @@ pub fn why(e: &std::io::Error) -> String {
 }
 
 /// Prints `text` on stdout as a command's whole output: a write error is
-/// munmapq's own failure (125, "write error", as env's `--version
-/// >/dev/full`), except a closed pipe (`munmapq --help | head -1`), where
+/// munmapq's own failure (125, "write error", as with
+/// `env --version >/dev/full`), except a closed pipe (`munmapq --help | head -1`), where
 /// nobody is left to read it.
 pub fn emit(text: &str) -> std::process::ExitCode {
     emit_bytes(text.as_bytes())

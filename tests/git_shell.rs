@@ -123,11 +123,7 @@ fn git_gets_the_callers_argv0() {
         );
         assert!(out.status.success(), "{what}: {}", text(&out.stderr));
         let trace = std::fs::read_to_string(&log).unwrap();
-        let last = trace
-            .lines()
-            .filter(|l| l.contains("execve("))
-            .next_back()
-            .unwrap();
+        let last = trace.lines().rfind(|l| l.contains("execve(")).unwrap();
         assert!(last.contains("[\"git\", \"--version\"]"), "{what}: {last}");
     }
     println!("git exec'd with argv[0] \"git\" by the function and the symlink");
