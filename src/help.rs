@@ -241,7 +241,7 @@ pub fn similar<'a>(typed: &str, candidates: &[&'a str]) -> Vec<&'a str> {
         .filter_map(|c| {
             let d = distance(typed, c);
             if c.starts_with(typed) && typed.len() >= 3 {
-                Some((2 * d.min(limit) - 1, *c))
+                Some(((2 * d.min(limit)).saturating_sub(1), *c))
             } else {
                 (d <= limit).then_some((2 * d, *c))
             }
@@ -269,6 +269,7 @@ mod tests {
             similar("--stats-o", &["--stats", "--stats-out"]),
             ["--stats-out"]
         );
+        assert_eq!(similar("help", &["doctor", "help"]), ["help"]);
         assert!(similar("ls", &["doctor", "help"]).is_empty());
         assert!(similar("grep", &["doctor", "help"]).is_empty());
     }
