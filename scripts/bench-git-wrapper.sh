@@ -12,7 +12,7 @@
 # Every form is run by its absolute path, so the shell's own PATH lookup is
 # the same for all.
 # Usage: scripts/bench-git-wrapper.sh [N] (default 200). Uses
-# target/release/munmapq (built if missing).
+# target/release/munmapq (built if missing), or $MUNMAPQ.
 #
 # scripts/bench-git-wrapper.sh --counts: exact counts instead of times, for
 # one `git status` in each form (warm decision cache): system calls of the
@@ -25,8 +25,11 @@ cd "$(dirname "$0")/.."
 counts=
 if [ "${1:-}" = --counts ]; then counts=1; shift; fi
 n=${1:-200}
-[ -x target/release/munmapq ] || cargo build --release -q
-munmapq=$PWD/target/release/munmapq
+# MUNMAPQ=PATH measures another build (e.g. an older revision's).
+if [ -z "${MUNMAPQ:-}" ]; then
+  [ -x target/release/munmapq ] || cargo build --release -q
+fi
+munmapq=${MUNMAPQ:-$PWD/target/release/munmapq}
 git=$(command -v git)
 
 tmp=$(mktemp -d)
@@ -76,7 +79,9 @@ if [ -n "$counts" ]; then
     local execs
     execs=$(grep -c 'execve(.*= 0$' "$tmp/$f.exec" || true)
     rm -f "$tmp"/cg.*
-    valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$tmp/cg.%p" \
+    # Each image dumps its counts before it execs (else they are lost).
+    valgrind --tool=callgrind --trace-children=yes --dump-before=execve \
+      --dump-before=execvp --dump-before=execv --callgrind-out-file="$tmp/cg.%p" \
       $cmd >/dev/null 2>&1
     local ir
     ir=$(cat "$tmp"/cg.* | awk '/^totals:/ { s += $2 } END { print s + 0 }')

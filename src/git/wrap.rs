@@ -50,14 +50,19 @@ pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
     if let Some(a) = arg0.map(OsStr::to_os_string).or(own) {
         cmd.arg0(a);
     }
-    cmd.args(args).env(GUARD_VAR, guard_for_children());
+    cmd.args(args);
+    // Set in this process rather than on `cmd`: a Command with no
+    // variable of its own passes the environment through as it is, where
+    // one with a variable copies and sorts all of them first (a sixth of
+    // the wrapper's instructions). Single-threaded here, and exec follows.
+    std::env::set_var(GUARD_VAR, guard_for_children());
     if passed.is_empty() {
         let d = crate::git::decide::decide(args);
         if let Some(w) = &d.warning {
             eprintln!("munmapq: warning: {w}");
         }
         if d.wrap {
-            preload(&mut cmd, &git);
+            preload(&git);
         }
     }
     // Rust's exec empties the signal mask and resets SIGPIPE, and its
@@ -78,14 +83,15 @@ pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
 
 /// Adds the library to the preload list (never takes one away: a git run
 /// under `munmapq git` keeps it).
-fn preload(cmd: &mut Command, git: &Path) {
+fn preload(git: &Path) {
     match crate::library::find_library(None) {
         Ok(lib) => {
             if let Some(why) = crate::doctor::launcher::would_kill(git, &lib) {
                 eprintln!("munmapq: warning: git: {why}; running it without munmapq");
                 return;
             }
-            cmd.env(
+            // In this process, as GUARD_VAR (see run).
+            std::env::set_var(
                 PRELOAD_VAR,
                 PRELOAD_LIST.prepend(&lib, std::env::var_os(PRELOAD_VAR)),
             );

@@ -149,11 +149,13 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     // without it. Linux: a static or setuid program's children may still
     // load it.
     let preload = lib.filter(|_| !(cfg!(target_os = "macos") && predicted.is_some()));
+    // The variables the command gets on top of ours.
+    let mut vars: Vec<(OsString, OsString)> = Vec::new();
     if let Some(lib) = &preload {
-        cmd.env(
-            PRELOAD_VAR,
+        vars.push((
+            PRELOAD_VAR.into(),
             PRELOAD_LIST.prepend(lib, std::env::var_os(PRELOAD_VAR)),
-        );
+        ));
     }
     // Under a seccomp filter the library passes everything through unless
     // told the filter allows its calls (seccomp.rs); asked before any
@@ -161,12 +163,18 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     // is kept.
     let sandbox = crate::seccomp::probe();
     if sandbox == Sandbox::Allows && std::env::var_os(VAR_SECCOMP).is_none() {
-        cmd.env(VAR_SECCOMP, "trust");
+        vars.push((VAR_SECCOMP.into(), "trust".into()));
     }
     for (k, v) in &o.vars {
-        cmd.env(k, v);
+        vars.push((k.into(), v.into()));
     }
     let Some(format) = o.stats else {
+        // Set in this process, which execs next (single-threaded): a
+        // Command with variables of its own copies and sorts the whole
+        // environment first.
+        for (k, v) in &vars {
+            std::env::set_var(k, v);
+        }
         let restore = inherited::restore(inherited::signal_mask());
         // SAFETY: only async-signal-safe calls before the exec (Restore).
         unsafe {
@@ -179,6 +187,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
         restore.undo();
         return cannot_run(&name, program.as_deref(), &err);
     };
+    cmd.envs(vars);
     let expect_load = preload.is_some() && predicted.is_none() && sandbox != Sandbox::Refuses;
     let parent = Parent {
         o: &o,
