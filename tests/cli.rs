@@ -428,3 +428,40 @@ fn each_word_has_its_help() {
     assert_contains(&out.stderr, "did you mean doctor?");
     println!("help WORD, WORD --help, WORD -h: that word's help, status 0");
 }
+
+#[test]
+fn the_report_counts_processes_as_a_user_does_and_says_what_was_lost() {
+    // Fork children that only exit are their parent's; an exec in the
+    // same pid is the same process.
+    let out = munmapq(&[
+        "--stats=json",
+        "bash",
+        "-c",
+        "( : ); ( : ); ( : ); exec /bin/true",
+    ]);
+    let json = text(&out.stderr);
+    assert!(
+        json.contains("\"loaded\":1,\"reported\":1,\"forks\":3,"),
+        "{json}"
+    );
+    assert!(json.contains("\"incomplete\":null"), "{json}");
+    let out = munmapq(&["--stats", "sh", "-c", "exec /bin/true"]);
+    assert_contains(
+        &out.stderr,
+        "munmapq: 1 process(es) loaded the library, 1 reported at exit\n",
+    );
+    // Killed by SIGPIPE (as git log | head -1): said, and why.
+    let out = munmapq(&["--stats", "bash", "-c", "kill -PIPE $$"]);
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE));
+    assert_contains(
+        &out.stderr,
+        "incomplete: bash was killed by SIGPIPE (it wrote to a pipe whose reader had stopped reading",
+    );
+    assert_contains(
+        &out.stderr,
+        "1 of 1 process(es) that loaded the library did not report",
+    );
+    println!(
+        "bash with 3 subshells: 1 process (3 fork children); sh -c 'exec true': 1; SIGPIPE: said"
+    );
+}
