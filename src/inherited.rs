@@ -23,11 +23,19 @@ extern "C" fn read_at_start() {
             && old.sa_sigaction == libc::SIG_IGN
     };
     SIGPIPE_IGNORED.store(ignored, Ordering::Relaxed);
+    // One poll for the three (POLLNVAL: closed), as Rust's runtime asks.
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
     let mut closed = 0u8;
-    for fd in 0..3 {
-        // SAFETY: F_GETFD takes no pointer; EBADF answers "closed".
-        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
-            closed |= 1 << fd;
+    // SAFETY: three pollfds we own; a zero timeout never blocks.
+    if unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } >= 0 {
+        for (i, p) in fds.iter().enumerate() {
+            if p.revents & libc::POLLNVAL != 0 {
+                closed |= 1 << i;
+            }
         }
     }
     CLOSED.store(closed, Ordering::Relaxed);
@@ -102,6 +110,8 @@ impl Restore {
         // descriptor that was closed when we started, which Rust reopened
         // on /dev/null.
         unsafe {
+            // Both set whatever Rust did: its reset is not the same in
+            // every path (a spawned child keeps the launcher's mask).
             libc::signal(libc::SIGPIPE, self.pipe);
             libc::sigprocmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut());
             for fd in 0..3 {

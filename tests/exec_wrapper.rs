@@ -85,7 +85,7 @@ fn every_catchable_signal_reaches_the_command_as_through_env() {
     let mut wrong = Vec::new();
     for sig in catchable() {
         // bash traps any signal number and exits with the trap's status.
-        let script = format!("trap 'exit 42' {sig}; echo ready; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done");
+        let script = format!("trap 'exit 42' {sig}; echo ready; i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done");
         let mut env_status = None;
         for front in forms() {
             let (mut child, first, _out) = start(&front, &["bash", "-c", &script], &tmp);
