@@ -52,7 +52,7 @@ options:
                        next to munmapq or in ../lib, else the one built in;
                        never the current directory)
   --print-lib          print the library's path and exit
-  -q, --quiet          no warning that the library will not load
+  -q, --quiet          no warning that COMMAND runs without the library
   -h, --help           this text
   -V, --version        the version
 

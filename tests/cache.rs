@@ -184,6 +184,13 @@ fn read_only_tmp_and_no_home_still_run_the_command() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(text(&out.stdout), "ran\n");
     assert_eq!(err.lines().count(), 1, "{err}");
+    let out = run_as(
+        true,
+        &exe,
+        &["-q", "sh", "-c", "echo ran"],
+        &[("TMPDIR", &tmp)],
+    );
+    assert!(out.stderr.is_empty(), "-q: {}", text(&out.stderr));
     // The git wrapper: the same, said once (a marker in /dev/shm).
     let bin = dir.join("bin");
     std::os::unix::fs::symlink(&exe, bin.join("git")).unwrap();

@@ -117,10 +117,12 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
         // No cache directory for the built-in library: run without it,
         // as ld.so does with a library it cannot find.
         Err(e) if e.no_cache => {
-            eprintln!(
-                "munmapq: warning: {}; running {name} without munmapq",
-                e.msg
-            );
+            if !o.quiet {
+                eprintln!(
+                    "munmapq: warning: {}; running {name} without munmapq",
+                    e.msg
+                );
+            }
             None
         }
         Err(e) => {
