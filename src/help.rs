@@ -73,7 +73,8 @@ files:
   the library, after one line saying why. Versions no munmapq has used for
   30 days are removed from there. With --stats, the processes' reports go
   to a private directory in $TMPDIR that munmapq removes when it ends (or,
-  if munmapq is killed, a helper does): nothing is written otherwise.
+  if munmapq is killed, a helper does; if both are, the next munmapq
+  --stats): nothing is written otherwise.
 
 signals:
   Without --stats, COMMAND is munmapq (an exec): nothing stands between.

@@ -271,6 +271,34 @@ fn nothing_left_after_sigkill_or_by_a_detached_child() {
 }
 
 #[test]
+fn a_run_killed_with_its_helper_is_swept_by_the_next() {
+    let tmp = scratch("exec-sweep");
+    // A pid that is gone, and a directory as a run of it would leave.
+    let mut dead = Command::new("true").spawn().unwrap();
+    dead.wait().unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::metadata("/proc/self/ns/pid").unwrap().ino();
+    let stale = tmp.join(format!("munmapq-stats-{ns}-{}-1-0", dead.id()));
+    // The same pid in another pid namespace (a container sharing /tmp).
+    let other = tmp.join(format!("munmapq-stats-{}-{}-1-0", ns + 1, dead.id()));
+    std::fs::create_dir(&other).unwrap();
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("report"), "munmapq-loaded pid=1\n").unwrap();
+    let live = tmp.join(format!("munmapq-stats-{ns}-{}-1-0", std::process::id()));
+    std::fs::create_dir(&live).unwrap();
+    let mut c = Command::new(launcher());
+    c.args(["--stats", "true"]).env("TMPDIR", &*tmp);
+    assert!(output_within(&mut c, MINUTE).status.success());
+    assert!(!stale.exists(), "the dead run's directory stayed");
+    assert!(live.exists(), "a live run's directory was removed");
+    assert!(other.exists(), "another namespace's directory was removed");
+    std::fs::remove_dir(&live).unwrap();
+    std::fs::remove_dir(&other).unwrap();
+    assert_eq!(left_in(&tmp), Vec::<String>::new());
+    println!("--stats: a dead run's report directory removed, a live one's kept");
+}
+
+#[test]
 fn no_report_variable_without_a_report() {
     let out = output_within(
         Command::new(launcher()).args([

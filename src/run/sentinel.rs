@@ -28,15 +28,65 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-/// A fresh private directory for the reports, in `$TMPDIR`.
+/// This process's pid namespace (its inode; 0 where there is none): a pid
+/// names a process only within its namespace, and containers may share
+/// /tmp.
+fn pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
+/// Removes the report directories of this user's runs whose launcher is
+/// gone (`munmapq-stats-NS-PID-...`, PID no longer running in this pid
+/// namespace NS): left behind only when a SIGKILL took the launcher and
+/// its sentinel together (one sent to their whole process group).
+fn sweep(base: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let ns = pid_namespace().to_string();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let mut parts = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("munmapq-stats-"))
+            .unwrap_or("")
+            .split('-');
+        if parts.next() != Some(ns.as_str()) {
+            continue;
+        }
+        let Some(pid) = parts.next().and_then(|p| p.parse::<libc::pid_t>().ok()) else {
+            continue;
+        };
+        let ours = std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir() && m.uid() == me);
+        // SAFETY: kill with signal 0 only asks whether the pid exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if ours && gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// A fresh private directory for the reports, in `$TMPDIR` (after
+/// removing the ones of runs that ended without removing theirs).
 pub fn stats_dir() -> Result<PathBuf, String> {
     let base = std::env::temp_dir();
+    sweep(&base);
+    let ns = pid_namespace();
     for n in 0..100u32 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        let p = base.join(format!("munmapq-stats-{}-{nanos}-{n}", std::process::id()));
+        let p = base.join(format!(
+            "munmapq-stats-{ns}-{}-{nanos}-{n}",
+            std::process::id()
+        ));
         match std::fs::DirBuilder::new().mode(0o700).create(&p) {
             Ok(()) => return Ok(p),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
