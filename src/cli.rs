@@ -1,90 +1,22 @@
-//! The command line: the usage text, the options and their checks (with
-//! the `MUNMAPQ_*` variables the command would inherit), and how a
-//! launcher error is reported.
+//! The command line: the options and their checks (with the `MUNMAPQ_*`
+//! variables the command would inherit), and how a launcher error is
+//! reported (status 125, as env, nice and timeout do). The texts are in
+//! help.rs.
 
+use crate::help::{USAGE, USAGE_END};
 use munmapq_core::config::{self, System, VARIABLES};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// `--help`, and the man page (munmapq.1 is generated from this text and a
-/// test checks it still is: tests/manpage.rs). A line ending in `:` starts
-/// a section; indented lines are kept as they are.
-const USAGE: &str = "\
-munmapq: defer and reuse the munmap()s of read-only file mappings in an unmodified program
-
-usage: munmapq [OPTIONS] [--] COMMAND [ARGS...]
-       munmapq selftest [--lib PATH]
-                                  does the library load and behave here? (run it first;
-                                  prints a report to paste into a bug report)
-       munmapq doctor COMMAND     would the library load into COMMAND? why not?
-                                  (doctor git, in a repository: do its settings make git thrash?)
-       munmapq shell-init bash|zsh|fish [COMMAND...]
-                                  shell functions that run COMMANDs (default: git)
-                                  through munmapq: eval \"$(munmapq shell-init bash)\"
-       munmapq preload-env [bash|zsh|fish]
-                                  the variable that preloads the library into everything
-                                  a shell starts: eval \"$(munmapq preload-env)\"
-       munmapq help | version     this text | the version
-       munmapq --print-lib        the library's path
-
-Runs COMMAND with libmunmapq preloaded (LD_PRELOAD on Linux, DYLD_INSERT_LIBRARIES
-on macOS, prepended to what is already there); child processes inherit it. Signals
-another process sends to munmapq are passed on to COMMAND; signals the caller ignored
-stay ignored. After COMMAND exits, munmapq warns if no process of it loaded the
-library (static or setuid programs cannot); `munmapq doctor COMMAND` says why.
-
-help, version, doctor, selftest, shell-init and preload-env are munmapq's own words: to
-run a program of one of these names, write munmapq -- NAME [ARGS...].
-
-options:
-  --stats[=full|json]  after COMMAND, on stderr: a summary of what was saved (counters
-                       summed over COMMAND and its children), every counter (full), or
-                       one JSON object (json)
-  --stats-out PATH     write them to PATH instead (implies --stats; created before COMMAND runs)
-  --max-entries N      most mappings queued at once (MUNMAPQ_MAX_ENTRIES)
-  --max-bytes SIZE     a fixed cap on the length queued, in bytes or with a K, M, G or T
-                       suffix, e.g. 64M (MUNMAPQ_MAX_BYTES; default: none, the queue is
-                       bounded by the memory it keeps resident: a quarter of the
-                       program's RSS, at least 4 MiB)
-  --no-reuse           never hand a queued mapping back to a matching mmap (MUNMAPQ_REUSE=0)
-  --evict aged|oldest|all  on overflow unmap the oldest with their old touching neighbours, down
-                       to 15/16 (aged, default); the oldest with its whole run, down to 3/4; or all
-  --disable            load the library but pass every call through (MUNMAPQ_DISABLE=1)
-  --lib PATH           use this libmunmapq (default: $MUNMAPQ_LIB, else next to munmapq,
-                       else the one built into munmapq)
-  --print-lib          print the library's path and exit
-  -h, --help           this text
-  -V, --version        the version
-
-environment:
-  Variables read by the library (set them yourself with raw LD_PRELOAD); munmapq checks
-  those COMMAND would inherit before it starts it, and an empty one counts as unset.
-";
-
-/// Appended after the variables.
-const USAGE_END: &str = "
-files:
-  The library built into munmapq is written once, for munmapq to preload, to
-  $XDG_CACHE_HOME/munmapq (if that is an absolute path), else ~/.cache/munmapq, else
-  $TMPDIR/munmapq-UID (/tmp by default): the first of them this user can write to,
-  in directories that belong to the user and nobody else can write to. Versions no
-  munmapq has used for 30 days are removed from there.
-
-exit status:
-  COMMAND's own; if a signal killed COMMAND, munmapq kills itself with the same signal
-  1    munmapq could not prepare the run (no usable library, no statistics file)
-  2    a bad option, subcommand argument or MUNMAPQ_* variable: nothing was run
-  126  COMMAND cannot be run
-  127  COMMAND not found
-";
-
 pub struct Options {
     pub lib: Option<PathBuf>,
     pub stats: Option<StatsFormat>,
-    /// Where the statistics go instead of stderr.
-    pub stats_out: Option<PathBuf>,
+    /// Where the statistics go instead of stderr: a file, or stdout (`-`).
+    pub stats_out: Option<StatsOut>,
+    /// `-q`: no warning that the library will not load.
+    pub quiet: bool,
     /// `MUNMAPQ_*` variables to set for the command.
     pub vars: Vec<(&'static str, String)>,
     pub command: Vec<OsString>,
@@ -97,19 +29,53 @@ pub enum StatsFormat {
     Json,
 }
 
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum StatsOut {
+    Stdout,
+    File(PathBuf),
+}
+
 pub enum Parsed {
     Run(Options),
     PrintLib(Option<PathBuf>),
-    Exit(ExitCode),
+    /// `--help`.
+    Help,
+    Version,
 }
+
+/// munmapq's own failures: 125, as env, nice and timeout use.
+pub const OWN_FAILURE: u8 = 125;
 
 pub fn usage() -> String {
     let mut s = USAGE.to_string();
     for (var, accepts) in VARIABLES {
-        s.push_str(&format!("  {var:<20} {accepts}\n"));
+        s.push_str(&wrap(&format!("  {var:<20} "), accepts));
     }
     s.push_str(USAGE_END);
     s
+}
+
+/// `head` then `text` filled to 75 columns (80 in man, which indents
+/// them 7 where --help indents them 2), continuation lines indented
+/// as far as `head`.
+fn wrap(head: &str, text: &str) -> String {
+    let indent = " ".repeat(head.len());
+    let mut out = String::new();
+    let mut line = head.to_string();
+    for word in text.split(' ') {
+        if line.len() > indent.len() && line.len() + 1 + word.len() > 75 {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = indent.clone();
+        }
+        if line.len() > indent.len() && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 pub fn version() -> String {
@@ -122,79 +88,183 @@ pub fn fail(msg: &str, status: u8) -> ExitCode {
     ExitCode::from(status)
 }
 
-pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, String> {
+/// A wrong command line: the line, then where help is; status 125.
+pub fn usage_fail(msg: &str) -> ExitCode {
+    eprintln!("munmapq: {msg}");
+    eprintln!("Try 'munmapq --help' for more information.");
+    ExitCode::from(OWN_FAILURE)
+}
+
+/// What went wrong with the command line: a usage error (followed by
+/// where help is) or a bad value from the environment (one line).
+#[derive(Debug)]
+pub enum BadArgs {
+    Usage(String),
+    Env(String),
+}
+
+impl BadArgs {
+    pub fn report(&self) -> ExitCode {
+        match self {
+            BadArgs::Usage(m) => usage_fail(m),
+            BadArgs::Env(m) => fail(m, OWN_FAILURE),
+        }
+    }
+}
+
+/// The options, for typo hints.
+const OPTIONS: [&str; 15] = [
+    "--stats",
+    "--stats-out",
+    "--max-entries",
+    "--max-bytes",
+    "--no-reuse",
+    "--evict",
+    "--disable",
+    "--lib",
+    "--print-lib",
+    "--quiet",
+    "--help",
+    "--version",
+    "-q",
+    "-h",
+    "-V",
+];
+
+/// " (did you mean X?)" when `typed` is close to one of `candidates`.
+pub fn hint(typed: &str, candidates: &[&str], prefix: &str) -> String {
+    let close = crate::help::similar(typed, candidates);
+    if close.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = close.iter().map(|c| format!("{prefix}{c}")).collect();
+    format!(" (did you mean {}?)", names.join(" or "))
+}
+
+pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, BadArgs> {
     let mut o = Options {
         lib: None,
         stats: None,
         stats_out: None,
+        quiet: false,
         vars: Vec::new(),
         command: Vec::new(),
     };
     let mut print_lib = false;
     let mut it = args.into_iter();
+    let usage = |m: String| BadArgs::Usage(m);
     while let Some(arg) = it.next() {
-        let Some(a) = arg.to_str().filter(|a| a.starts_with('-')) else {
+        let bytes = arg.as_bytes();
+        if bytes.first() != Some(&b'-') || bytes == b"-" {
             o.command.push(arg);
             break;
-        };
+        }
+        let a = arg.to_string_lossy().into_owned();
         let (name, inline) = match a.split_once('=') {
             Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
-            _ => (a.to_string(), None),
+            _ => (a.clone(), None),
         };
-        let mut value = |what: &str| -> Result<String, String> {
+        // An option that takes no value refuses one (`--disable=0` must
+        // not disable).
+        let flag = |what: &str| -> Result<(), BadArgs> {
+            match &inline {
+                Some(v) => Err(usage(format!(
+                    "{name} takes no value ({name}={v} given){what}"
+                ))),
+                None => Ok(()),
+            }
+        };
+        let mut value = |what: &str| -> Result<OsString, BadArgs> {
             inline
                 .clone()
-                .or_else(|| it.next().and_then(|v| v.into_string().ok()))
+                .map(OsString::from)
+                .or_else(|| it.next())
                 .filter(|v| !v.is_empty())
-                .ok_or(format!("{name} needs {what}"))
+                .ok_or(usage(format!("{name} needs {what}")))
+        };
+        let text = |v: OsString, what: &str| -> Result<String, BadArgs> {
+            v.into_string()
+                .map_err(|v| usage(format!("{name} {v:?}: accepts {what}")))
         };
         match name.as_str() {
-            "--" => break,
+            "--" => {
+                flag("")?;
+                break;
+            }
             "-h" | "--help" => {
-                print!("{}", usage());
-                return Ok(Parsed::Exit(ExitCode::SUCCESS));
+                flag("")?;
+                return Ok(Parsed::Help);
             }
             "-V" | "--version" => {
-                print!("{}", version());
-                return Ok(Parsed::Exit(ExitCode::SUCCESS));
+                flag("")?;
+                return Ok(Parsed::Version);
             }
-            "--print-lib" => print_lib = true,
+            "--print-lib" => {
+                flag("")?;
+                print_lib = true
+            }
+            "-q" | "--quiet" => {
+                flag("")?;
+                o.quiet = true
+            }
             "--stats" => {
                 o.stats = Some(match inline.as_deref() {
                     None | Some("short") | Some("text") => StatsFormat::Short,
                     Some("full") => StatsFormat::Full,
                     Some("json") => StatsFormat::Json,
-                    Some(v) => return Err(format!("--stats={v}: accepts full or json")),
+                    Some(v) => return Err(usage(format!("--stats={v}: accepts full or json"))),
                 })
             }
             "--lib" => o.lib = Some(PathBuf::from(value("a path")?)),
             "--stats-out" => {
-                o.stats_out = Some(PathBuf::from(value("a path")?));
+                let v = value("a path (- for stdout)")?;
+                o.stats_out = Some(if v == "-" {
+                    StatsOut::Stdout
+                } else {
+                    StatsOut::File(PathBuf::from(v))
+                });
                 o.stats.get_or_insert(StatsFormat::Short);
             }
-            "--max-entries" => o.vars.push((config::VAR_MAX_ENTRIES, value("a number")?)),
-            "--max-bytes" => o.vars.push((config::VAR_MAX_BYTES, value("a size")?)),
-            "--evict" => o
-                .vars
-                .push((config::VAR_EVICT, value("aged, oldest or all")?)),
-            "--no-reuse" => o.vars.push((config::VAR_REUSE, "0".into())),
-            "--disable" => o.vars.push((config::VAR_DISABLE, "1".into())),
-            _ => return Err(format!("unknown option {a} (see munmapq --help)")),
+            "--max-entries" => {
+                let v = text(value("a number")?, "a number")?;
+                o.vars.push((config::VAR_MAX_ENTRIES, v))
+            }
+            "--max-bytes" => {
+                let v = text(value("a size")?, "a size")?;
+                o.vars.push((config::VAR_MAX_BYTES, v))
+            }
+            "--evict" => {
+                let v = text(value("aged, oldest or all")?, "aged, oldest or all")?;
+                o.vars.push((config::VAR_EVICT, v))
+            }
+            "--no-reuse" => {
+                flag(" (--no-reuse turns reuse off)")?;
+                o.vars.push((config::VAR_REUSE, "0".into()))
+            }
+            "--disable" => {
+                flag(" (--disable passes every call through)")?;
+                o.vars.push((config::VAR_DISABLE, "1".into()))
+            }
+            _ => {
+                return Err(usage(format!(
+                    "unknown option {name}{}",
+                    hint(&name, &OPTIONS, "")
+                )))
+            }
         }
     }
     o.command.extend(it);
     check_values(&o.vars, |var| std::env::var_os(var))?;
     if print_lib {
         if let Some(extra) = o.command.first() {
-            return Err(format!(
-                "--print-lib takes no command ({:?} given): usage: munmapq [--lib PATH] --print-lib",
-                extra
-            ));
+            return Err(usage(format!(
+                "--print-lib takes no command ({extra:?} given): usage: munmapq [--lib PATH] --print-lib"
+            )));
         }
         return Ok(Parsed::PrintLib(o.lib));
     }
     if o.command.is_empty() {
-        return Err("no command given (see munmapq --help)".into());
+        return Err(usage("no command given".into()));
     }
     Ok(Parsed::Run(o))
 }
@@ -206,7 +276,7 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, String> {
 fn check_values(
     vars: &[(&'static str, String)],
     env: impl Fn(&str) -> Option<OsString>,
-) -> Result<(), String> {
+) -> Result<(), BadArgs> {
     let sys = System {
         max_map_count: None,
         address_space_limit: None,
@@ -237,18 +307,18 @@ fn check_values(
             config::VAR_EVICT => "--evict",
             _ => "option",
         };
-        return Err(format!(
+        return Err(BadArgs::Usage(format!(
             "{name} {value:?} ({}): accepts {}",
             e.var, e.accepts
-        ));
+        )));
     }
     let value = get(e.var).unwrap_or_default();
-    Err(format!(
+    Err(BadArgs::Env(format!(
         "{}={:?} (from the environment) is not valid: it accepts {}; nothing was run",
         e.var,
         String::from_utf8_lossy(value),
         e.accepts
-    ))
+    )))
 }
 
 #[cfg(test)]
@@ -260,7 +330,10 @@ mod tests {
         let env = |bad: &'static str| {
             move |var: &str| (var == config::VAR_EVICT).then(|| OsString::from(bad))
         };
-        let err = check_values(&[], env("lru")).unwrap_err();
+        let msg = |e: BadArgs| match e {
+            BadArgs::Usage(m) | BadArgs::Env(m) => m,
+        };
+        let err = msg(check_values(&[], env("lru")).unwrap_err());
         assert!(
             err.starts_with("MUNMAPQ_EVICT=\"lru\" (from the environment)"),
             "{err}"
@@ -270,7 +343,8 @@ mod tests {
         assert!(check_values(&[(config::VAR_EVICT, "all".into())], env("lru")).is_ok());
         // An empty variable is the same as unset.
         assert!(check_values(&[], env("")).is_ok());
-        let err = check_values(&[(config::VAR_MAX_ENTRIES, "0".into())], |_| None).unwrap_err();
+        let err =
+            msg(check_values(&[(config::VAR_MAX_ENTRIES, "0".into())], |_| None).unwrap_err());
         assert!(err.starts_with("--max-entries \"0\""), "{err}");
     }
 }

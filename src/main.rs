@@ -10,6 +10,8 @@ mod out;
 mod cli;
 mod doctor;
 mod git;
+mod help;
+mod inherited;
 mod library;
 mod macho;
 mod platform;
@@ -20,14 +22,14 @@ mod selftest;
 mod shell;
 
 use cli::{fail, parse_args, Parsed};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// munmapq's own words, and the arguments each takes. A program of one of
 /// these names runs with `munmapq -- NAME ARGS...`.
 const WORDS: [(&str, &str); 6] = [
-    ("help", ""),
+    ("help", " [WORD]"),
     ("version", ""),
     ("doctor", " COMMAND [ARGS...]"),
     ("selftest", " [--lib PATH]"),
@@ -35,26 +37,23 @@ const WORDS: [(&str, &str); 6] = [
     ("preload-env", " [bash|zsh|fish]"),
 ];
 
-/// Wrong arguments to one of munmapq's words: status 2, one line.
+/// Wrong arguments to one of munmapq's words: status 125, the usage, and
+/// where that word's help is.
 fn usage_error(word: &str) -> ExitCode {
     let args = WORDS.iter().find(|(w, _)| *w == word).map_or("", |w| w.1);
-    fail(
-        &format!(
-            "usage: munmapq {word}{args} (to run a program named {word}: munmapq -- {word} ...)"
-        ),
-        2,
-    )
+    eprintln!(
+        "munmapq: usage: munmapq {word}{args} (to run a program named {word}: munmapq -- {word} ...)"
+    );
+    eprintln!("Try 'munmapq help {word}' for more information.");
+    ExitCode::from(cli::OWN_FAILURE)
 }
 
-/// `munmapq preload-env`: refused with status 1 where the library cannot
-/// go into every program (macOS).
+/// `munmapq preload-env`: refused where the library cannot go into every
+/// program (macOS).
 fn preload_env(shell: Option<&str>) -> ExitCode {
     match shell::preload_env(shell) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(msg) => fail(&msg, 1),
+        Ok(text) => out::emit(&text),
+        Err(msg) => fail(&msg, cli::OWN_FAILURE),
     }
 }
 
@@ -62,17 +61,14 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     // Linked as `git`, or called by shell-init's git function: the git wrapper.
     if git::locate::invoked_as_git() {
-        return git::wrap::run(&args);
+        return git::wrap::run(&args, None);
     }
     if args.first().is_some_and(|a| a == "__git") {
-        return git::wrap::run(&args[1..]);
+        return git::wrap::run(&args[1..], Some(OsStr::new("git")));
     }
     let print = |r: Result<String, String>| match r {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(msg) => fail(&msg, 2),
+        Ok(text) => out::emit(&text),
+        Err(msg) => fail(&msg, cli::OWN_FAILURE),
     };
     let word = args.first().and_then(|a| a.to_str()).unwrap_or("");
     let rest: Vec<String> = args
@@ -80,8 +76,21 @@ fn main() -> ExitCode {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    // `munmapq WORD -h` / `--help`: that word's help.
+    if let (Some(text), [flag]) = (help::word(word), rest.as_slice()) {
+        if flag == "-h" || flag == "--help" {
+            return out::emit(text);
+        }
+    }
     match (word, rest.as_slice()) {
         ("help", []) => print(Ok(cli::usage())),
+        ("help", [w]) => match help::topic(w) {
+            Some(text) => out::emit(text),
+            None => cli::usage_fail(&format!(
+                "help: {w} is not one of munmapq's words{}",
+                cli::hint(w, &help::WORDS.map(|w| w.0), "")
+            )),
+        },
         ("version", []) => print(Ok(cli::version())),
         ("doctor", [_, ..]) => ExitCode::from(doctor::run(&args[1..])),
         ("selftest", []) => selftest::run(None),
@@ -94,16 +103,18 @@ fn main() -> ExitCode {
         ("__check", _) => selftest::child(&rest),
         (w, _) if WORDS.iter().any(|(name, _)| *name == w) => usage_error(w),
         _ => match parse_args(args) {
-            Err(msg) => fail(&msg, 2),
-            Ok(Parsed::Exit(code)) => code,
+            Err(e) => e.report(),
+            Ok(Parsed::Help) => print(Ok(cli::usage())),
+            Ok(Parsed::Version) => print(Ok(cli::version())),
             Ok(Parsed::PrintLib(lib)) => match library::find_library(lib) {
                 Ok(p) => {
-                    println!("{}", p.display());
-                    ExitCode::SUCCESS
+                    let mut line = p.into_os_string().into_encoded_bytes();
+                    line.push(b'\n');
+                    out::emit_bytes(&line)
                 }
-                Err(msg) => fail(&msg, 1),
+                Err(e) => fail(&e.msg, cli::OWN_FAILURE),
             },
-            Ok(Parsed::Run(o)) => run::run(o, git::check::stats_line),
+            Ok(Parsed::Run(o)) => run::run(o, git::check::stats_advice),
         },
     }
 }

@@ -9,12 +9,6 @@
 //! crate, so no `println!` anywhere in it, now or later, can panic. A failed
 //! write is dropped: there is nobody left to tell.
 
-macro_rules! print {
-    ($($arg:tt)*) => {
-        $crate::out::write_out(format_args!($($arg)*))
-    };
-}
-
 macro_rules! println {
     () => {
         $crate::out::write_out(format_args!("\n"))
@@ -60,5 +54,31 @@ pub fn why(e: &std::io::Error) -> String {
     match s.find(" (os error") {
         Some(i) => s[..i].to_lowercase(),
         None => s,
+    }
+}
+
+/// Prints `text` on stdout as a command's whole output: a write error is
+/// munmapq's own failure (125, "write error", as with
+/// `env --version >/dev/full`), except a closed pipe (`munmapq --help | head -1`), where
+/// nobody is left to read it.
+pub fn emit(text: &str) -> std::process::ExitCode {
+    emit_bytes(text.as_bytes())
+}
+
+/// [`emit`], for bytes (a path need not be UTF-8).
+pub fn emit_bytes(text: &[u8]) -> std::process::ExitCode {
+    if crate::inherited::was_closed(1) {
+        // Rust put /dev/null there; the caller closed it.
+        write_err(format_args!("munmapq: write error: bad file descriptor\n"));
+        return std::process::ExitCode::from(crate::cli::OWN_FAILURE);
+    }
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text).and_then(|()| out.flush()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            write_err(format_args!("munmapq: write error: {}\n", why(&e)));
+            std::process::ExitCode::from(crate::cli::OWN_FAILURE)
+        }
     }
 }

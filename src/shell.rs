@@ -52,9 +52,18 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
             format!("-- {c}")
         };
         match shell {
-            "bash" | "zsh" | "sh" => {
-                out.push_str(&format!("{c}() {{ {} {call} \"$@\"; }}\n", sh_quote(&exe)))
-            }
+            // `function NAME {`: the name is not in command position, so
+            // an alias of it (alias git=hub) cannot rewrite the definition
+            // (`git() {` would define hub, or fail to parse in zsh).
+            "bash" | "zsh" => out.push_str(&format!(
+                "function {c} {{ {} {call} \"$@\"; }}\n",
+                sh_quote(&exe)
+            )),
+            // POSIX sh has no `function`: drop an alias of the name first.
+            "sh" => out.push_str(&format!(
+                "unalias {c} 2>/dev/null\n{c}() {{ {} {call} \"$@\"; }}\n",
+                sh_quote(&exe)
+            )),
             "fish" => out.push_str(&format!(
                 "function {c} --wraps {c}; {} {call} $argv; end\n",
                 fish_quote(&exe)
@@ -84,20 +93,26 @@ pub fn preload_env(shell: Option<&str>) -> Result<String, String> {
     platform::shell_wide_ok(&lib)?;
     let lib = lib.to_string_lossy();
     let sep = PRELOAD_LIST.separator();
+    // Already in the list (evaluated twice, or inherited): left as it is.
     Ok(if fish {
         format!(
             "# munmapq: preload the library into everything this shell starts (munmapq preload-env fish | source)\n\
-             if set -q {PRELOAD_VAR}; and test -n \"${PRELOAD_VAR}\"\n    \
-             set -gx {PRELOAD_VAR} {lib}'{sep}'\"${PRELOAD_VAR}\"\n\
-             else\n    set -gx {PRELOAD_VAR} {lib}\n\
+             if not contains -- {lib} (string split -- '{sep}' \"${PRELOAD_VAR}\")\n    \
+             if set -q {PRELOAD_VAR}; and test -n \"${PRELOAD_VAR}\"\n        \
+             set -gx {PRELOAD_VAR} {lib}'{sep}'\"${PRELOAD_VAR}\"\n    \
+             else\n        set -gx {PRELOAD_VAR} {lib}\n    \
+             end\n\
              end\n",
             lib = fish_quote(&lib)
         )
     } else {
         format!(
             "# munmapq: preload the library into everything this shell starts (eval \"$(munmapq preload-env)\")\n\
-             export {PRELOAD_VAR}={}\"${{{PRELOAD_VAR}:+{sep}${PRELOAD_VAR}}}\"\n",
-            sh_quote(&lib)
+             case '{sep}'\"${{{PRELOAD_VAR}-}}\"'{sep}' in\n  \
+             *'{sep}'{lib}'{sep}'*) ;;\n  \
+             *) export {PRELOAD_VAR}={lib}\"${{{PRELOAD_VAR}:+{sep}${PRELOAD_VAR}}}\" ;;\n\
+             esac\n",
+            lib = sh_quote(&lib)
         )
     })
 }
@@ -111,11 +126,11 @@ mod tests {
         assert_eq!(sh_quote("a'b"), r"'a'\''b'");
         let bash = shell_init("bash", &["git".into(), "tig".into()]).unwrap();
         assert!(
-            bash.contains("git() {") && bash.contains(" __git \"$@\"; }"),
+            bash.contains("function git {") && bash.contains(" __git \"$@\"; }"),
             "{bash}"
         );
         assert!(
-            bash.contains("tig() {") && bash.contains(" -- tig \"$@\"; }"),
+            bash.contains("function tig {") && bash.contains(" -- tig \"$@\"; }"),
             "{bash}"
         );
         let fish = shell_init("fish", &[]).unwrap();

@@ -108,12 +108,19 @@ fn no_usable_cache_is_one_line_with_the_cause_and_the_fix() {
     // Someone else's directory where ours would go: refused, not used.
     dir_with_mode(&tmp.join("munmapq-65534"), 0o700);
     let env = [("HOME", Path::new("/nonexistent")), ("TMPDIR", &tmp)];
-    let out = run_as(true, &exe, &["sh", "-c", "echo ran"], &env);
+    // The command runs, without the library, after one line saying why.
+    let out = run_as(
+        true,
+        &exe,
+        &["sh", "-c", "echo ran; echo \"[$LD_PRELOAD]\""],
+        &env,
+    );
     let err = text(&out.stderr);
     println!("{err}");
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(out.stdout.is_empty());
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(text(&out.stdout), "ran\n[]\n");
     assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("running sh without munmapq"), "{err}");
     for needle in [
         "/nonexistent: permission denied",
         "munmapq-65534: not a private directory",
@@ -164,4 +171,79 @@ fn versions_unused_for_a_month_are_removed() {
             "my-notes".as_ref()
         ]
     );
+}
+
+#[test]
+fn read_only_tmp_and_no_home_still_run_the_command() {
+    let (dir, exe) = lone_launcher("cache-readonly");
+    // A temporary directory nobody (the user) may not write to, no HOME,
+    // and nobody's passwd home (/nonexistent): no cache anywhere.
+    let tmp = dir_with_mode(&dir.join("tmp"), 0o755);
+    let out = run_as(true, &exe, &["sh", "-c", "echo ran"], &[("TMPDIR", &tmp)]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(text(&out.stdout), "ran\n");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let out = run_as(
+        true,
+        &exe,
+        &["-q", "sh", "-c", "echo ran"],
+        &[("TMPDIR", &tmp)],
+    );
+    assert!(out.stderr.is_empty(), "-q: {}", text(&out.stderr));
+    // The git wrapper: the same, said once (a marker in /dev/shm).
+    let bin = dir.join("bin");
+    std::os::unix::fs::symlink(&exe, bin.join("git")).unwrap();
+    let _ = std::fs::remove_file("/dev/shm/munmapq-65534-no-cache-warned");
+    let repo = dir_with_mode(&dir.join("repo"), 0o777);
+    let ok = Command::new("git")
+        .args(["init", "-q"])
+        .arg(&repo)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let git = bin.join("git");
+    let mut said = 0;
+    for _ in 0..3 {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&git)
+            .args(["-c", "munmapq.enable=true", "-c", "safe.directory=*", "-C"])
+            .arg(&repo)
+            .arg("status")
+            .env_clear()
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+            )
+            .env("TMPDIR", &tmp);
+        let out = output_within(&mut c, MINUTE);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        said += text(&out.stderr).matches("without munmapq").count();
+    }
+    let _ = std::fs::remove_file("/dev/shm/munmapq-65534-no-cache-warned");
+    assert_eq!(said, 1, "the git wrapper's warning, over 3 calls");
+    println!(
+        "read-only TMPDIR, no home: the command ran after one warning; git warned once in 3 calls"
+    );
+}
+
+#[test]
+fn no_home_variable_uses_the_passwd_home() {
+    let (dir, exe) = lone_launcher("cache-passwd-home");
+    let tmp = shared_tmp(&dir.join("tmp"));
+    let out = run_as(false, &exe, &["--print-lib"], &[("TMPDIR", &tmp)]);
+    let lib = text(&out.stdout);
+    // SAFETY: getpwuid answers a static entry, read at once.
+    let home = unsafe {
+        let pw = libc::getpwuid(libc::getuid());
+        std::ffi::CStr::from_ptr((*pw).pw_dir)
+            .to_string_lossy()
+            .into_owned()
+    };
+    assert!(
+        lib.starts_with(&format!("{home}/.cache/munmapq/")),
+        "{lib} (home {home})"
+    );
+    println!("HOME unset: {}", lib.trim());
 }

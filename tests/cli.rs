@@ -26,15 +26,21 @@ fn closed_pipe() -> Stdio {
 }
 
 /// Runs `c`, which the launcher must refuse before the command starts:
-/// status 2, nothing on stdout (the command did not run), one line on
-/// stderr, which is returned. `what` names the case.
+/// status 125, nothing on stdout (the command did not run), one line on
+/// stderr (then, for a wrong command line, where help is), which is
+/// returned. `what` names the case.
 fn refused(c: &mut Command, what: &str) -> String {
     let out = output_within(c, MINUTE);
     let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert_eq!(out.status.code(), Some(125), "{what}: {err}");
     assert!(out.stdout.is_empty(), "{what}: the command ran");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    err
+    let first = err.lines().next().unwrap_or_default().to_string();
+    let rest: Vec<&str> = err.lines().skip(1).collect();
+    assert!(
+        rest.is_empty() || rest == ["Try 'munmapq --help' for more information."],
+        "{what}: {err}"
+    );
+    first
 }
 
 #[test]
@@ -66,7 +72,7 @@ fn a_closed_pipe_is_not_a_crash() {
     for (args, status) in [
         (&["--stats", "true"][..], 0),
         (&["--stats=json", "sh", "-c", "exit 4"], 4),
-        (&["--bogus"], 2),
+        (&["--bogus"], 125),
         (&["no-such-command-here"], 127),
     ] {
         let mut c = Command::new(launcher());
@@ -115,7 +121,7 @@ fn inherited_variables_are_checked_before_the_command_starts() {
         assert_eq!(text(&out.stdout), "ran\n", "{var}=");
         assert!(out.stderr.is_empty(), "{var}=: {}", text(&out.stderr));
     }
-    println!("bad MUNMAPQ_* from the environment: refused with status 2 before the command");
+    println!("bad MUNMAPQ_* from the environment: refused with status 125 before the command");
 }
 
 #[test]
@@ -150,7 +156,9 @@ fn files_are_opened_before_the_command_starts() {
     let out = std::fs::read_to_string(dir.join("out")).unwrap();
     assert!(out.starts_with("munmapq: 1 process(es) loaded"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
-    println!("--stats-out, MUNMAPQ_STATS_FILE, MUNMAPQ_TRACE: opened first, refused with status 2");
+    println!(
+        "--stats-out, MUNMAPQ_STATS_FILE, MUNMAPQ_TRACE: opened first, refused with status 125"
+    );
 }
 
 #[test]
@@ -160,11 +168,10 @@ fn munmapqs_own_words() {
     assert_eq!(help.stdout, munmapq(&["--help"]).stdout);
     let version = text(&munmapq(&["version"]).stdout);
     assert_eq!(version, format!("munmapq {}\n", env!("CARGO_PKG_VERSION")));
-    // Wrong arguments: status 2, one line with the usage and the way to
-    // run a program of that name.
+    // Wrong arguments: status 125, the usage and the way to run a program
+    // of that name, then where that word's help is.
     for args in [
-        &["help", "me"][..],
-        &["version", "2"],
+        &["version", "2"][..],
         &["doctor"],
         &["selftest", "--fast"],
         &["shell-init"],
@@ -172,9 +179,12 @@ fn munmapqs_own_words() {
     ] {
         let out = munmapq(args);
         let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 2, "{err}");
         let word = args[0];
+        assert!(err.ends_with(&format!(
+            "Try 'munmapq help {word}' for more information.\n"
+        )));
         assert!(err.contains(&format!("usage: munmapq {word}")), "{err}");
         assert!(err.contains(&format!("munmapq -- {word}")), "{err}");
     }
@@ -191,9 +201,9 @@ fn munmapqs_own_words() {
     let out = munmapq(&["--", "version"]);
     assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
     let out = munmapq(&["--print-lib", "extra"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(125));
     assert!(text(&out.stderr).contains("--print-lib takes no command"));
-    println!("help, version, usage errors with status 2, env and -- run programs");
+    println!("help, version, usage errors with status 125, env and -- run programs");
 }
 
 #[test]
@@ -202,7 +212,7 @@ fn help_and_shell_output() {
     assert!(!help.contains("mq-replay"), "{help}");
     for needle in [
         "exit status:",
-        "127  COMMAND not found",
+        "127  COMMAND (or its #! interpreter) was not found",
         "~/.cache/munmapq",
         "K, M, G or T",
         "preload-env",
@@ -231,7 +241,8 @@ fn help_and_shell_output() {
 fn stats_summary_full_and_json() {
     let (dir, file) = scratch_with_data("cli-stats", 64);
     let p = probe();
-    let script = format!("{p} cycle {file} 500 8", p = p.display());
+    // `; true`: sh forks the probe (and does not exec it), so two processes.
+    let script = format!("{p} cycle {file} 500 8; true", p = p.display());
     let out = munmapq(&["--stats", "sh", "-c", &script]);
     let short = text(&out.stderr);
     println!("{short}");
@@ -251,12 +262,20 @@ fn stats_summary_full_and_json() {
     );
     let json = text(&munmapq(&["--stats=json", "sh", "-c", &script]).stderr);
     let want = format!(
-        "{{\"version\":\"{}\",\"loaded\":2,",
+        "{{\"schema\":2,\"version\":\"{}\",\"command\":[\"sh\",\"-c\",",
         env!("CARGO_PKG_VERSION")
     );
     assert!(json.starts_with(&want), "{json}");
+    for field in [
+        "\"exit_code\":0,\"signal\":null,\"elapsed_ms\":",
+        "\"loaded\":2,",
+    ] {
+        assert!(json.contains(field), "{field}: {json}");
+    }
+    // sh (dash) ends with _exit: its counters are lost, and said so.
     assert!(
-        json.contains("\"incomplete\":null") && json.contains("\"git\":null}"),
+        json.contains("\"incomplete\":\"1 of 2 process(es) that loaded the library did not report")
+            && json.contains("\"git\":null}"),
         "{json}"
     );
     // Interrupted: the command killed by a signal.
@@ -273,5 +292,6 @@ fn stats_summary_full_and_json() {
         err.contains("\"incomplete\":\"sh was killed by SIGTERM"),
         "{err}"
     );
+    assert!(err.contains("\"exit_code\":null,\"signal\":15,"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

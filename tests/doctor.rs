@@ -127,7 +127,13 @@ fn doctor_git_reads_gits_own_options() {
     }
     let said = doctor(&dir, &["--git-dir", &format!("{repo_s}/.git")], &thrash);
     assert!(said.contains("maps and unmaps windows"), "{said}");
-    let said = doctor(&dir, &[], &thrash);
+    // Outside a repository git fails: said, and status 2.
+    let mut args = vec!["doctor", "git"];
+    args.extend(thrash);
+    args.push("log");
+    let out = munmapq_in(&dir, &args);
+    assert_eq!(out.status.code(), Some(2));
+    let said = text(&out.stdout);
     assert!(
         said.contains("skipped the pack check") && said.contains("not a git repository"),
         "{said}"

@@ -108,6 +108,25 @@ fn stats_and_doctor_name_the_setting() {
         "{err}"
     );
     assert!(last.contains("git's defaults would map this"), "{last}");
+    // The same advice in the JSON report, as fields.
+    let out = Command::new(launcher())
+        .arg("--stats=json")
+        .arg("git")
+        .args(["-C", repo.to_str().unwrap(), "log", "--raw"])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", &home)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let json = String::from_utf8_lossy(&out.stderr);
+    for field in [
+        "\"git\":{\"window_maps\":",
+        "\"window_bytes\":67108864,\"settings\":[{\"key\":\"core.packedGitLimit\",\"value\":\"128m\",\"origin\":\"~/.gitconfig:4\"}],\"advice\":\"",
+        "\"exit_code\":0,",
+        "\"command\":[\"git\",\"-C\",",
+    ] {
+        assert!(json.contains(field), "{field}: {json}");
+    }
     let doc = Command::new(launcher())
         .args(["doctor", "git"])
         .current_dir(&repo)

@@ -79,7 +79,7 @@ fn a_foreign_library_fails_through_munmapq_lib() {
         MINUTE,
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(125), "{err}");
     assert!(
         err.contains("neither ELF nor Mach-O") && err.lines().count() == 1,
         "{err}"

@@ -97,6 +97,17 @@ fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
 pub fn run(command: &[OsString]) -> u8 {
     let cmd = command[0].to_string_lossy();
     let Some(path) = resolve(&cmd) else {
+        if cmd.contains('/') {
+            if let Ok(m) = std::fs::metadata(&*cmd) {
+                let what = if m.is_dir() {
+                    "is a directory"
+                } else {
+                    "is not a regular file"
+                };
+                say!("munmapq doctor: {cmd}: {what}, not a program");
+                return 126;
+            }
+        }
         say!("munmapq doctor: {cmd}: command not found");
         return 127;
     };
@@ -112,8 +123,14 @@ pub fn run(command: &[OsString]) -> u8 {
         }
     };
     platform_facts(&mut f);
-    if let Some(advice) = crate::git::check::doctor_lines(command) {
-        say!("{advice}");
+    let mut git_failed = false;
+    match crate::git::check::doctor_lines(command) {
+        Some(Ok(advice)) => say!("{advice}"),
+        Some(Err(why)) => {
+            say!("{why}");
+            git_failed = true;
+        }
+        None => {}
     }
     if Path::new(&*cmd).file_name().is_some_and(|n| n == "git") {
         for line in crate::git::wrap::doctor_lines(&command[1..]) {
@@ -148,7 +165,11 @@ pub fn run(command: &[OsString]) -> u8 {
                     ""
                 }
             );
-            0
+            if git_failed {
+                2
+            } else {
+                0
+            }
         }
         Verdict::WontLoad(why, instead) => {
             say!(
@@ -158,5 +179,28 @@ pub fn run(command: &[OsString]) -> u8 {
             say!("munmapq doctor: instead: {instead}");
             1
         }
+    }
+}
+
+/// The launcher's prediction, before it execs `program` with `lib`: why the
+/// library will not load into it (the doctor's verdict, read from the file
+/// and, on Linux, the end of its `#!` chain), or None. A shared ASan
+/// runtime is left to `asan::launcher_warning`, which says more.
+pub fn predict(program: &Path, lib: &Path) -> Option<String> {
+    if cfg!(target_os = "macos") {
+        return launcher::would_kill(program, lib);
+    }
+    let end = crate::program::script::follow(program).ok()?.program;
+    let f = file_facts(&end).ok()?;
+    if f.asan.is_some() {
+        return None;
+    }
+    match judge(&f) {
+        Verdict::Loads => None,
+        Verdict::WontLoad(why, _) if end != program => Some(format!(
+            "the library will not load into {}: {why}",
+            end.display()
+        )),
+        Verdict::WontLoad(why, _) => Some(format!("the library will not load: {why}")),
     }
 }

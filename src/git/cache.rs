@@ -35,6 +35,9 @@ pub struct Settled {
     pub thrash: Option<String>,
     /// Why git could not tell (then munmapq stays out).
     pub error: Option<String>,
+    /// `munmapq.enable` set to something that is not a boolean, and where:
+    /// taken as unset, and said.
+    pub bad_enable: Option<String>,
 }
 
 pub fn dir() -> Option<PathBuf> {
@@ -79,11 +82,12 @@ fn field(o: Option<&String>) -> String {
 pub fn render(git_dir: &Path, s: &Settled, files: &[PathBuf]) -> String {
     let enable = s.enable.as_ref().map(|(b, at)| format!("{b} {at}"));
     let mut t = format!(
-        "{MAGIC}\nkey {}enable {}\nthrash {}\nerror {}\n",
+        "{MAGIC}\nkey {}enable {}\nthrash {}\nerror {}\nbadenable {}\n",
         key(git_dir),
         field(enable.as_ref()),
         field(s.thrash.as_ref()),
-        field(s.error.as_ref())
+        field(s.error.as_ref()),
+        field(s.bad_enable.as_ref())
     );
     for f in files {
         t.push_str(&format!("file {}\t{}\n", identity(f), f.display()));
@@ -113,6 +117,7 @@ pub fn parse(git_dir: &Path, text: &str) -> Option<Settled> {
             }
             "thrash" => s.thrash = value,
             "error" => s.error = value,
+            "badenable" => s.bad_enable = value,
             "file" => {
                 let (id, path) = rest.split_once('\t')?;
                 if identity(Path::new(path)) != id {
@@ -183,6 +188,48 @@ fn store(dir: &Path, file: &Path, text: &str) {
     }
 }
 
+/// Whether to say, now, that no cache directory could take the library:
+/// once a day, remembered by a file of this user's in $XDG_RUNTIME_DIR or
+/// /dev/shm (tmpfs, writable when /tmp and the home are not); said every
+/// time when neither can be written.
+pub fn first_warning() -> bool {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let dirs = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .into_iter()
+        .chain([PathBuf::from("/dev/shm")]);
+    for d in dirs {
+        let marker = d.join(format!("munmapq-{uid}-no-cache-warned"));
+        if let Ok(m) = std::fs::symlink_metadata(&marker) {
+            let fresh = m.modified().is_ok_and(|t| {
+                SystemTime::now()
+                    .duration_since(t)
+                    .is_ok_and(|age| age < Duration::from_secs(24 * 3600))
+            });
+            if m.uid() == uid && m.is_file() && fresh {
+                return false;
+            }
+            if m.uid() == uid {
+                let _ = std::fs::remove_file(&marker);
+            } else {
+                continue;
+            }
+        }
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&marker);
+        if made.is_ok() {
+            return true;
+        }
+    }
+    true
+}
+
 /// The identity of a file or directory: what changes when it is written,
 /// replaced or removed.
 pub fn identity(p: &Path) -> String {
@@ -215,6 +262,7 @@ mod tests {
             enable: Some((true, "x:1".into())),
             thrash: None,
             error: None,
+            bad_enable: Some("maybe (x:2)".into()),
         };
         let files = vec![cfg.clone(), dir.join("absent")];
         let text = render(&dir, &s, &files);

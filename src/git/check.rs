@@ -219,22 +219,42 @@ fn group(n: u64) -> String {
     out
 }
 
-/// For `--stats`: the closing line when `command` was git and it thrashed.
-pub fn stats_line(command: &[OsString], report: &crate::run::report::Report) -> String {
-    git_prefix(command)
-        .and_then(|p| packs(&p).ok())
-        .and_then(|p| p.after_run(report.get(Counter::Eligible)))
-        .unwrap_or_default()
+/// For `--stats`: the advice when `command` was git and it thrashed.
+pub fn stats_advice(
+    command: &[OsString],
+    report: &crate::run::report::Report,
+) -> Option<crate::run::report::GitAdvice> {
+    let packs = packs(&git_prefix(command)?).ok()?;
+    let window_maps = report.get(Counter::Eligible);
+    let text = packs.after_run(window_maps)?;
+    Some(crate::run::report::GitAdvice {
+        window_maps,
+        window_bytes: packs.effective_window(),
+        settings: packs
+            .culprits()
+            .iter()
+            .map(|s| (s.key.to_string(), s.raw.clone(), s.origin.clone()))
+            .collect(),
+        text: text.trim_end().trim_start_matches("munmapq: ").to_string(),
+    })
 }
 
 /// For `munmapq doctor git ...`: whether git, with the global options of
 /// `command` (`-c`, `-C`, `--git-dir`, ...), would thrash its pack
-/// windows, or why that was not checked. None when `command` is not git.
-pub fn doctor_lines(command: &[OsString]) -> Option<String> {
+/// windows, or why that was not checked (Err: git itself failed). None
+/// when `command` is not git.
+pub fn doctor_lines(command: &[OsString]) -> Option<Result<String, String>> {
     let prefix = git_prefix(command)?;
+    if let Some(opt) = crate::git::repo::missing_value(&command[1..]) {
+        return Some(Err(format!(
+            "munmapq doctor: git {opt} needs a value (git would stop: \"option `{opt}' requires a value\")"
+        )));
+    }
     Some(match packs(&prefix) {
-        Err(why) => format!("munmapq doctor: skipped the pack check, git here says: {why}"),
-        Ok(p) => match p.advice() {
+        Err(why) => Err(format!(
+            "munmapq doctor: skipped the pack check, git here fails: {why}"
+        )),
+        Ok(p) => Ok(match p.advice() {
             Some(a) => format!("munmapq doctor: {a}"),
             None => format!(
                 "munmapq doctor: git here: {} pack(s), {} in all; {} let git map them without thrashing",
@@ -246,7 +266,7 @@ pub fn doctor_lines(command: &[OsString]) -> Option<String> {
                     .collect::<Vec<_>>()
                     .join(" and ")
             ),
-        },
+        }),
     })
 }
 

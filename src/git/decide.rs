@@ -30,6 +30,8 @@ pub const MANY_LOOSE: u64 = 6700;
 pub struct Decision {
     pub wrap: bool,
     pub reason: String,
+    /// A setting of ours that is wrong, said on stderr.
+    pub warning: Option<String>,
 }
 
 /// The decision for a git run with arguments `args` (after `git`), from
@@ -54,12 +56,25 @@ fn no(reason: &str) -> Decision {
     Decision {
         wrap: false,
         reason: reason.into(),
+        warning: None,
     }
 }
 
 /// The rules, on what was found.
 pub fn judge(s: &Settled, loose: u64) -> Decision {
-    let yes = |reason: String| Decision { wrap: true, reason };
+    let mut d = judge_settings(s, loose);
+    d.warning = s.bad_enable.as_ref().map(|v| {
+        format!("git config munmapq.enable={v} is not a boolean (true or false): taken as unset")
+    });
+    d
+}
+
+fn judge_settings(s: &Settled, loose: u64) -> Decision {
+    let yes = |reason: String| Decision {
+        wrap: true,
+        reason,
+        warning: None,
+    };
     if let Some(err) = &s.error {
         return no(&format!("git could not say: {err}"));
     }
@@ -95,10 +110,21 @@ pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
         }
     };
     let entries = repo.config(prefix);
-    let enable = last(&entries, "munmapq.enable").and_then(|e| {
+    let set = last(&entries, "munmapq.enable").map(|e| {
         let at = crate::git::check::describe_origin(&e.origin, "munmapq.enable");
-        boolean(e.value.as_deref()).map(|b| (b, at))
+        (
+            boolean(e.value.as_deref()),
+            e.value.clone().unwrap_or_default(),
+            at,
+        )
     });
+    let enable = set
+        .as_ref()
+        .and_then(|(b, _, at)| b.map(|b| (b, at.clone())));
+    let bad_enable = set
+        .as_ref()
+        .filter(|(b, _, _)| b.is_none())
+        .map(|(_, v, at)| format!("{v} ({at})"));
     let packs = Packs::of(&repo, &entries);
     let culprits = packs.culprits();
     let thrash = (!culprits.is_empty()).then(|| {
@@ -122,6 +148,7 @@ pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
             enable,
             thrash,
             error: None,
+            bad_enable,
         },
         files,
     )

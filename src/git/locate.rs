@@ -25,8 +25,10 @@ fn file_id(p: &Path) -> Option<FileId> {
     std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
 
+/// This munmapq's own file, read once (the wrapper asks twice per git).
 fn me() -> Option<FileId> {
-    std::env::current_exe().ok().and_then(|p| file_id(&p))
+    static ME: std::sync::OnceLock<Option<FileId>> = std::sync::OnceLock::new();
+    *ME.get_or_init(|| std::env::current_exe().ok().and_then(|p| file_id(&p)))
 }
 
 /// The wrappers passed so far, from the guard variable.

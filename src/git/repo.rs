@@ -51,6 +51,26 @@ pub fn global_options(args: &[OsString]) -> Vec<OsString> {
     out
 }
 
+/// The global option at the end of git's arguments `args` that lacks its
+/// value (`git -C`), if one does.
+pub fn missing_value(args: &[OsString]) -> Option<String> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let s = a.to_str()?;
+        if matches!(
+            s,
+            "-c" | "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--config-env"
+        ) {
+            if it.next().is_none() {
+                return Some(s.to_string());
+            }
+        } else if !s.starts_with('-') {
+            return None;
+        }
+    }
+    None
+}
+
 /// Whether the options carry configuration of their own (`-c`,
 /// `--config-env`), which no cache may answer for.
 pub fn sets_config(prefix: &[OsString]) -> bool {

@@ -16,7 +16,7 @@
 use super::locate::{guard_for_children, guarded, is_me, real_git, GUARD_VAR};
 use crate::cli::fail;
 use crate::platform::{PRELOAD_LIST, PRELOAD_VAR};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -25,8 +25,10 @@ use std::process::{Command, ExitCode};
 const MAX_WRAPPERS: usize = 16;
 
 /// Runs git with `args` (everything after `git`), preloaded when munmapq
-/// pays here. Returns only when git cannot be run.
-pub fn run(args: &[OsString]) -> ExitCode {
+/// pays here, with `arg0` as its argv[0] (`git` from the shell function;
+/// None: the wrapper's own, as the caller typed it). Returns only when git
+/// cannot be run.
+pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
     let passed = guarded();
     if passed.len() >= MAX_WRAPPERS {
         return fail(
@@ -35,35 +37,74 @@ pub fn run(args: &[OsString]) -> ExitCode {
         );
     }
     let Some(git) = real_git() else {
+        if std::env::var_os("PATH").is_none_or(|p| p.is_empty()) {
+            return fail("git: PATH is not set, so there is no git to run", 127);
+        }
         return fail(
             "git: no git in PATH besides munmapq itself (a munmapq linked as git runs the next git in PATH)",
             127,
         );
     };
     let mut cmd = Command::new(&git);
-    cmd.args(args).env(GUARD_VAR, guard_for_children());
-    if passed.is_empty() && crate::git::decide::decide(args).wrap {
-        preload(&mut cmd, &git);
+    let own = std::env::args_os().next();
+    if let Some(a) = arg0.map(OsStr::to_os_string).or(own) {
+        cmd.arg0(a);
+    }
+    cmd.args(args);
+    // Set in this process rather than on `cmd`: a Command with no
+    // variable of its own passes the environment through as it is, where
+    // one with a variable copies and sorts all of them first (a sixth of
+    // the wrapper's instructions). Single-threaded here, and exec follows.
+    std::env::set_var(GUARD_VAR, guard_for_children());
+    if passed.is_empty() {
+        let d = crate::git::decide::decide(args);
+        if let Some(w) = &d.warning {
+            eprintln!("munmapq: warning: {w}");
+        }
+        if d.wrap {
+            preload(&git);
+        }
+    }
+    // Rust's exec empties the signal mask and resets SIGPIPE, and its
+    // runtime put /dev/null where the caller had closed stdio: put back
+    // what the caller gave.
+    let restore = crate::inherited::restore(crate::inherited::signal_mask());
+    // SAFETY: only async-signal-safe calls before the exec (Restore).
+    unsafe {
+        cmd.pre_exec(move || {
+            restore.apply();
+            Ok(())
+        });
     }
     let err = cmd.exec();
+    restore.undo();
     fail(&format!("git: {}: {err}", git.display()), 126)
 }
 
 /// Adds the library to the preload list (never takes one away: a git run
 /// under `munmapq git` keeps it).
-fn preload(cmd: &mut Command, git: &Path) {
+fn preload(git: &Path) {
     match crate::library::find_library(None) {
         Ok(lib) => {
             if let Some(why) = crate::doctor::launcher::would_kill(git, &lib) {
                 eprintln!("munmapq: warning: git: {why}; running it without munmapq");
                 return;
             }
-            cmd.env(
+            // In this process, as GUARD_VAR (see run).
+            std::env::set_var(
                 PRELOAD_VAR,
                 PRELOAD_LIST.prepend(&lib, std::env::var_os(PRELOAD_VAR)),
             );
         }
-        Err(msg) => eprintln!("munmapq: warning: {msg}; running git without munmapq"),
+        Err(e) if e.no_cache => {
+            if super::cache::first_warning() {
+                eprintln!(
+                    "munmapq: warning: {}; running git without munmapq (said once a day)",
+                    e.msg
+                );
+            }
+        }
+        Err(e) => eprintln!("munmapq: warning: {}; running git without munmapq", e.msg),
     }
 }
 
@@ -80,6 +121,7 @@ pub fn doctor_lines(args: &[OsString]) -> Vec<String> {
         "the git wrapper would run git here {how}: {}",
         d.reason
     )];
+    v.extend(d.warning);
     let exe = std::env::current_exe().unwrap_or_else(|_| "munmapq".into());
     if crate::program::resolve("git").is_some_and(|p| is_me(&p)) {
         v.push("the git wrapper is installed: the first git in PATH is this munmapq".into());

@@ -82,7 +82,8 @@ fn cache_roots() -> Vec<(PathBuf, bool)> {
     if let Some(x) = absolute("XDG_CACHE_HOME") {
         roots.push((x.join("munmapq"), false));
     }
-    if let Some(h) = absolute("HOME") {
+    // Without HOME, the home /etc/passwd gives (as git and ssh do).
+    if let Some(h) = absolute("HOME").or_else(passwd_home) {
         roots.push((h.join(".cache/munmapq"), false));
     }
     let tmp = Some(std::env::temp_dir())
@@ -92,6 +93,30 @@ fn cache_roots() -> Vec<(PathBuf, bool)> {
     let uid = unsafe { libc::getuid() };
     roots.push((tmp.join(format!("munmapq-{uid}")), true));
     roots
+}
+
+/// This user's home directory as the password database says.
+fn passwd_home() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: getpwuid_r writes into the zeroed passwd and the buffer we
+    // own (with their sizes); `result` is null or points at `pw`.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let r = libc::getpwuid_r(
+            libc::getuid(),
+            &mut pw,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut result,
+        );
+        if r != 0 || result.is_null() || pw.pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr(pw.pw_dir).to_bytes();
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir))).filter(|p| p.is_absolute())
+    }
 }
 
 /// The embedded library's path, writing it first if needed. (Always

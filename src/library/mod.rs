@@ -5,11 +5,35 @@ mod embedded;
 use crate::platform::{self, LIB_NAME};
 use std::path::{Path, PathBuf};
 
+/// Why there is no library to preload.
+#[derive(Debug)]
+pub struct LibError {
+    pub msg: String,
+    /// Only because no cache directory could take the built-in library:
+    /// then the command runs without it, after one line saying why.
+    pub no_cache: bool,
+}
+
+impl From<String> for LibError {
+    fn from(msg: String) -> LibError {
+        LibError {
+            msg,
+            no_cache: false,
+        }
+    }
+}
+
+impl From<LibError> for String {
+    fn from(e: LibError) -> String {
+        e.msg
+    }
+}
+
 /// `--lib`, else `$MUNMAPQ_LIB`, else next to this executable or in
 /// `../lib` beside it (a build tree, a package), else the library built into
 /// this executable (what `cargo install` gives), written to a private cache
 /// directory. The answer is absolute: the command may chdir.
-pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
+pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, LibError> {
     let from_env = || {
         std::env::var_os("MUNMAPQ_LIB")
             .filter(|v| !v.is_empty())
@@ -17,9 +41,9 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
     };
     if let Some(p) = explicit.or_else(from_env) {
         check_explicit(&p)?;
-        return p
+        return Ok(p
             .canonicalize()
-            .map_err(|e| format!("{}: {e}", p.display()));
+            .map_err(|e| format!("{}: {e}", p.display()))?);
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
     let dir = exe.parent().unwrap_or(Path::new("/"));
@@ -39,16 +63,19 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
                 }
             }
         }
-        return p
+        return Ok(p
             .canonicalize()
-            .map_err(|e| format!("{}: {e}", p.display()));
+            .map_err(|e| format!("{}: {e}", p.display()))?);
     }
     match embedded::library() {
-        Some(r) => r,
-        None => Err(format!(
+        Some(r) => r.map_err(|msg| LibError {
+            msg,
+            no_cache: true,
+        }),
+        None => Err(LibError::from(format!(
             "{LIB_NAME} not found next to munmapq ({}) and none is built in; build it (cargo build --release) or give --lib PATH",
             beside[0].display()
-        )),
+        ))),
     }
 }
 
@@ -70,5 +97,58 @@ fn check_explicit(p: &Path) -> Result<(), String> {
             "{what} is not a shared library (neither ELF nor Mach-O); give the path of {LIB_NAME}"
         ));
     }
+    if head.starts_with(b"\x7fELF") {
+        if let Some(interp) = crate::program::elf::interpreter(p) {
+            return Err(format!(
+                "{what} is a program (it names the dynamic linker {interp}), not a shared library: the dynamic linker would skip it; give the path of {LIB_NAME}"
+            ));
+        }
+        if let Some(why) = elf_mismatch(&head) {
+            return Err(format!(
+                "{what} is {why}: the dynamic linker would skip it; give the path of {LIB_NAME}"
+            ));
+        }
+    }
     Ok(())
+}
+
+/// Why ld.so would skip this ELF file as a preloaded library for the
+/// launcher's own kind of program (the programs it runs are judged by
+/// doctor): not a shared object, another class, another byte order or
+/// another machine.
+fn elf_mismatch(head: &[u8]) -> Option<String> {
+    if head.len() < 20 {
+        return Some("a truncated ELF file".into());
+    }
+    let class = if cfg!(target_pointer_width = "64") {
+        2
+    } else {
+        1
+    };
+    let data = if cfg!(target_endian = "little") { 1 } else { 2 };
+    if head[4] != class {
+        return Some(format!(
+            "a {}-bit ELF file",
+            if head[4] == 1 { 32 } else { 64 }
+        ));
+    }
+    if head[5] != data {
+        return Some("an ELF file of the other byte order".into());
+    }
+    let half = |i: usize| {
+        let b = [head[i], head[i + 1]];
+        if data == 1 {
+            u16::from_le_bytes(b)
+        } else {
+            u16::from_be_bytes(b)
+        }
+    };
+    const ET_DYN: u16 = 3;
+    if half(16) != ET_DYN {
+        return Some("not a shared object (ELF type is not ET_DYN)".into());
+    }
+    let me = std::env::current_exe().ok()?;
+    let mine = crate::macho::head(&me).ok()?;
+    (mine.len() >= 20 && mine[18..20] != head[18..20])
+        .then(|| format!("for another machine (ELF e_machine {})", half(18)))
 }

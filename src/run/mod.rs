@@ -1,53 +1,38 @@
-//! Running the command with the library: every setting checked and every
-//! file it needs opened before it starts, signals as an exec wrapper treats
-//! them (signals.rs), and its exit status or signal passed through.
+//! Running the command with the library. Every setting is checked and
+//! every file it needs opened before it starts; what the library cannot
+//! do for the program is said before, from what the doctor knows. Then:
+//!
+//! - no report asked for: the launcher execs the command (one process, the
+//!   command's pid, signals, job control, core dumps), and sets no
+//!   `MUNMAPQ_STATS_FILE`;
+//! - `--stats`/`--stats-out`: it stays the command's parent, as `time`
+//!   does, relays signals (signals.rs), collects the reports in a private
+//!   directory (sentinel.rs) and prints them (report.rs).
 
-use crate::cli::{fail, Options, StatsFormat};
-use crate::doctor::launcher;
+use crate::cli::{fail, Options, StatsFormat, StatsOut, OWN_FAILURE};
+use crate::inherited;
 use crate::library::find_library;
 use crate::out::why;
 use crate::platform::{LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
 pub mod report;
+mod sentinel;
 pub mod signals;
 
 use crate::seccomp::Sandbox;
 use munmapq_core::config::{VAR_SECCOMP, VAR_STATS_FILE, VAR_TRACE};
-use report::{Notes, Report};
-use signals::Forwarding;
+use report::{GitAdvice, Notes, Report, Run};
+use signals::Relay;
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// What `--stats` adds after the report for a command the caller knows
-/// more about (git's pack windows): one line, or empty.
-pub type Advice = fn(&[OsString], &Report) -> String;
-
-/// A fresh file for the processes' reports, created exclusively (0600).
-fn stats_file() -> Result<PathBuf, String> {
-    let dir = std::env::temp_dir();
-    for n in 0..100u32 {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let p = dir.join(format!("munmapq-{}-{nanos}-{n}.stats", std::process::id()));
-        let mut o = std::fs::OpenOptions::new();
-        o.write(true).create_new(true).mode(0o600);
-        match o.open(&p) {
-            Ok(_) => return Ok(p),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("cannot create {}: {e}", p.display())),
-        }
-    }
-    Err(format!(
-        "cannot create a statistics file in {}",
-        dir.display()
-    ))
-}
+/// more about (git's pack windows).
+pub type Advice = fn(&[OsString], &Report) -> Option<GitAdvice>;
 
 /// Opens a file the library would append to (`MUNMAPQ_STATS_FILE`,
 /// `MUNMAPQ_TRACE`) as it would: created 0600, appended to.
@@ -61,33 +46,44 @@ fn open_append(path: &Path) -> std::io::Result<File> {
 
 /// The files the settings name, opened before the command starts (as
 /// `strace -o` does), so a bad path is refused before anything runs rather
-/// than losing the figures after: `--stats-out` (created, truncated), and
-/// the inherited `MUNMAPQ_STATS_FILE` and `MUNMAPQ_TRACE`.
+/// than losing the figures after.
 struct Outputs {
-    stats_out: Option<File>,
-    /// The caller's `MUNMAPQ_STATS_FILE`: the launcher gives the command
-    /// its own private file and appends what it collected to this one.
+    /// `--stats-out FILE`: opened, not truncated until the command has
+    /// started; `created`: it did not exist (removed if nothing runs).
+    stats_out: Option<(File, PathBuf, bool)>,
+    /// The caller's `MUNMAPQ_STATS_FILE`, under `--stats`: the command
+    /// gets its own private file and this one what it collected.
     stats_file: Option<File>,
 }
 
 fn open_outputs(o: &Options) -> Result<Outputs, String> {
     let stats_out = match &o.stats_out {
-        Some(p) => {
-            Some(File::create(p).map_err(|e| format!("--stats-out {}: {}", p.display(), why(&e)))?)
+        Some(StatsOut::File(p)) => {
+            let existed = std::fs::symlink_metadata(p).is_ok();
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(p)
+                .map_err(|e| format!("--stats-out {}: {}", p.display(), why(&e)))?;
+            Some((f, p.clone(), !existed))
         }
-        None => None,
+        _ => None,
     };
     let inherited = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
-    let stats_file = match inherited(VAR_STATS_FILE) {
-        Some(p) => Some(open_append(Path::new(&p)).map_err(|e| {
+    let mut stats_file = None;
+    if let Some(p) = inherited(VAR_STATS_FILE) {
+        let f = open_append(Path::new(&p)).map_err(|e| {
             format!(
                 "{VAR_STATS_FILE}={} (from the environment): {}",
                 Path::new(&p).display(),
                 why(&e)
             )
-        })?),
-        None => None,
-    };
+        })?;
+        if o.stats.is_some() {
+            stats_file = Some(f);
+        }
+    }
     if let Some(p) = inherited(VAR_TRACE) {
         open_append(Path::new(&p)).map_err(|e| {
             format!(
@@ -103,138 +99,301 @@ fn open_outputs(o: &Options) -> Result<Outputs, String> {
     })
 }
 
+/// Removes a `--stats-out` file this run created, when nothing ran.
+fn discard(outputs: &Outputs) {
+    if let Some((_, path, true)) = &outputs.stats_out {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 pub fn run(o: Options, advice: Advice) -> ExitCode {
-    let mut outputs = match open_outputs(&o) {
+    let outputs = match open_outputs(&o) {
         Ok(f) => f,
-        Err(msg) => return fail(&format!("{msg}; nothing was run"), 2),
-    };
-    let lib = match find_library(o.lib.clone()) {
-        Ok(l) => l,
-        Err(msg) => return fail(&msg, 1),
-    };
-    let report_path = match stats_file() {
-        Ok(p) => p,
-        Err(msg) => return fail(&msg, 1),
+        Err(msg) => return fail(&format!("{msg}; nothing was run"), OWN_FAILURE),
     };
     let name = o.command[0].to_string_lossy().into_owned();
+    let lib = match find_library(o.lib.clone()) {
+        Ok(l) => Some(l),
+        // No cache directory for the built-in library: run without it,
+        // as ld.so does with a library it cannot find.
+        Err(e) if e.no_cache => {
+            if !o.quiet {
+                eprintln!(
+                    "munmapq: warning: {}; running {name} without munmapq",
+                    e.msg
+                );
+            }
+            None
+        }
+        Err(e) => {
+            discard(&outputs);
+            return fail(&e.msg, OWN_FAILURE);
+        }
+    };
     let mut cmd = Command::new(&o.command[0]);
     cmd.args(&o.command[1..]);
-    // dyld kills a program whose inserted library it cannot load, and
-    // ignores the variable for a restricted one (macOS: the doctor's
-    // verdict, launcher::would_kill): such a program runs without munmapq,
-    // after one line saying so.
-    let killed_by = crate::program::resolve(&name).and_then(|p| launcher::would_kill(&p, &lib));
-    // A shared ASan runtime aborts under any preload: say so first.
-    if let Some(line) =
-        crate::program::resolve(&name).and_then(|p| crate::program::asan::launcher_warning(&p))
-    {
-        eprintln!("munmapq: {line}");
-    }
-    match &killed_by {
-        Some(why) => eprintln!("munmapq: warning: {name}: {why}; running it without munmapq"),
-        None => {
-            cmd.env(
-                PRELOAD_VAR,
-                PRELOAD_LIST.prepend(&lib, std::env::var_os(PRELOAD_VAR)),
+    let program = crate::program::resolve(&name);
+    // What the library cannot do for the program, said before it runs.
+    let mut predicted = None;
+    if let (Some(p), Some(lib)) = (&program, &lib) {
+        if let Some(line) = crate::program::asan::launcher_warning(p) {
+            eprintln!("munmapq: {line}");
+        }
+        predicted = crate::doctor::predict(p, lib);
+        if let (Some(why), false) = (&predicted, o.quiet) {
+            eprintln!(
+                "munmapq: warning: {name}: {why}; it runs without munmapq (munmapq doctor {name} says more; -q: no warning)"
             );
         }
     }
-    cmd.env(VAR_STATS_FILE, &report_path);
+    // macOS: dyld kills a program whose inserted library it cannot load,
+    // and ignores the variable for a restricted one: such a program runs
+    // without it. Linux: a static or setuid program's children may still
+    // load it.
+    let preload = lib.filter(|_| !(cfg!(target_os = "macos") && predicted.is_some()));
+    // The variables the command gets on top of ours.
+    let mut vars: Vec<(OsString, OsString)> = Vec::new();
+    if let Some(lib) = &preload {
+        vars.push((
+            PRELOAD_VAR.into(),
+            PRELOAD_LIST.prepend(lib, std::env::var_os(PRELOAD_VAR)),
+        ));
+    }
     // Under a seccomp filter the library passes everything through unless
     // told the filter allows its calls (seccomp.rs); asked before any
     // thread of ours exists, as the probe forks. The caller's own setting
     // is kept.
     let sandbox = crate::seccomp::probe();
     if sandbox == Sandbox::Allows && std::env::var_os(VAR_SECCOMP).is_none() {
-        cmd.env(VAR_SECCOMP, "trust");
+        vars.push((VAR_SECCOMP.into(), "trust".into()));
     }
     for (k, v) in &o.vars {
-        cmd.env(k, v);
+        vars.push((k.into(), v.into()));
     }
-    let forwarding = Forwarding::install();
-    forwarding.prepare(&mut cmd);
-    let child = cmd.spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            forwarding.started(0);
-            let _ = std::fs::remove_file(&report_path);
-            return match e.kind() {
-                ErrorKind::NotFound => fail(&format!("{name}: command not found"), 127),
-                ErrorKind::PermissionDenied => fail(&format!("{name}: permission denied"), 126),
-                _ => fail(&format!("{name}: cannot run: {e}"), 126),
-            };
+    let Some(format) = o.stats else {
+        // Set in this process, which execs next (single-threaded): a
+        // Command with variables of its own copies and sorts the whole
+        // environment first.
+        for (k, v) in &vars {
+            std::env::set_var(k, v);
         }
+        let restore = inherited::restore(inherited::signal_mask());
+        // SAFETY: only async-signal-safe calls before the exec (Restore).
+        unsafe {
+            cmd.pre_exec(move || {
+                restore.apply();
+                Ok(())
+            });
+        }
+        let err = cmd.exec();
+        restore.undo();
+        return cannot_run(&name, program.as_deref(), &err);
     };
-    forwarding.started(child.id());
-    forwarding.wait_exited(child.id());
-    let status = loop {
-        match child.wait() {
-            Ok(s) => break s,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return fail(&format!("waiting for {name}: {e}"), 1),
-        }
+    cmd.envs(vars);
+    let expect_load = preload.is_some() && predicted.is_none() && sandbox != Sandbox::Refuses;
+    let parent = Parent {
+        o: &o,
+        name,
+        program,
+        outputs,
+        format,
+        expect_load,
+        sandbox,
     };
-    let text = std::fs::read_to_string(&report_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&report_path);
-    if let Some(f) = &mut outputs.stats_file {
-        if let Err(e) = f.write_all(text.as_bytes()) {
-            eprintln!("munmapq: {VAR_STATS_FILE}: {}", why(&e));
+    parent.run(cmd, advice)
+}
+
+/// The command could not be started: 127 when it (or its interpreter) is
+/// not found, 126 when it cannot be run; one line saying which.
+fn cannot_run(name: &str, program: Option<&Path>, e: &std::io::Error) -> ExitCode {
+    let found = program.is_some() || name.contains('/');
+    if e.kind() == ErrorKind::NotFound {
+        if found {
+            if let Some(why) = program
+                .or(Some(Path::new(name)))
+                .and_then(missing_interpreter)
+            {
+                return fail(&format!("{name}: {why}"), 127);
+            }
         }
-    }
-    let report = Report::parse(&text);
-    let passed_through = sandbox == Sandbox::Refuses;
-    if report.loaded == 0 && killed_by.is_none() && !passed_through {
-        eprintln!(
-            "munmapq: warning: {LIB_NAME} was not loaded into {name}: it ran without munmapq (see: munmapq doctor {name})"
-        );
-    }
-    if let Some(format) = o.stats {
-        let notes = Notes {
-            incomplete: incomplete(&name, status, &report).or_else(|| {
-                passed_through.then(|| {
-                    format!("{name} runs under a seccomp filter that does not allow munmapq's system calls: the library passed every call through and reported nothing")
-                })
-            }),
-            git: Some(advice(&o.command, &report))
-                .map(|l| l.trim_end().trim_start_matches("munmapq: ").to_string())
-                .filter(|l| !l.is_empty()),
+        let hint = if name.contains('/') {
+            String::new()
+        } else {
+            crate::cli::hint(name, &crate::help::WORDS.map(|w| w.0), "munmapq ")
         };
-        let t = match format {
+        return fail(&format!("{name}: command not found{hint}"), 127);
+    }
+    if std::fs::metadata(program.unwrap_or(Path::new(name))).is_ok_and(|m| m.is_dir()) {
+        return fail(&format!("{name}: is a directory"), 126);
+    }
+    match e.kind() {
+        ErrorKind::PermissionDenied => fail(&format!("{name}: permission denied"), 126),
+        _ => fail(&format!("{name}: cannot run: {}", why(e)), 126),
+    }
+}
+
+/// Why an existing file was "not found": its `#!` interpreter or its
+/// dynamic linker is missing.
+fn missing_interpreter(path: &Path) -> Option<String> {
+    let head = crate::macho::head(path).ok()?;
+    if let Some(interp) = crate::program::shebang(&head) {
+        return (!Path::new(&interp).exists())
+            .then(|| format!("its #! interpreter {interp} was not found"));
+    }
+    let interp = crate::program::elf::interpreter(path)?;
+    (!Path::new(&interp).exists()).then(|| format!("its dynamic linker {interp} was not found"))
+}
+
+/// A run that reports: the launcher stays the command's parent.
+struct Parent<'a> {
+    o: &'a Options,
+    name: String,
+    program: Option<PathBuf>,
+    outputs: Outputs,
+    format: StatsFormat,
+    /// The library should load (the prediction said nothing against it).
+    expect_load: bool,
+    sandbox: Sandbox,
+}
+
+impl Parent<'_> {
+    fn run(mut self, mut cmd: Command, advice: Advice) -> ExitCode {
+        let dir = match sentinel::stats_dir() {
+            Ok(d) => d,
+            Err(msg) => {
+                discard(&self.outputs);
+                return fail(&msg, OWN_FAILURE);
+            }
+        };
+        let mut relay = Relay::block();
+        let sentinel = match sentinel::Sentinel::start(&dir) {
+            Ok(s) => s,
+            Err(msg) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                discard(&self.outputs);
+                return fail(&msg, OWN_FAILURE);
+            }
+        };
+        let report_path = sentinel.report_file();
+        cmd.env(VAR_STATS_FILE, &report_path);
+        relay.prepare(&mut cmd);
+        let started = std::time::Instant::now();
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                sentinel.finish();
+                discard(&self.outputs);
+                return cannot_run(&self.name, self.program.as_deref(), &e);
+            }
+        };
+        let pid = child.id() as libc::pid_t;
+        if let Some((f, _, _)) = &mut self.outputs.stats_out {
+            if f.metadata().is_ok_and(|m| m.is_file()) {
+                let _ = f.set_len(0);
+            }
+        }
+        sentinel.command_started(pid);
+        let status = relay.run(pid, &sentinel);
+        let elapsed = started.elapsed();
+        let text = std::fs::read_to_string(&report_path).unwrap_or_default();
+        sentinel.finish();
+        let status = match status {
+            Ok(s) => s,
+            Err(e) => {
+                return fail(
+                    &format!("waiting for {}: {}", self.name, why(&e)),
+                    OWN_FAILURE,
+                )
+            }
+        };
+        if let Some(f) = &mut self.outputs.stats_file {
+            if let Err(e) = f.write_all(text.as_bytes()) {
+                eprintln!("munmapq: {VAR_STATS_FILE}: {}", why(&e));
+            }
+        }
+        let report = Report::parse(&text);
+        if report.loaded == 0 && self.expect_load && !self.o.quiet {
+            eprintln!(
+                "munmapq: warning: {LIB_NAME} was not loaded into {}: it ran without munmapq (see: munmapq doctor {})",
+                self.name, self.name
+            );
+        }
+        let notes = Notes {
+            incomplete: self.incomplete(status, &report, relay.interrupted),
+            git: advice(&self.o.command, &report),
+        };
+        let run = Run {
+            command: self
+                .o
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            exit_code: status.code(),
+            signal: status.signal(),
+            elapsed_ms: elapsed.as_millis() as u64,
+        };
+        let t = match self.format {
             StatsFormat::Short => report.text(false, &notes),
             StatsFormat::Full => report.text(true, &notes),
-            StatsFormat::Json => report.json(&notes),
+            StatsFormat::Json => report.json(&run, &notes),
         };
-        match (&mut outputs.stats_out, &o.stats_out) {
-            (Some(f), Some(path)) => {
-                if let Err(e) = f.write_all(t.as_bytes()) {
+        match (&mut self.outputs.stats_out, &self.o.stats_out) {
+            (Some((f, path, _)), _) => {
+                let r = f.rewind().and_then(|()| f.write_all(t.as_bytes()));
+                if let Err(e) = r {
                     eprintln!("munmapq: --stats-out {}: {}", path.display(), why(&e));
+                }
+            }
+            (None, Some(StatsOut::Stdout)) => {
+                let mut out = std::io::stdout().lock();
+                if let Err(e) = out.write_all(t.as_bytes()).and_then(|()| out.flush()) {
+                    eprintln!("munmapq: --stats-out -: {}", why(&e));
                 }
             }
             _ => eprint!("{t}"),
         }
+        signals::pass_through(status)
     }
-    signals::pass_through(status)
-}
 
-/// Why the figures miss part of the run: a process killed by a signal
-/// (the command, or processes of it when the launcher got a Ctrl-C or was
-/// sent a signal) never reports its counters.
-fn incomplete(name: &str, status: std::process::ExitStatus, r: &Report) -> Option<String> {
-    let missing = format!(
-        "{} of {} process(es) that loaded the library reported their counters",
-        r.reported, r.loaded
-    );
-    if let Some(sig) = status.signal() {
-        return Some(format!(
-            "{name} was killed by {}; {missing}",
-            signals::name(sig)
-        ));
+    /// Why the figures miss part of the run: a process that is killed by a
+    /// signal or ends with `_exit` never reports its counters.
+    fn incomplete(
+        &self,
+        status: std::process::ExitStatus,
+        r: &Report,
+        interrupted: Option<libc::c_int>,
+    ) -> Option<String> {
+        if self.sandbox == Sandbox::Refuses {
+            return Some(format!("{} runs under a seccomp filter that does not allow munmapq's system calls: the library passed every call through and reported nothing", self.name));
+        }
+        let lost = r.lost();
+        let missing = format!(
+            "{lost} of {} process(es) that loaded the library did not report their counters, which are lost",
+            r.loaded
+        );
+        if let Some(sig) = status.signal() {
+            let why = if sig == libc::SIGPIPE {
+                " (it wrote to a pipe whose reader had stopped reading, as head does)"
+            } else {
+                ""
+            };
+            return Some(format!(
+                "{} was killed by {}{why}; {missing}",
+                self.name,
+                signals::name(sig)
+            ));
+        }
+        if let Some(sig) = interrupted {
+            return Some(format!(
+                "munmapq got {} during the run; {missing}",
+                signals::name(sig)
+            ));
+        }
+        (lost > 0).then(|| {
+            format!(
+                "{missing} (killed by a signal, or ended with _exit, before their exit handlers)"
+            )
+        })
     }
-    signals::interrupted().map(|sig| {
-        format!(
-            "munmapq got {} during the run; {missing}",
-            signals::name(sig)
-        )
-    })
 }

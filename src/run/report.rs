@@ -3,16 +3,44 @@
 //! take the largest: [`Totals`]), and prints them: a short summary
 //! (`--stats`), every counter (`--stats=full`) or JSON (`--stats=json`).
 
-use munmapq_core::stats::{Counter, Totals, COUNTERS};
+use munmapq_core::stats::{Counter, Totals, COUNTERS, LOADED};
 use std::fmt::Write as _;
 
+/// The figures of a run, counted by process as a user counts them: a
+/// process is a pid that started a program with the library (an exec in
+/// the same pid is the same process; a fork child that never execs is
+/// its parent's, and its counters are added to the totals).
 #[derive(Default)]
 pub struct Report {
     /// Processes that loaded the library.
     pub loaded: usize,
-    /// Processes that reported counters at exit.
+    /// Of those, the ones whose last program reported its counters at exit.
     pub reported: usize,
+    /// Fork children (no exec) that reported counters of their own.
+    pub forks: usize,
     pub totals: [u64; COUNTERS],
+}
+
+/// What the launcher knows of the command itself, for the JSON report.
+#[derive(Default)]
+pub struct Run {
+    pub command: Vec<String>,
+    /// Its exit code, or the signal that killed it.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub elapsed_ms: u64,
+}
+
+/// The git advice (git/check.rs) as fields: git mapped its pack windows
+/// `window_maps` times, windows of `window_bytes`, under `settings`.
+#[derive(Default, Clone)]
+pub struct GitAdvice {
+    pub window_maps: u64,
+    pub window_bytes: u64,
+    /// (key, value, where it is set)
+    pub settings: Vec<(String, String, String)>,
+    /// The same, said in one line.
+    pub text: String,
 }
 
 /// What is said besides the counters.
@@ -22,9 +50,13 @@ pub struct Notes {
     /// signal, or interrupted): processes that did not reach their exit
     /// reported nothing.
     pub incomplete: Option<String>,
-    /// The git advice (git/check.rs), without the `munmapq: ` prefix.
-    pub git: Option<String>,
+    /// The git advice.
+    pub git: Option<GitAdvice>,
 }
+
+/// The version of the JSON report's layout: 2 added `schema`, `command`,
+/// `exit_code`, `signal`, `elapsed_ms`, `forks`, and `git` as an object.
+pub const SCHEMA: u32 = 2;
 
 /// The counters of the short summary: what was done instead of the system
 /// calls, and the most the queue held.
@@ -42,11 +74,46 @@ impl Report {
     pub fn parse(text: &str) -> Report {
         let mut t = Totals::default();
         t.add_text(text);
+        // Per pid, in the order written: did it load (exec a program with
+        // the library), and did its last program report after its load?
+        let mut pids: Vec<(u64, bool, bool)> = Vec::new();
+        for line in text.lines() {
+            let (loaded, pid) = match line.strip_prefix(LOADED) {
+                Some(p) => (true, p.trim()),
+                None => match line.strip_prefix("munmapq pid=") {
+                    Some(rest) => (false, rest.split(' ').next().unwrap_or("")),
+                    None => continue,
+                },
+            };
+            let Ok(pid) = pid.parse::<u64>() else {
+                continue;
+            };
+            let i = match pids.iter().position(|p| p.0 == pid) {
+                Some(i) => i,
+                None => {
+                    pids.push((pid, false, false));
+                    pids.len() - 1
+                }
+            };
+            if loaded {
+                pids[i].1 = true;
+                pids[i].2 = false;
+            } else {
+                pids[i].2 = true;
+            }
+        }
         Report {
-            loaded: t.loaded,
-            reported: t.reported,
+            loaded: pids.iter().filter(|p| p.1).count(),
+            reported: pids.iter().filter(|p| p.1 && p.2).count(),
+            forks: pids.iter().filter(|p| !p.1 && p.2).count(),
             totals: t.values,
         }
+    }
+
+    /// Processes that loaded the library and never reported: killed by a
+    /// signal, or ended with `_exit`.
+    pub fn lost(&self) -> usize {
+        self.loaded - self.reported
     }
 
     pub fn get(&self, c: Counter) -> u64 {
@@ -65,11 +132,15 @@ impl Report {
     /// The summary (at most a dozen lines), or every counter when `full`.
     pub fn text(&self, full: bool, notes: &Notes) -> String {
         let mut s = String::new();
-        let _ = writeln!(
+        let _ = write!(
             s,
             "munmapq: {} process(es) loaded the library, {} reported at exit",
             self.loaded, self.reported
         );
+        if self.forks > 0 {
+            let _ = write!(s, " (and {} fork child(ren), counted in)", self.forks);
+        }
+        s.push('\n');
         let shown: &[Counter] = if full { Counter::ALL } else { &SHORT };
         for &c in shown {
             let _ = writeln!(s, "  {:<18} {:>12}  {}", c.key(), self.get(c), c.doc());
@@ -88,27 +159,63 @@ impl Report {
             let _ = writeln!(s, "munmapq: incomplete: {why}");
         }
         if let Some(git) = &notes.git {
-            let _ = writeln!(s, "munmapq: {git}");
+            let _ = writeln!(s, "munmapq: {}", git.text);
         }
         s
     }
 
-    /// One JSON object: `version`, `loaded`, `reported`, `incomplete`
-    /// (null or why), `counters` (every counter by key), `git` (null or the
-    /// advice).
-    pub fn json(&self, notes: &Notes) -> String {
+    /// One JSON object (schema [`SCHEMA`]): `schema`, `version`,
+    /// `command`, `exit_code` and `signal` (one of them null), `elapsed_ms`,
+    /// `loaded`, `reported`, `forks`, `incomplete` (null or why),
+    /// `counters` (every counter by key), `git` (null, or `window_maps`,
+    /// `window_bytes`, `settings` [{key, value, origin}], `advice`).
+    pub fn json(&self, run: &Run, notes: &Notes) -> String {
+        let num = |v: Option<i32>| v.map_or("null".to_string(), |v| v.to_string());
+        let command: Vec<String> = run.command.iter().map(|a| json_str(Some(a))).collect();
         let mut s = format!(
-            "{{\"version\":{},\"loaded\":{},\"reported\":{},\"incomplete\":{},\"counters\":{{",
+            "{{\"schema\":{SCHEMA},\"version\":{},\"command\":[{}],\"exit_code\":{},\"signal\":{},\
+             \"elapsed_ms\":{},\"loaded\":{},\"reported\":{},\"forks\":{},\"incomplete\":{},\"counters\":{{",
             json_str(Some(env!("CARGO_PKG_VERSION"))),
+            command.join(","),
+            num(run.exit_code),
+            num(run.signal),
+            run.elapsed_ms,
             self.loaded,
             self.reported,
+            self.forks,
             json_str(notes.incomplete.as_deref())
         );
         for (i, &c) in Counter::ALL.iter().enumerate() {
             let sep = if i == 0 { "" } else { "," };
             let _ = write!(s, "{sep}\"{}\":{}", c.key(), self.totals[i]);
         }
-        let _ = writeln!(s, "}},\"git\":{}}}", json_str(notes.git.as_deref()));
+        s.push_str("},\"git\":");
+        match &notes.git {
+            None => s.push_str("null"),
+            Some(g) => {
+                let settings: Vec<String> = g
+                    .settings
+                    .iter()
+                    .map(|(k, v, o)| {
+                        format!(
+                            "{{\"key\":{},\"value\":{},\"origin\":{}}}",
+                            json_str(Some(k)),
+                            json_str(Some(v)),
+                            json_str(Some(o))
+                        )
+                    })
+                    .collect();
+                let _ = write!(
+                    s,
+                    "{{\"window_maps\":{},\"window_bytes\":{},\"settings\":[{}],\"advice\":{}}}",
+                    g.window_maps,
+                    g.window_bytes,
+                    settings.join(","),
+                    json_str(Some(&g.text))
+                );
+            }
+        }
+        s.push_str("}\n");
         s
     }
 }
@@ -149,7 +256,7 @@ mod tests {
         assert_eq!(r.get(Counter::Deferred), 7);
         assert_eq!(r.get(Counter::PeakQueued), 5);
         let notes = Notes::default();
-        assert!(r.json(&notes).contains("\"deferred\":7"));
+        assert!(r.json(&Run::default(), &notes).contains("\"deferred\":7"));
         assert!(r.text(false, &notes).contains("deferred"));
     }
 
@@ -161,7 +268,10 @@ mod tests {
         );
         let notes = Notes {
             incomplete: Some("sh was killed by SIGINT".into()),
-            git: Some("8 window maps \"here\"".into()),
+            git: Some(GitAdvice {
+                text: "8 window maps \"here\"".into(),
+                ..GitAdvice::default()
+            }),
         };
         let short = r.text(false, &notes);
         assert!(short.lines().count() <= 12, "{short}");
@@ -174,15 +284,31 @@ mod tests {
         );
         let full = r.text(true, &notes);
         assert_eq!(full.lines().count(), COUNTERS + 4, "{full}");
-        let json = r.json(&notes);
-        assert!(json.starts_with("{\"version\":\""), "{json}");
+        let json = r.json(&Run::default(), &notes);
+        assert!(json.starts_with("{\"schema\":2,\"version\":\""), "{json}");
         assert!(json.contains("\"incomplete\":\"sh was killed by SIGINT\""));
         assert!(
-            json.ends_with(",\"git\":\"8 window maps \\\"here\\\"\"}\n"),
+            json.ends_with("\"advice\":\"8 window maps \\\"here\\\"\"}}\n"),
             "{json}"
         );
         assert!(Report::default()
-            .json(&Notes::default())
+            .json(&Run::default(), &Notes::default())
             .contains("\"git\":null}"));
+    }
+
+    #[test]
+    fn processes_as_a_user_counts_them() {
+        // bash -c '( : ); ( : )': bash loads; two fork children report.
+        let r = Report::parse(
+            "munmapq-loaded pid=1\nmunmapq pid=2 deferred=1\nmunmapq pid=3 deferred=1\n\
+             munmapq pid=1 deferred=1\n",
+        );
+        assert_eq!((r.loaded, r.reported, r.forks, r.lost()), (1, 1, 2, 0));
+        // sh -c 'exec true': one process, two programs, one report.
+        let r = Report::parse("munmapq-loaded pid=5\nmunmapq-loaded pid=5\nmunmapq pid=5\n");
+        assert_eq!((r.loaded, r.reported, r.forks), (1, 1, 0));
+        // A report before an exec is not the last program's.
+        let r = Report::parse("munmapq-loaded pid=5\nmunmapq pid=5\nmunmapq-loaded pid=5\n");
+        assert_eq!((r.loaded, r.reported, r.lost()), (1, 0, 1));
     }
 }

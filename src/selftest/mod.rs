@@ -81,16 +81,26 @@ pub fn run(lib: Option<PathBuf>) -> ExitCode {
     let started = Instant::now();
     let lib = match crate::library::find_library(lib) {
         Ok(l) => l,
-        Err(msg) => return crate::cli::fail(&format!("selftest: {msg}"), 1),
+        Err(e) => {
+            return crate::cli::fail(&format!("selftest: {}", e.msg), crate::cli::OWN_FAILURE)
+        }
     };
     let exe = match std::env::current_exe() {
         Ok(e) => e,
-        Err(e) => return crate::cli::fail(&format!("selftest: cannot find myself: {e}"), 1),
+        Err(e) => {
+            return crate::cli::fail(
+                &format!("selftest: cannot find myself: {e}"),
+                crate::cli::OWN_FAILURE,
+            )
+        }
     };
     let dir = std::env::temp_dir().join(format!("munmapq-selftest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        return crate::cli::fail(&format!("selftest: {}: {e}", dir.display()), 1);
+        return crate::cli::fail(
+            &format!("selftest: {}: {e}", dir.display()),
+            crate::cli::OWN_FAILURE,
+        );
     }
     let mut t = Selftest {
         exe,
