@@ -24,10 +24,12 @@
 //!   signature is there was very likely made before on the same file, so a
 //!   window in which half the signatures were seen before is a change of
 //!   phase the queue could pay for: the engine engages again and measures
-//!   the real reuse. Each window that engaged and did not pay doubles the
-//!   windows aside before signatures are judged again (up to
-//!   `2^MAX_BACKOFF`), so signatures that lie (same size and descriptor,
-//!   another file) cost at most one engaged window in that many.
+//!   the real reuse. Each window that engaged and did not pay multiplies
+//!   by 4 the windows aside before signatures are judged again (up to
+//!   `4^MAX_BACKOFF`), so signatures that lie (same length and descriptor,
+//!   another file: git's small loose objects often have the same size)
+//!   cost fewer engaged windows each time, and an engaged window with
+//!   hardly a reuse ends after [`EARLY`] calls.
 //!
 //! Counts are relaxed loads and stores: threads racing may lose an update,
 //! which only moves a verdict by a call. Nothing here allocates, blocks or
@@ -40,10 +42,13 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 pub const SMALL: usize = 1 << 20;
 /// Small calls per verdict.
 pub const WINDOW: u32 = 512;
+/// An engaged window with fewer than one reuse in 8 after this many calls
+/// is judged at once: the queue cannot pay there.
+const EARLY: u32 = 128;
 /// Signatures remembered: the reuse distance a phase change is seen at.
 const SLOTS: usize = 1024;
-/// At most `2^MAX_BACKOFF - 1` windows aside before signatures count.
-const MAX_BACKOFF: u32 = 6;
+/// At most `4^MAX_BACKOFF - 1` windows aside before signatures count.
+const MAX_BACKOFF: u32 = 5;
 
 /// Whether this platform's engine steps aside where reuse is rare. Not on
 /// macOS: a loose object's munmap there is its file's last mapping, whose
@@ -101,14 +106,15 @@ impl Payoff {
     }
 
     /// Before anything is asked of the system for an mmap of the eligible
-    /// kind, `rlen` bytes (rounded to pages) of `fd` at `off`: whether it
-    /// goes through the engine (else straight to the kernel).
+    /// kind, `len` bytes (as asked: the exact length tells files of one page
+    /// apart) of `fd` at `off`: whether it goes through the engine (else
+    /// straight to the kernel).
     #[inline]
-    pub fn engage(&self, fd: i32, off: i64, rlen: usize) -> bool {
-        if rlen > SMALL || !self.on.load(Relaxed) {
+    pub fn engage(&self, fd: i32, off: i64, len: usize) -> bool {
+        if len > SMALL || !self.on.load(Relaxed) {
             return true;
         }
-        let sig = signature(fd, off, rlen);
+        let sig = signature(fd, off, len);
         let slot = &self.seen[(sig >> 54) as usize % SLOTS];
         let again = slot.load(Relaxed) == sig;
         slot.store(sig, Relaxed);
@@ -118,13 +124,14 @@ impl Payoff {
         }
         let n = self.calls.load(Relaxed) + 1;
         self.calls.store(n, Relaxed);
-        if n >= WINDOW {
+        if n >= WINDOW || (n == EARLY && !aside && self.hits.load(Relaxed) * 8 < EARLY) {
             self.judge(aside);
         }
         !aside
     }
 
-    /// An engaged mmap of `rlen` bytes was answered with a queued mapping.
+    /// An engaged mmap of `rlen` bytes (rounded to pages) was answered with
+    /// a queued mapping.
     #[inline]
     pub fn reused(&self, rlen: usize) {
         if rlen <= SMALL && !self.aside.load(Relaxed) {
@@ -153,7 +160,7 @@ impl Payoff {
             self.backoff.store(0, Relaxed);
         } else {
             let b = self.backoff.load(Relaxed);
-            self.skip.store((1 << b) - 1, Relaxed);
+            self.skip.store((1 << (2 * b)) - 1, Relaxed);
             self.backoff.store((b + 1).min(MAX_BACKOFF), Relaxed);
             self.aside.store(true, Relaxed);
         }
@@ -222,7 +229,8 @@ mod tests {
             }
             assert!(half == 0 || p.is_aside());
         }
-        assert!(engaged[0] <= (MAX_BACKOFF + 2) * WINDOW, "{engaged:?}");
-        assert!(engaged[1] <= 2 * WINDOW, "{engaged:?}");
+        // Engaged windows 1, 3, 8 and 25 of the first 64, each ended early.
+        assert!(engaged[0] <= 4 * EARLY, "{engaged:?}");
+        assert!(engaged[1] <= EARLY, "{engaged:?}");
     }
 }

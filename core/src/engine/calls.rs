@@ -91,8 +91,7 @@ impl Engine {
     /// passes through before the `statx`, counted.
     #[inline]
     fn payoff_engages(&self, fd: i32, off: i64, len: usize) -> bool {
-        let rlen = round_up(len, self.page()).unwrap_or(usize::MAX);
-        let engaged = self.payoff.engage(fd, off, rlen);
+        let engaged = self.payoff.engage(fd, off, len);
         if !engaged {
             self.stats.bump(Counter::PassPayoff);
         }
