@@ -142,6 +142,14 @@ impl Engine {
             .store(if cfg.enabled { ACTIVE } else { OFF }, Release);
     }
 
+    /// Whether small mappings may pass through where reuse is too rare to
+    /// pay (`payoff.rs`; on by default where [`steps_aside`] says so). A
+    /// replay of the queue's policy turns it off: every mapping then meets
+    /// the queue.
+    pub fn set_steps_aside(&self, on: bool) {
+        self.payoff.start(on && self.reuse.load(Relaxed));
+    }
+
     /// The count cap was configured without `vm.max_map_count` (reading it
     /// costs every process at load, and most never queue anything): lower
     /// it as [`Config::defaults`] would, from [`Os::max_map_count`], just
