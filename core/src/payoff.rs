@@ -114,13 +114,18 @@ impl Payoff {
         if len > SMALL || !self.on.load(Relaxed) {
             return true;
         }
-        let sig = signature(fd, off, len);
-        let slot = &self.seen[(sig >> 54) as usize % SLOTS];
-        let again = slot.load(Relaxed) == sig;
-        slot.store(sig, Relaxed);
         let aside = self.aside.load(Relaxed);
-        if aside && again {
-            self.hits.store(self.hits.load(Relaxed) + 1, Relaxed);
+        // Signatures are kept only while aside: an engaged call pays for
+        // nothing it does not use (the first window aside starts from
+        // older signatures, and sees a phase of reuse a window later).
+        if aside {
+            let sig = signature(fd, off, len);
+            let slot = &self.seen[(sig >> 54) as usize % SLOTS];
+            if slot.load(Relaxed) == sig {
+                self.hits.store(self.hits.load(Relaxed) + 1, Relaxed);
+            } else {
+                slot.store(sig, Relaxed);
+            }
         }
         let n = self.calls.load(Relaxed) + 1;
         self.calls.store(n, Relaxed);
