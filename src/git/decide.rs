@@ -74,16 +74,18 @@ pub struct LooseRule {
 /// Linux: a small private file mapping is cheap to make and to unmap (no
 /// last-mapping work), and what munmapq adds to each eligible call (a
 /// `statx`, its table and queue) costs more than a reuse saves when only
-/// a third of the maps are reused. Measured on a shallow clone unpacked
-/// loose (402k objects, warm cache, paired runs): `git blame` 1.13x CPU
-/// with munmapq (413k -> 475k syscalls), `git log --stat` 1.01x;
-/// `scripts/bench-loose.sh` rebuilds such a repository and measures it.
+/// a third of the maps are reused. Measured on a shallow clone of git.git
+/// unpacked loose (402k objects, warm cache, paired runs): `git blame` 1.13x
+/// CPU with munmapq (413k -> 475k syscalls), `git log --stat` 1.01x. The
+/// library now steps aside for such mappings itself (core/src/payoff.rs),
+/// so wrapping would buy nothing there either. `scripts/bench-loose.sh`
+/// rebuilds a loose repository and measures it.
 pub const LINUX_LOOSE: LooseRule = LooseRule {
     platform: "linux",
     pays: false,
     why: "on Linux a small file map is cheap to make and to unmap, and munmapq measured \
-          slower there on loose objects (git blame 1.13x CPU, more system calls: a reuse \
-          saves a munmap but adds a statx)",
+          slower there on loose objects (git blame 1.13x CPU: each map adds a statx, and \
+          only a third were reused)",
 };
 
 /// macOS: unmapping a file's last mapping is the dear case (its copy
