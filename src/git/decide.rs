@@ -76,10 +76,14 @@ pub struct LooseRule {
 /// `statx`, its table and queue) costs more than a reuse saves when only
 /// a third of the maps are reused. Measured on a shallow clone of git.git
 /// unpacked loose (402k objects, warm cache, paired runs): `git blame` 1.13x
-/// CPU with munmapq (413k -> 475k syscalls), `git log --stat` 1.01x. The
-/// library now steps aside for such mappings itself (core/src/payoff.rs),
-/// so wrapping would buy nothing there either. `scripts/bench-loose.sh`
-/// rebuilds a loose repository and measures it.
+/// CPU with munmapq (413k -> 475k syscalls), `git log --stat` 1.01x. Since
+/// then a close no longer walks the table and the library steps aside where
+/// fewer than a quarter of the small maps are reused (core/src/payoff.rs):
+/// on a generated loose repository (`scripts/bench-loose.sh`) it measured
+/// 0.86-0.90x CPU for `blame` and `log --stat`, ~1.0x for `prune`, with
+/// more system calls (a `statx` and an `F_GETFL` a map) and half the page
+/// faults. Until that holds on a real clone, loose objects alone do not
+/// turn the wrapper on here (`git config munmapq.enable true` does).
 pub const LINUX_LOOSE: LooseRule = LooseRule {
     platform: "linux",
     pays: false,
