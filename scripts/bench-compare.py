@@ -13,11 +13,14 @@ import subprocess
 import sys
 import time
 
+from bench_loose import loose_workloads, nothing_workloads
+
 TINY = ["-c", "core.packedGitWindowSize=16k", "-c", "core.packedGitLimit=32k"]  # mq-bench's measure.rs
 GIT_REPO = "bench-repo-20000-8000"  # mq-bench --eviction's "20000 commits x 8000 files"
 SEED_REPO = "seed-repo-4400-256"  # mq-bench --seed-only's (a 1100 MiB pack)
 COUNTED = 20000  # cycles the exact micro counts are per-cycle over
-LIB_KEYS = ["mmap_calls", "reused", "deferred", "mmap_syscalls", "munmap_syscalls", "pages_dropped", "peak_queued"]
+LIB_KEYS = ["mmap_calls", "eligible", "reused", "deferred", "pass_payoff", "mmap_syscalls", "munmap_syscalls",
+            "pages_dropped", "peak_queued"]
 
 
 def die(msg):
@@ -150,6 +153,8 @@ def count(w, c, r, hashes):
     r["syscalls"] = syscalls(c)
     if c.lib:
         r["lib"] = lib_counters(c)
+    if w.get("instructions"):  # exact user-space instructions of a smaller run of the same kind
+        r["instructions"] = instructions(c, w["instructions"])
     if w.get("micro"):  # exact per-cycle counts: (64 + COUNTED cycles) - (64 cycles)
         short, long_ = ([ARGS.probe, "cycle", ARGS.file, str(cycles), "64"] for cycles in (64, 64 + COUNTED))
         r["counts"] = {"instructions": (instructions(c, short), instructions(c, long_)),
@@ -183,6 +188,9 @@ def report(w, res, digest, secs):
     for c in w["configs"]:
         r = res[c.key]
         print(f"| {c.label} | {r['cpu'][0]:.4f} / {r['cpu'][1]:.4f} | {r['wall']:.4f} | {r['rss']} | {r['faults']} | {r['faults_range'][0]}-{r['faults_range'][1]} | {r['syscalls']} |")
+    if w.get("instructions"):
+        print(f"\nUser-space instructions (callgrind) of `{' '.join(w['instructions'])}`: " +
+              ", ".join(f"{c.label} {res[c.key]['instructions']:,}" for c in w["configs"]) + ".")
     if micro:
         print(f"\nExact counts at 64 and {64 + COUNTED} cycles; per cycle = the difference / {COUNTED} "
               f"(every one of those cycles is {w['per']}):\n")
@@ -207,6 +215,7 @@ def report(w, res, digest, secs):
     metrics += ([("instructions_pc", "instructions / cycle"), ("syscalls_pc", "syscalls / cycle"),
                  ("faults_pc", "page faults / cycle")] if micro else
                 [("faults", "page faults"), ("syscalls", "syscalls")])
+    metrics += [("instructions", "instructions (callgrind, smaller run)")] if w.get("instructions") else []
     floor = w.get("floor")
     print(f"\n| ratio | new / no preload | old / no preload | new / old |{f' new / {floor} |' if floor else ''}")
     print("| --- | --- | --- | --- |" + (" --- |" if floor else ""))
@@ -342,7 +351,7 @@ def main():
     for a in ("--old-lib", "--new-lib", "--old-name", "--new-name", "--probe", "--work"):
         p.add_argument(a, required=True)
     p.add_argument("--rounds", type=int)
-    p.add_argument("--only", choices=["micro", "git", "seed"], action="append")
+    p.add_argument("--only", choices=["micro", "git", "seed", "loose", "nothing"], action="append")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--git-repo")
     p.add_argument("--seed-repo")
@@ -350,7 +359,7 @@ def main():
     ARGS.cycles = 20000 if ARGS.quick else 200000
     ARGS.rounds = ARGS.rounds or (1 if ARGS.quick else 9)
     ARGS.file = ARGS.work + "/micro.bin"
-    parts = ARGS.only or ["micro", "git", "seed"]
+    parts = ARGS.only or ["micro", "git", "seed", "loose", "nothing"]
     print(f"# bench-compare: old = {ARGS.old_name}, new = {ARGS.new_name}; {2 * ARGS.rounds} rounds "
           f"({ARGS.rounds} + {ARGS.rounds}){' (quick)' if ARGS.quick else ''}; {os.cpu_count()} cores, "
           f"{' '.join(os.uname()[i] for i in (0, 2, 4))}, "
@@ -359,7 +368,9 @@ def main():
           "is the worse of the two halves'. Peak RSS: the largest ru_maxrss of the timed runs. Page faults: "
           "minflt+majflt of one run; the counting runs (faults, syscalls, the library's counters) run without "
           "address randomization, which moves page faults (fault-around), the timed runs with it.")
-    for part, make in (("micro", micro_workloads), ("git", git_workloads), ("seed", seed_workloads)):
+    extra = (ARGS, lib_configs, git_env, log)
+    for part, make in (("micro", micro_workloads), ("git", git_workloads), ("seed", seed_workloads),
+                       ("loose", lambda: loose_workloads(*extra)), ("nothing", lambda: nothing_workloads(*extra))):
         if part not in parts:
             continue
         for w in make():

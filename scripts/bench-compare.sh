@@ -2,7 +2,7 @@
 # Two versions of the library side by side on the micro-benchmark and on git,
 # with exact counts next to the timings (not a test: it prints markdown).
 #
-#   scripts/bench-compare.sh OLD_REV [NEW_REV] [--rounds N] [--only micro|git|seed]...
+#   scripts/bench-compare.sh OLD_REV [NEW_REV] [--rounds N] [--only micro|git|seed|loose|nothing]...
 #                            [--quick] [--git-repo PATH] [--seed-repo PATH]
 #
 # Builds the release libmunmapq of OLD_REV in its own tree (git archive), of
@@ -22,7 +22,13 @@
 #   4. the seed's case: `git -c core.packedGitLimit=128m log --raw` and
 #      `git -c core.packedGitWindowSize=64m -c core.packedGitLimit=128m log
 #      --raw` on mq-bench's 1100 MiB-pack repository, git's default config as
-#      the reference.
+#      the reference;
+#   5. loose objects (scripts/bench_loose.py): `git log --stat -n 1500`,
+#      `git blame` of the file with the longest history and `git prune
+#      --dry-run --expire=now` (gc's reachability walk) on a generated
+#      repository of about 100k loose objects and no pack, git's defaults;
+#      user-space instructions (callgrind) of `git log --stat -n 200`;
+#   6. a program that maps nothing: `ls -l /usr/bin`.
 #
 # Each workload runs without preload, with the old and with the new library
 # (and the floor or reference), alternating, 2 x N rounds (N = --rounds,
@@ -41,7 +47,8 @@
 # round per half and 20,000 micro cycles. The repositories are looked for in
 # target/release/bench of this tree, then of the main worktree (where mq-bench
 # generates them), else generated here as mq-bench does (20000 x 8000: ~15 s;
-# the seed's: a 1.1 GiB pack); --git-repo and --seed-repo name others. Needs
+# the seed's: a 1.1 GiB pack; the loose one: ~1 min); --git-repo and
+# --seed-repo name others. Needs
 # python3, git, strace and valgrind. Scratch files: target/bench-compare.
 set -euo pipefail
 cd "$(dirname "$0")/.."

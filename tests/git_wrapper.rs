@@ -1,7 +1,8 @@
 //! The git wrapper, both forms: `munmapq shell-init`'s git function and a
 //! munmapq linked as `git` first in PATH. git runs with the library only in
-//! a repository where git thrashes its pack windows, holds many loose
-//! objects, or says `munmapq.enable=true`; elsewhere it runs as it is. The
+//! a repository where git thrashes its pack windows or says
+//! `munmapq.enable=true` (on Linux many loose objects alone do not: munmapq
+//! measured slower there); elsewhere it runs as it is. The
 //! wrapper is an exec (git's pid, status and signals), never runs itself
 //! or another munmapq, and its cached decision follows the configuration.
 //! The library says it was loaded with `MUNMAPQ_STATS=1` (a line at exit).
@@ -155,15 +156,44 @@ fn git_symlink_wraps_where_it_pays_and_follows_the_configuration() {
     assert!(w.wrapped(&small, &["status"]), "~/.gitconfig not seen");
     std::fs::remove_file(w.dir.join(".gitconfig")).unwrap();
     assert!(!w.wrapped(&small, &["status"]));
+    println!("git symlink: outside a repository, small repository: git as it is; thrashing: munmapq; munmapq.enable false/true override; the cache follows git config, in-place edits and ~/.gitconfig");
+}
 
-    // Many loose objects (estimated from objects/17, as git gc --auto does).
-    let seventeen = small.join(".git/objects/17");
+/// `git_dir/objects/17` filled so that git gc --auto's estimate (and the
+/// wrapper's) reads 7,680 loose objects, well over gc.auto's 6,700.
+fn many_loose(git_dir: &Path) {
+    let seventeen = git_dir.join("objects/17");
     std::fs::create_dir_all(&seventeen).unwrap();
     for i in 0..30 {
         std::fs::write(seventeen.join(format!("{i:038x}")), "").unwrap();
     }
-    assert!(w.wrapped(&small, &["status"]), "many loose objects");
-    println!("git symlink: outside a repository, small repository: git as it is; thrashing: munmapq; munmapq.enable false/true override; the cache follows git config, in-place edits and ~/.gitconfig; 7680 loose objects (estimated): munmapq");
+}
+
+#[test]
+fn loose_objects_alone_do_not_wrap_on_linux_and_doctor_names_the_rule() {
+    let w = World::new("wrapper-loose");
+    let loose = repo::small_repo(&w.dir, "loose");
+    many_loose(&loose.join(".git"));
+    // On Linux munmapq measured slower on loose objects: git as it is.
+    assert!(!w.wrapped(&loose, &["status"]), "wrapped for loose objects");
+    let mut c = w.cmd(launcher().to_str().unwrap(), &loose, &[]);
+    let out = output_within(c.args(["doctor", "git", "log"]), MINUTE);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.contains("would run git here without munmapq")
+            && said.contains("rule loose (linux)")
+            && said.contains("7680 loose objects")
+            && said.contains("cheap"),
+        "{said}"
+    );
+    // Loose objects do not stop the rules that do pay: thrashing windows
+    // and munmapq.enable=true.
+    let thrash = thrashing_repo(&w);
+    many_loose(&thrash.join(".git"));
+    assert!(w.wrapped(&thrash, &["log", "--raw"]), "thrashing and loose");
+    w.real_git(&loose, &["config", "munmapq.enable", "true"]);
+    assert!(w.wrapped(&loose, &["status"]), "munmapq.enable=true");
+    println!("git symlink: 7680 loose objects (estimated): git as it is on Linux, doctor names rule loose (linux); thrashing or munmapq.enable=true with loose objects: munmapq");
 }
 
 #[test]
@@ -235,6 +265,7 @@ fn doctor_explains_the_wrapper() {
     let said = doctor(&thrash, &[&w.bin]);
     assert!(said.contains("would run git here with munmapq"), "{said}");
     assert!(said.contains("the git wrapper is installed"), "{said}");
+    assert!(said.contains("rule thrash"), "{said}");
     let said = doctor(&small, &[]);
     assert!(
         said.contains("would run git here without munmapq"),

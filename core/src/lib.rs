@@ -18,6 +18,7 @@ pub mod file;
 #[cfg(not(loom))]
 pub mod holder;
 pub mod os;
+pub mod payoff;
 #[cfg(not(loom))]
 pub mod queue;
 pub mod readonly_fds;

@@ -3,11 +3,16 @@
 //!
 //! - `git config munmapq.enable true|false` decides when set;
 //! - else munmapq pays where git would thrash its pack windows (the
-//!   doctor's check, git/check.rs) or where it holds many loose objects (git
-//!   maps each loose object whole, once per read): more than git's own
-//!   `gc --auto` threshold (6700), estimated as `gc --auto` does, from the
-//!   entries of `objects/17` times 256;
+//!   doctor's check, git/check.rs), on every platform;
+//! - many loose objects (more than git's own `gc --auto` threshold, 6700,
+//!   estimated as `gc --auto` does, from the entries of `objects/17` times
+//!   256) qualify where the platform's rule, [`LOOSE`], says they pay: git
+//!   maps each loose object whole and unmaps it at once, so every munmap
+//!   is the file's last mapping;
 //! - anywhere else, and outside a repository, git runs as it is.
+//!
+//! Every reason starts with the rule that decided (`rule enable`, `rule
+//! thrash`, `rule loose (linux)`, ...): `munmapq doctor git` prints it.
 //!
 //! The configuration and the packs need git to read them (a few
 //! milliseconds), so that part is cached per repository in the user's
@@ -60,40 +65,115 @@ fn no(reason: &str) -> Decision {
     }
 }
 
-/// The rules, on what was found.
+/// Whether many loose objects alone make munmapq pay, per platform, and
+/// the measurement that says so.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LooseRule {
+    pub platform: &'static str,
+    pub pays: bool,
+    pub why: &'static str,
+}
+
+/// Linux: a small private file mapping is cheap to make and to unmap (no
+/// last-mapping work), and what munmapq adds to each eligible call (a
+/// `statx`, its table and queue) costs more than a reuse saves when only
+/// a third of the maps are reused. Measured on a shallow clone of git.git
+/// unpacked loose (402k objects, warm cache, paired runs): `git blame` 1.13x
+/// CPU with munmapq (413k -> 475k syscalls), `git log --stat` 1.01x. Since
+/// then a close no longer walks the table and the library steps aside where
+/// fewer than a quarter of the small maps are reused (core/src/payoff.rs):
+/// on a generated loose repository (`scripts/bench-loose.sh`) it measured
+/// 0.86-0.90x CPU for `blame` and `log --stat`, ~1.0x for `prune`, with
+/// more system calls (a `statx` and an `F_GETFL` a map) and half the page
+/// faults. Until that holds on a real clone, loose objects alone do not
+/// turn the wrapper on here (`git config munmapq.enable true` does).
+pub const LINUX_LOOSE: LooseRule = LooseRule {
+    platform: "linux",
+    pays: false,
+    why: "on Linux a small file map is cheap to make and to unmap, and munmapq measured \
+          slower there on loose objects (git blame 1.13x CPU: each map adds a statx, and \
+          only a third were reused)",
+};
+
+/// macOS: unmapping a file's last mapping is the dear case (its copy
+/// object is torn down and `ubc_unmap` runs, then rebuilt at the next map:
+/// probes/src/bin/mq-replay/lastmap.rs), and every loose object git reads
+/// is unmapped as its file's last mapping. The seed measured that cost
+/// (518 min of window munmaps against 2 min 26 s queued), and the replay
+/// under macOS rules (`mq-replay --rules macos`, BENCHMARKS.md "A reuse at
+/// one system call") shows the queue removes every such last unmap; the
+/// Mac CI job runs the library there. No loose-object timing on macOS yet.
+pub const MACOS_LOOSE: LooseRule = LooseRule {
+    platform: "macos",
+    pays: true,
+    why: "on macOS each loose object's munmap is its file's last mapping, the dear case \
+          there, and the queue saves it",
+};
+
+/// This platform's rule for loose objects.
+pub const LOOSE: LooseRule = if cfg!(target_os = "macos") {
+    MACOS_LOOSE
+} else {
+    LINUX_LOOSE
+};
+
+/// The rules, on what was found, with this platform's rule for loose
+/// objects.
 pub fn judge(s: &Settled, loose: u64) -> Decision {
-    let mut d = judge_settings(s, loose);
+    judge_with(s, loose, LOOSE)
+}
+
+/// The rules, with `rule` for loose objects; a `munmapq.enable` that is
+/// not a boolean is said, and taken as unset.
+pub fn judge_with(s: &Settled, loose: u64, rule: LooseRule) -> Decision {
+    let mut d = judge_settings(s, loose, rule);
     d.warning = s.bad_enable.as_ref().map(|v| {
         format!("git config munmapq.enable={v} is not a boolean (true or false): taken as unset")
     });
     d
 }
 
-fn judge_settings(s: &Settled, loose: u64) -> Decision {
+fn judge_settings(s: &Settled, loose: u64, rule: LooseRule) -> Decision {
     let yes = |reason: String| Decision {
         wrap: true,
         reason,
         warning: None,
     };
     if let Some(err) = &s.error {
-        return no(&format!("git could not say: {err}"));
+        return no(&format!("rule error: git could not say: {err}"));
     }
     match &s.enable {
-        Some((true, at)) => return yes(format!("munmapq.enable=true ({at})")),
-        Some((false, at)) => return no(&format!("munmapq.enable=false ({at})")),
+        Some((true, at)) => return yes(format!("rule enable: munmapq.enable=true ({at})")),
+        Some((false, at)) => return no(&format!("rule enable: munmapq.enable=false ({at})")),
         None => {}
     }
     if let Some(t) = &s.thrash {
-        return yes(format!("git thrashes its pack windows here with {t}"));
-    }
-    if loose > MANY_LOOSE {
         return yes(format!(
-            "about {loose} loose objects (more than {MANY_LOOSE}), each mapped whole"
+            "rule thrash: git thrashes its pack windows here with {t}"
         ));
     }
+    let platform = rule.platform;
+    if loose > MANY_LOOSE {
+        let what = format!("about {loose} loose objects (more than {MANY_LOOSE})");
+        return if rule.pays {
+            yes(format!("rule loose ({platform}): {what}: {}", rule.why))
+        } else {
+            no(&format!(
+                "rule loose ({platform}): {what} do not qualify: {}; git does not thrash its \
+                 pack windows here (munmapq pays there, or with git config munmapq.enable true)",
+                rule.why
+            ))
+        };
+    }
+    let loose_pays = if rule.pays {
+        format!(", or above {MANY_LOOSE} loose objects")
+    } else {
+        String::new()
+    };
     no(&format!(
-        "git does not thrash its pack windows here and has about {loose} loose objects \
-         (munmapq pays above {MANY_LOOSE}, or with git config munmapq.enable true)"
+        "rule default: git does not thrash its pack windows here and has about {loose} loose \
+         objects (munmapq pays where git thrashes{loose_pays}, or with git config munmapq.enable \
+         true)"
     ))
 }
 
@@ -274,12 +354,21 @@ mod tests {
         let plain = Settled::default();
         assert!(!judge(&plain, 0).wrap);
         assert!(!judge(&plain, MANY_LOOSE).wrap);
-        assert!(judge(&plain, MANY_LOOSE + 256).wrap);
+        // Loose objects alone: per platform.
+        let many = MANY_LOOSE + 256;
+        let linux = judge_with(&plain, many, LINUX_LOOSE);
+        assert!(!linux.wrap && linux.reason.starts_with("rule loose (linux)"));
+        let macos = judge_with(&plain, many, MACOS_LOOSE);
+        assert!(macos.wrap && macos.reason.starts_with("rule loose (macos)"));
+        assert_eq!(judge(&plain, many).wrap, cfg!(target_os = "macos"));
+        assert!(judge(&plain, 0).reason.starts_with("rule default"));
         let thrash = Settled {
             thrash: Some("core.packedGitLimit=32k (command line)".into()),
             ..Settled::default()
         };
         assert!(judge(&thrash, 0).wrap);
+        assert!(judge_with(&thrash, MANY_LOOSE * 2, LINUX_LOOSE).wrap);
+        assert!(judge(&thrash, 0).reason.starts_with("rule thrash"));
         let off = Settled {
             enable: Some((false, "~/.gitconfig:3".into())),
             ..thrash.clone()

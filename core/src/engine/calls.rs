@@ -58,6 +58,7 @@ impl Engine {
             && len > 0
             && off >= 0
             && (off as u64).is_multiple_of(page as u64)
+            && self.payoff_engages(fd, off, len)
         {
             // A deleted file's mapping would keep its space once queued.
             let file = os
@@ -83,6 +84,18 @@ impl Engine {
             self.placed_by_kernel(os, start, len);
         }
         r
+    }
+
+    /// Whether an mmap of the eligible kind goes through the engine, where
+    /// the queue may not pay for small mappings (`payoff.rs`): if not, it
+    /// passes through before the `statx`, counted.
+    #[inline]
+    fn payoff_engages(&self, fd: i32, off: i64, len: usize) -> bool {
+        let engaged = self.payoff.engage(fd, off, len);
+        if !engaged {
+            self.stats.bump(Counter::PassPayoff);
+        }
+        engaged
     }
 
     /// Whether `fd`, whose file `statx` (or `fstat`) just found to be
@@ -143,6 +156,7 @@ impl Engine {
                     match q.table.take_queued(&key) {
                         Lookup::Hit(start) => {
                             self.stats.bump(Counter::Reused);
+                            self.payoff.reused(key.len);
                             return Ok(start);
                         }
                         // The file changed since that mapping was made: it

@@ -13,6 +13,7 @@ use crate::dirty::{Dirty, DirtyRanges};
 use crate::fds::FdBits;
 use crate::holder::{TableGuard, TableLock, Taken};
 use crate::os::Os;
+use crate::payoff::{steps_aside, Payoff};
 use crate::readonly_fds::ReadOnlyFds;
 use crate::sizing::Sizing;
 use crate::stats::{Counter, Stats};
@@ -86,6 +87,8 @@ pub struct Engine {
     /// guard gives back.
     fork_kept: AtomicBool,
     fork_previous: AtomicUsize,
+    /// Whether the queue pays for small mappings here (`payoff.rs`).
+    payoff: Payoff,
 }
 
 impl Default for Engine {
@@ -120,6 +123,7 @@ impl Engine {
             read_only_fds: ReadOnlyFds::new(),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
+            payoff: Payoff::new(),
         }
     }
 
@@ -128,12 +132,22 @@ impl Engine {
     pub fn start(&self, cfg: &Config, page: usize) {
         self.page.store(page, Relaxed);
         self.reuse.store(cfg.reuse, Relaxed);
+        // Without reuse nothing is measured: every miss would look a loss.
+        self.payoff.start(cfg.reuse && steps_aside());
         // Free: no hook takes the table before the engine is active (below).
         if let Taken::Got(mut q) = self.table.try_lock_unhooked() {
             q.start(cfg);
         }
         self.state
             .store(if cfg.enabled { ACTIVE } else { OFF }, Release);
+    }
+
+    /// Whether small mappings may pass through where reuse is too rare to
+    /// pay (`payoff.rs`; on by default where [`steps_aside`] says so). A
+    /// replay of the queue's policy turns it off: every mapping then meets
+    /// the queue.
+    pub fn set_steps_aside(&self, on: bool) {
+        self.payoff.start(on && self.reuse.load(Relaxed));
     }
 
     /// The count cap was configured without `vm.max_map_count` (reading it

@@ -97,6 +97,8 @@ pub struct FakeOs<const N: usize = 256> {
     pub page: usize,
     /// `open_flags` calls (`F_GETFL`).
     pub fcntls: RefCell<usize>,
+    /// `file_facts` calls (`statx`).
+    pub statxs: RefCell<usize>,
     /// What `open_flags` answers for every descriptor but
     /// [`WRITE_ONLY_FD`] (`O_RDONLY` unless a test reopens one).
     pub open_mode: RefCell<i32>,
@@ -131,6 +133,7 @@ impl<const N: usize> FakeOs<N> {
             cells: None,
             page: PAGE,
             fcntls: RefCell::new(0),
+            statxs: RefCell::new(0),
             open_mode: RefCell::new(libc::O_RDONLY),
         }
     }
@@ -207,7 +210,8 @@ impl<const N: usize> Os for FakeOs<N> {
         // A write-only descriptor's mapping is refused by a real kernel; the
         // fake maps it as memory that is not a file's.
         let write_only = self.traced.is_none() && fd == WRITE_ONLY_FD;
-        let file = fd >= 0 && !write_only && self.file_facts(fd).is_some();
+        // (What `file_facts` would answer, without counting a statx.)
+        let file = fd >= 0 && !write_only && self.traced.is_none_or(|t| t.file.is_some());
         let mut space = self.space.borrow_mut();
         space.remove(start, start + len);
         space.insert(Range {
@@ -232,6 +236,7 @@ impl<const N: usize> Os for FakeOs<N> {
     }
 
     fn file_facts(&self, fd: i32) -> Option<FileFacts> {
+        *self.statxs.borrow_mut() += 1;
         if let Some(t) = self.traced {
             return t.file;
         }

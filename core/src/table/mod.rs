@@ -183,7 +183,18 @@ pub struct Table {
     /// The range being unmapped right now (empty: none), for a recovery
     /// after a longjmp out of that very unmap: it may or may not be done.
     in_flight: (usize, usize),
+    /// Entries whose descriptor the program has not closed, and while
+    /// there are at most [`FD_SET`] of them (since there were none), their
+    /// slots: a close then finds them without a walk of the table. A
+    /// program that maps a file and closes it at once, as git does each
+    /// loose object, has one at a time.
+    with_fd: usize,
+    fd_slots: [u16; FD_SET],
+    fd_overflow: bool,
 }
+
+/// Entries with an open descriptor listed (see `Table::fd_slots`).
+const FD_SET: usize = 16;
 
 impl Default for Table {
     fn default() -> Self {
@@ -209,6 +220,9 @@ impl Table {
             aged_munmaps: 0,
             cooling_drops: 0,
             in_flight: (0, 0),
+            with_fd: 0,
+            fd_slots: [NIL; FD_SET],
+            fd_overflow: false,
         }
     }
 
@@ -262,6 +276,8 @@ impl Table {
         self.queued_bytes = 0;
         self.warm_bytes = 0;
         self.in_flight = (0, 0);
+        self.with_fd = 0;
+        self.fd_overflow = false;
     }
 
     pub fn len(&self) -> usize {
@@ -376,6 +392,14 @@ impl Table {
             fd1: (fd as u32).wrapping_add(1),
             ..Slot::EMPTY
         };
+        if fd != NO_FD {
+            if self.with_fd < FD_SET && !self.fd_overflow {
+                self.fd_slots[self.with_fd] = slot;
+            } else {
+                self.fd_overflow = true;
+            }
+            self.with_fd += 1;
+        }
         let pos = self.lower_bound(start);
         self.by_addr.copy_within(pos..self.used, pos + 1);
         self.by_addr[pos] = slot;
@@ -385,7 +409,19 @@ impl Table {
 
     /// The first entry at or after position `pos` of the address order
     /// whose descriptor is in `[lo, hi]`, with its position.
+    /// While the entries with a descriptor are listed, any of them (`pos`
+    /// is not used, and answered 0): the caller takes each one's descriptor
+    /// away before it asks again.
     pub fn next_with_fd(&self, mut pos: usize, lo: i32, hi: i32) -> Option<(usize, Entry)> {
+        if !self.fd_overflow {
+            return self.fd_slots[..self.with_fd]
+                .iter()
+                .find(|&&slot| {
+                    let fd = self.slots[slot as usize].fd();
+                    lo <= fd && fd <= hi
+                })
+                .map(|&slot| (0, self.entry(slot)));
+        }
         while pos < self.used {
             let slot = self.by_addr[pos];
             let fd = self.slots[slot as usize].fd();
@@ -399,7 +435,25 @@ impl Table {
 
     /// The program closed the descriptor `slot` was mapped through.
     pub fn orphan(&mut self, slot: u16) {
+        self.drop_fd(slot);
+    }
+
+    /// `slot` no longer has the program's descriptor.
+    fn drop_fd(&mut self, slot: u16) {
+        if self.slots[slot as usize].fd1 == 0 {
+            return;
+        }
         self.slots[slot as usize].fd1 = 0;
+        if !self.fd_overflow {
+            let n = self.with_fd;
+            if let Some(i) = self.fd_slots[..n].iter().position(|&s| s == slot) {
+                self.fd_slots[i] = self.fd_slots[n - 1];
+            }
+        }
+        self.with_fd -= 1;
+        if self.with_fd == 0 {
+            self.fd_overflow = false;
+        }
     }
 
     /// An entry of file `(dev, ino)`, one at a time (the caller removes
@@ -426,6 +480,7 @@ impl Table {
     }
 
     fn release_slot(&mut self, slot: u16) {
+        self.drop_fd(slot);
         let s = &mut self.slots[slot as usize];
         s.state = State::Free;
         s.next = self.free;

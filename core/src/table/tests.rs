@@ -205,3 +205,45 @@ fn a_mapping_made_through_another_mount_is_not_reused() {
     assert_eq!(t.take_queued(&other), Lookup::Miss);
     assert_eq!(hit(&mut t, &key(0)), Some(0x1000));
 }
+
+#[test]
+fn a_close_finds_the_entries_of_its_descriptor_listed_or_by_a_walk() {
+    let mut t = table!();
+    for i in 0..8u64 {
+        let fd = if i == 5 { 7 } else { NO_FD };
+        assert!(t.insert_live(0x1000 * (i as usize + 1), 0x1000, key(i), 0, fd));
+    }
+    assert!(t.insert_live(0x20000, 0x1000, key(9), 0, 4));
+    let e = t.next_with_fd(0, 7, 7).unwrap().1;
+    assert_eq!((e.start, e.fd), (0x6000, 7));
+    t.orphan(e.slot);
+    assert!(t.next_with_fd(0, 7, 7).is_none());
+    assert_eq!(t.with_fd, 1);
+    let e = t.next_with_fd(0, 0, 10).unwrap().1;
+    t.remove(e.slot);
+    assert_eq!((t.with_fd, t.fd_overflow), (0, false));
+    // More than the list holds: found by a walk, in address order, until
+    // none is left.
+    for i in 0..FD_SET as u64 + 4 {
+        let fd = 3 + (i % 2) as i32;
+        assert!(t.insert_live(0x40000 + 0x1000 * i as usize, 0x1000, key(20 + i), 0, fd));
+    }
+    assert!(t.fd_overflow);
+    let mut found = 0;
+    let mut pos = 0;
+    while let Some((at, e)) = t.next_with_fd(pos, 4, 4) {
+        assert_eq!(e.fd, 4);
+        t.orphan(e.slot);
+        pos = at + 1;
+        found += 1;
+    }
+    assert_eq!(found, (FD_SET + 4) / 2);
+    while let Some((_, e)) = t.next_with_fd(0, 3, 3) {
+        t.remove(e.slot);
+    }
+    assert_eq!((t.with_fd, t.fd_overflow), (0, false));
+    assert!(t.insert_live(0x30000, 0x1000, key(10), 0, 3));
+    assert_eq!(t.next_with_fd(0, 3, 3).unwrap().1.start, 0x30000);
+    t.clear();
+    assert_eq!(t.with_fd, 0);
+}

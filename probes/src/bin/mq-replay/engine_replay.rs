@@ -85,6 +85,10 @@ impl Rules {
 pub fn run(recs: &[Rec], cfg: Config, pid: u32, rules: Rules) -> Outcome {
     let engine = Engine::new();
     engine.start(&cfg, rules.page());
+    // The replay measures the queue's policy: every eligible mapping meets
+    // it (the library's pass-through of small mappings that do not pay,
+    // core/src/payoff.rs, would hide their misses).
+    engine.set_steps_aside(false);
     let mut replay = Replay::new(rules);
     let mut caps = Vec::with_capacity(recs.len());
     for r in recs {

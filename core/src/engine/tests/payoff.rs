@@ -1,0 +1,72 @@
+//! Small mappings whose reuse is too rare to pay pass straight through
+//! (`payoff.rs`): a program reading git's loose objects (open, map the
+//! whole file, close, unmap; many files, few read twice) makes no more
+//! system calls than without munmapq once the first window is measured.
+
+use super::*;
+use crate::payoff::{SMALL, WINDOW};
+
+/// The system calls the fake kernel saw (mmap, munmap, `F_GETFL`, `statx`).
+fn syscalls(os: &FakeOs) -> usize {
+    *os.mmaps.borrow() + os.munmaps.borrow().total + *os.fcntls.borrow() + *os.statxs.borrow()
+}
+
+/// Object `i` read as git reads a loose object: its own file (here a page
+/// of its own at offset `i`), through the lowest free descriptor.
+fn read_object(e: &Engine, os: &FakeOs, i: usize, len: usize) {
+    let fd = 3;
+    let off = (i * len) as i64;
+    let a = e
+        .mmap(
+            os,
+            Mmap::new(0, len, libc::PROT_READ, libc::MAP_PRIVATE, fd, off),
+        )
+        .unwrap();
+    e.closing(os, fd, fd);
+    e.closed(fd, fd);
+    e.munmap(os, a, len).unwrap();
+}
+
+#[test]
+fn loose_objects_with_rare_reuse_pass_through_at_no_extra_call() {
+    let (e, os) = fresh();
+    let w = WINDOW as usize;
+    // The first window is measured through the engine: an eighth reused.
+    for i in 0..w {
+        read_object(e, &os, if i % 8 == 7 { i - 1 } else { i }, PAGE);
+    }
+    // Then one object in 16 read twice in a row.
+    let (before, mut reads) = (syscalls(&os), 0);
+    for i in w..9 * w {
+        read_object(e, &os, i, PAGE);
+        reads += 1;
+        if i % 16 == 0 {
+            read_object(e, &os, i, PAGE);
+            reads += 1;
+        }
+    }
+    let made = syscalls(&os) - before;
+    // Without munmapq: one mmap and one munmap each.
+    assert!(made <= 2 * reads, "{made} system calls for {reads} reads");
+    assert!(e.stats.get(Counter::PassPayoff) as usize >= reads - 2 * w);
+    let statxs = *os.statxs.borrow();
+    assert!(statxs <= w, "{statxs} statx: some after the first window");
+}
+
+#[test]
+fn reused_small_windows_and_large_mappings_stay_in_the_queue() {
+    let (e, os) = fresh();
+    // 8 windows in turn, as git reads a pack in tiny windows.
+    for i in 0..4 * WINDOW as usize {
+        read_object(e, &os, i % 8, 4 * PAGE);
+    }
+    assert_eq!(e.stats.get(Counter::PassPayoff), 0);
+    assert!(*os.mmaps.borrow() <= 8, "{} mmaps", *os.mmaps.borrow());
+    // Distinct large mappings are never passed through unasked.
+    let (e, os) = fresh();
+    for i in 0..2 * WINDOW as usize {
+        read_object(e, &os, i, SMALL + PAGE);
+    }
+    assert_eq!(e.stats.get(Counter::PassPayoff), 0);
+    assert_eq!(e.stats.get(Counter::Eligible) as usize, 2 * WINDOW as usize);
+}
