@@ -148,6 +148,9 @@ pub fn run(command: &[OsString]) -> u8 {
                     ""
                 }
             );
+            if f.mach_o {
+                say!("munmapq doctor: {}", macos::INTERPOSING_NOTE);
+            }
             0
         }
         Verdict::WontLoad(why, instead) => {

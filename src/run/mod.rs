@@ -189,6 +189,11 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
             "munmapq: warning: {LIB_NAME} was not loaded into {name}: it ran without munmapq (see: munmapq doctor {name})"
         );
     }
+    // With --stats the report says it.
+    match report.not_interposed_line() {
+        Some(line) if o.stats.is_none() => eprintln!("munmapq: warning: {line}"),
+        _ => {}
+    }
     if let Some(format) = o.stats {
         let notes = Notes {
             incomplete: incomplete(&name, status, &report).or_else(|| {

@@ -12,6 +12,9 @@ pub struct Report {
     pub loaded: usize,
     /// Processes that reported counters at exit.
     pub reported: usize,
+    /// Processes that loaded the library without its hooks bound (on
+    /// macOS: dyld loaded it but did not apply its interposing).
+    pub not_interposed: usize,
     pub totals: [u64; COUNTERS],
 }
 
@@ -45,12 +48,24 @@ impl Report {
         Report {
             loaded: t.loaded,
             reported: t.reported,
+            not_interposed: t.not_interposed,
             totals: t.values,
         }
     }
 
     pub fn get(&self, c: Counter) -> u64 {
         self.totals[c as usize]
+    }
+
+    /// The one line saying that processes loaded the library but their
+    /// calls never reached it, if any did (without `munmapq: `).
+    pub fn not_interposed_line(&self) -> Option<String> {
+        (self.not_interposed > 0).then(|| {
+            format!(
+                "loaded, not interposed: {} of {} process(es) loaded the library but the dynamic loader did not bind their calls to it (on macOS: dyld may load an inserted library without the permission to interpose); munmapq did nothing there",
+                self.not_interposed, self.loaded
+            )
+        })
     }
 
     /// mmap and munmap calls the program made, and how many of them never
@@ -84,6 +99,9 @@ impl Report {
         } else {
             " (every counter: --stats=full)\n"
         });
+        if let Some(line) = self.not_interposed_line() {
+            let _ = writeln!(s, "munmapq: {line}");
+        }
         if let Some(why) = &notes.incomplete {
             let _ = writeln!(s, "munmapq: incomplete: {why}");
         }
@@ -93,15 +111,16 @@ impl Report {
         s
     }
 
-    /// One JSON object: `version`, `loaded`, `reported`, `incomplete`
-    /// (null or why), `counters` (every counter by key), `git` (null or the
-    /// advice).
+    /// One JSON object: `version`, `loaded`, `reported`, `not_interposed`,
+    /// `incomplete` (null or why), `counters` (every counter by key), `git`
+    /// (null or the advice).
     pub fn json(&self, notes: &Notes) -> String {
         let mut s = format!(
-            "{{\"version\":{},\"loaded\":{},\"reported\":{},\"incomplete\":{},\"counters\":{{",
+            "{{\"version\":{},\"loaded\":{},\"reported\":{},\"not_interposed\":{},\"incomplete\":{},\"counters\":{{",
             json_str(Some(env!("CARGO_PKG_VERSION"))),
             self.loaded,
             self.reported,
+            self.not_interposed,
             json_str(notes.incomplete.as_deref())
         );
         for (i, &c) in Counter::ALL.iter().enumerate() {
@@ -184,5 +203,28 @@ mod tests {
         assert!(Report::default()
             .json(&Notes::default())
             .contains("\"git\":null}"));
+        assert!(!short.contains("not interposed"), "{short}");
+    }
+
+    #[test]
+    fn a_process_loaded_but_not_interposed_is_said_in_one_line() {
+        let r = Report::parse(
+            "munmapq-loaded pid=1\nmunmapq-not-interposed pid=1\nmunmapq pid=1 mmap_calls=0\n\
+             munmapq-loaded pid=2\nmunmapq pid=2 mmap_calls=3\n",
+        );
+        assert_eq!((r.loaded, r.reported, r.not_interposed), (2, 2, 1));
+        let notes = Notes::default();
+        let short = r.text(false, &notes);
+        let lines: Vec<&str> = short
+            .lines()
+            .filter(|l| l.contains("not interposed"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{short}");
+        assert!(
+            lines[0].starts_with("munmapq: loaded, not interposed: 1 of 2 process(es)"),
+            "{short}"
+        );
+        assert!(r.text(true, &notes).contains("loaded, not interposed"));
+        assert!(r.json(&notes).contains("\"not_interposed\":1,"));
     }
 }
