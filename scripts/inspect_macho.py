@@ -9,8 +9,8 @@ NAME in a module `hooks`), no two originals one address in libSystem
 hook is exported under its bare C name; every libSystem entry point of the
 system calls the hooks stand for (ENTRY_POINTS) is an original or one address
 with one; the dylib imports no cancellation point but the originals
-(CANCELABLE: a hook must not end the thread) and loads no library but
-libSystem. Every slice of a universal (fat) file is checked; --archs
+(CANCELABLE: a hook must not end the thread), loads no library but
+libSystem, and says minos 11.0 (MINOS). Every slice of a universal (fat) file is checked; --archs
 arm64,x86_64 requires those slices.
 Usage: inspect_macho.py [--archs A,B] SRC DYLIB...
        inspect_macho.py --selftest   (the alias check on known aliases)
@@ -67,7 +67,19 @@ ENTRY_POINTS = [
     "_mprotect", "___mprotect", "_madvise", "_posix_madvise",
     "_msync", "___msync", "_msync$NOCANCEL", "___msync_nocancel",
     "_mlock", "_munlock", "_mlockall", "_munlockall", "_mincore",
+    # The calls that end a file's name or a volume (macos/hooks.rs): the C
+    # wrappers (xnu libsyscall/wrappers/unlink.c, unlinkat.c, rename.c,
+    # renameat.c, renamex.c, carbon_delete.c) and unmount's stub; there is
+    # no _delete (___carbon_delete is the Carbon-era delete).
+    "_unlink", "_unlinkat", "_rename", "_renameat", "_renamex_np",
+    "_renameatx_np", "_unmount", "___carbon_delete",
 ]
+
+# The oldest macOS the build supports (scripts/macos-build.sh sets
+# MACOSX_DEPLOYMENT_TARGET): 11.0, the first with arm64. Every slice's
+# LC_BUILD_VERSION (or LC_VERSION_MIN_MACOSX) must say it, not the host's
+# default.
+MINOS = (11, 0)
 
 # The system calls that act on a pending pthread cancel (xnu bsd/: the ones
 # that call __pthread_testcancel(1), kern_descrip.c sys_fcntl and sys_close,
@@ -135,6 +147,15 @@ def uncovered_entry_points(originals, arch, aliases):
     return [e for e in ENTRY_POINTS if same.get(e, e) not in covered]
 
 
+def slice_minos(b):
+    """The minimum OS version a slice's load commands give, as a list."""
+    if b.has_build_version:
+        return list(b.build_version.minos)
+    if b.has_version_min:
+        return list(b.version_min.version)
+    return None
+
+
 def check(path, hooks, aliases):
     failures, archs = [], []
     fat = lief.MachO.parse(path)
@@ -194,6 +215,10 @@ def check_slice(path, b, arch, hooks, aliases):
     for name in [c_symbol(h, LINKS) for h in hooks] + ["_mmap64", "_mremap", "_mlock2", "_posix_madvise"]:
         if name in exported:
             failures.append(f"{path}: exports bare {name}")
+    minos = slice_minos(b)
+    if minos is None or tuple(minos[:2]) != MINOS:
+        failures.append(f"{path}: minimum macOS {minos}, expected {'.'.join(map(str, MINOS))} "
+                        "(MACOSX_DEPLOYMENT_TARGET)")
     imported = {s.name for s in b.imported_symbols}
     for name in sorted((imported & CANCELABLE) - set(originals)):
         failures.append(f"{path}: imports the cancellation point {name} (use its $NOCANCEL variant)")
@@ -218,12 +243,15 @@ def selftest():
     assert aliased_originals(["_msync$NOCANCEL", "___msync_nocancel"], "arm64", aliases)
     assert aliased_originals(["_mprotect", "___mprotect"], "arm64", aliases)
     full = ["_mmap", "_munmap", "_mprotect", "_madvise", "_mlock", "_munlock", "_mlockall",
-            "_munlockall", "_msync", "_mincore", "___mmap", "___munmap", "_msync$NOCANCEL"]
+            "_munlockall", "_msync", "_mincore", "___mmap", "___munmap", "_msync$NOCANCEL",
+            "_unlink", "_unlinkat", "_rename", "_renameat", "_renamex_np", "_renameatx_np",
+            "_unmount", "___carbon_delete"]
     for arch in ("arm64", "x86_64"):
         assert not uncovered_entry_points(full, arch, aliases)
         assert uncovered_entry_points([o for o in full if o != "___mmap"], arch, aliases) == ["___mmap"]
         assert uncovered_entry_points([o for o in full if o != "_msync$NOCANCEL"], arch, aliases) == \
             ["_msync$NOCANCEL", "___msync_nocancel"]
+        assert uncovered_entry_points([o for o in full if o != "_renamex_np"], arch, aliases) == ["_renamex_np"]
     assert link_names(os.path.join(os.path.dirname(ALIASES_TXT), "..", "interpose", "src")).get(
         "msync_nocancel") == "msync$NOCANCEL"
     print("inspect_macho selftest: the alias check refuses _madvise + _posix_madvise, accepts the hooks; "
@@ -296,7 +324,7 @@ def main():
             print("\n".join(failures))
         else:
             passed += 1
-            print(f"{path} ({' + '.join(archs)}): {len(hooks)} interpose pairs each "
+            print(f"{path} ({' + '.join(archs)}): minos {'.'.join(map(str, MINOS))}, {len(hooks)} interpose pairs each "
                   f"({', '.join(c_symbol(h, LINKS)[1:] for h in hooks)}), originals bound to libSystem, none "
                   "aliases another, every entry point covered, no bare exports, no cancelable import, "
                   "loads only libSystem")

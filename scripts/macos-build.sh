@@ -35,6 +35,12 @@ if [ $install = 1 ]; then
   if command -v pyenv >/dev/null; then pyenv rehash; fi
 fi
 
+# The oldest macOS the code supports: 11.0, the first with arm64 (Big Sur).
+# Without it rustc and zig take the host's default (minos 15.0 here), and
+# dyld refuses the library on any older system. inspect_macho.py checks
+# every slice's minos. Exported, so nested cargos (build.rs) get it too.
+export MACOSX_DEPLOYMENT_TARGET=11.0
+
 # Debian's rustc has no prebuilt standard library for Apple targets: build
 # it (-Zbuild-std, as an environment variable so nested cargos get it too).
 xcargo() {

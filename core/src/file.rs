@@ -39,8 +39,9 @@ pub struct FileFacts {
 
 /// Can a descriptor whose `F_GETFL` answer is `fl` back a `PROT_READ` mmap?
 /// Not when it failed, is write-only, or is a path-only descriptor:
-/// `path_only` is the open flag that makes one (`O_PATH` on Linux;
-/// `O_EXEC` on macOS, which also covers `O_SEARCH = O_EXEC | O_DIRECTORY`).
+/// `path_only` is the open flags that make one (`O_PATH` on Linux;
+/// `O_EXEC` on macOS, which also covers `O_SEARCH = O_EXEC | O_DIRECTORY`,
+/// and `O_EVTONLY`, see [`xnu::O_EVTONLY`]).
 ///
 /// On macOS `F_GETFL` answers `OFLAGS(f_flag)`, which for an `O_EXEC`
 /// descriptor is its flags with access mode 0, i.e. "`O_RDONLY`" (xnu
@@ -61,11 +62,34 @@ pub fn trackable_open_flags(fl: i32, path_only: i32) -> bool {
     readable_open_flags(fl, path_only) && fl & libc::O_ACCMODE == libc::O_RDONLY
 }
 
-/// The path-only open flag of the platform this is built for.
+/// XNU's open flags (`bsd/sys/fcntl.h`; fixed by the ABI), for the macOS
+/// rules on any host.
+pub mod xnu {
+    /// Open for execute only (`O_SEARCH` is `O_EXEC | O_DIRECTORY`).
+    pub const O_EXEC: i32 = 0x4000_0000;
+    /// "Descriptor requested for event notifications only". Under
+    /// `IOPOL_VFS_DISALLOW_RW_FOR_O_EVTONLY`, `open` strips `FREAD` and
+    /// `FWRITE` from such a descriptor (`bsd/vfs/vfs_syscalls.c`
+    /// `open1`: `flags &= ~(FREAD | FWRITE)`), so `mmap(PROT_READ)` fails
+    /// with EACCES (`bsd/kern/kern_mman.c` `mmap`: no `FREAD`), yet
+    /// `F_GETFL` puts `FREAD` back (`bsd/kern/kern_descrip.c` `sys_fcntl`,
+    /// `F_GETFL`: "We insert back F_READ so that conversion back to open
+    /// flags with OFLAGS() will come out right"), so it reads "`O_RDONLY`".
+    /// Whether the policy is in force is the process's, which munmapq
+    /// does not ask: such a descriptor is taken as path-only, never as
+    /// one a reuse may answer for.
+    pub const O_EVTONLY: i32 = 0x8000;
+    /// What makes a descriptor path-only on macOS.
+    pub const PATH_ONLY: i32 = O_EXEC | O_EVTONLY;
+}
+
+/// The path-only open flags of the platform this is built for.
 #[cfg(target_os = "linux")]
 pub const PATH_ONLY: i32 = libc::O_PATH;
 #[cfg(target_vendor = "apple")]
-pub const PATH_ONLY: i32 = libc::O_EXEC;
+pub const PATH_ONLY: i32 = xnu::PATH_ONLY;
+#[cfg(target_vendor = "apple")]
+const _: () = assert!(xnu::O_EXEC == libc::O_EXEC && xnu::O_EVTONLY == libc::O_EVTONLY);
 #[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
 pub const PATH_ONLY: i32 = 0;
 
@@ -99,6 +123,23 @@ mod tests {
         ));
         assert!(!readable_open_flags(libc::O_WRONLY, MAC_O_EXEC));
         assert!(!readable_open_flags(-1, MAC_O_EXEC));
+    }
+
+    #[test]
+    fn macos_event_only_descriptors_are_path_only() {
+        // What F_GETFL answers for open(path, O_EVTONLY) under the policy
+        // that strips its read access: FREAD put back, so "O_RDONLY".
+        let evtonly = libc::O_RDONLY | xnu::O_EVTONLY;
+        assert!(!readable_open_flags(evtonly, xnu::PATH_ONLY));
+        assert!(!trackable_open_flags(evtonly, xnu::PATH_ONLY));
+        assert!(!readable_open_flags(
+            evtonly | MAC_O_NONBLOCK,
+            xnu::PATH_ONLY
+        ));
+        // O_EXEC is still refused, a plain read-only descriptor is not.
+        assert!(!readable_open_flags(MAC_O_EXEC, xnu::PATH_ONLY));
+        assert!(trackable_open_flags(libc::O_RDONLY, xnu::PATH_ONLY));
+        assert_eq!(MAC_O_EXEC, xnu::O_EXEC);
     }
 
     #[test]

@@ -39,6 +39,11 @@ pub struct Usage {
     pub size: usize,
     /// Resident set (`VmRSS`).
     pub resident: usize,
+    /// The most the resident set has been, where the same read tells it
+    /// (macOS: `task_info(MACH_TASK_BASIC_INFO)` answers `resident_size`
+    /// and `resident_size_max` at once); else `None`, and
+    /// [`Os::peak_resident`] is asked.
+    pub peak: Option<usize>,
 }
 
 /// Everything the core asks of the system it runs on. Nothing in the core
@@ -65,8 +70,10 @@ pub struct Usage {
 ///   nothing).
 /// - **Cost**: `mmap`, `munmap` and `file_facts` run on every eligible
 ///   call (a reuse makes no other system call where [`Os::tracks_closes`]);
-///   `open_flags` on every eligible call where not, else once per
-///   descriptor and file; `this_thread` and `thread_cells` on every call that takes the
+///   `open_flags` once per descriptor and file where [`Os::tracks_closes`],
+///   on every reuse (never on a miss) where
+///   [`Os::mapping_forgets_descriptor`], else on every eligible call;
+///   `this_thread` and `thread_cells` on every call that takes the
 ///   table; `signal_stack` only when the table is found held by the calling
 ///   thread; the rest rarely (see each).
 ///
@@ -92,8 +99,34 @@ pub trait Os {
     /// tracks mappings of read-only descriptors only (see
     /// [`crate::file::trackable_open_flags`]). Where
     /// [`Os::tracks_closes`], asked once per description and file (see
-    /// [`crate::readonly_fds`]).
+    /// [`crate::readonly_fds`]); where [`Os::mapping_forgets_descriptor`],
+    /// only when a queued mapping would answer the call.
     fn open_flags(&self, fd: i32) -> i32;
+    /// The open flags that make a descriptor path-only whatever its access
+    /// mode reads (see [`crate::file::readable_open_flags`]).
+    fn path_only_flags(&self) -> i32 {
+        crate::file::PATH_ONLY
+    }
+    /// Whether a `PROT_READ`, `MAP_PRIVATE` file mapping keeps nothing of
+    /// the descriptor it was made through and is the same mapping whatever
+    /// that descriptor's access mode, as long as it can read (macOS). Then
+    /// the real mmap of a miss is the whole check of the descriptor (it
+    /// fails without read access, as it would without munmapq), and
+    /// `F_GETFL` is asked only when a queued mapping would answer the call,
+    /// whose descriptor the kernel does not see. False (Linux): a mapping
+    /// holds the open file and its write access, so only read-only
+    /// descriptors are tracked, asked before the mapping is made.
+    fn mapping_forgets_descriptor(&self) -> bool {
+        false
+    }
+    /// Whether dropping a queued mapping's resident pages
+    /// ([`Os::drop_pages`]) frees memory the system charges the process
+    /// for. False on macOS: the pages are clean file pages that stay in the
+    /// unified buffer cache, outside the process's footprint, so a drop
+    /// would only lower a number; then no resident budget is kept.
+    fn drops_free_memory(&self) -> bool {
+        true
+    }
     /// Whether every call that ends an open file description reaches
     /// [`crate::engine::Engine::closing`] and
     /// [`crate::engine::Engine::closed`] (Linux's hooks), so that what
@@ -112,7 +145,8 @@ pub trait Os {
     /// and then, see [`crate::sizing`]).
     fn usage(&self) -> Option<Usage>;
     /// The most the process's resident set has been (its high-water mark;
-    /// asked with [`Os::usage`]). `None` where it cannot be told.
+    /// asked with [`Os::usage`] when its answer has no `peak`). `None`
+    /// where it cannot be told.
     fn peak_resident(&self) -> Option<usize> {
         None
     }

@@ -27,6 +27,17 @@
 //!   stays possible (a reused window faults its pages in again from the
 //!   page cache, as a fresh mapping would). A run whose pages could not be
 //!   dropped is unmapped instead.
+//!   On macOS no resident budget is kept ([`Os::drops_free_memory`]): the
+//!   queued pages are clean pages of files, which XNU does not charge to
+//!   the process's footprint (`phys_footprint`, what jetsam limits and
+//!   Activity Monitor shows, is internal, compressed, IOKit, purgeable
+//!   and page-table memory: xnu `osfmk/arm64/sptm/pmap/pmap.c`, the
+//!   comment above `pmap_destroy_internal`), and a drop (`mprotect`
+//!   `PROT_NONE`, see `interpose/src/macos/pages.rs`) only unlinks the
+//!   translations: the pages stay in the unified buffer cache, where the
+//!   pageout daemon reclaims them as it would after a real munmap. It
+//!   lowers `resident_size` (what `ps` and `ru_maxrss` show) and frees
+//!   nothing; so no drop, and no read of the process's usage for it.
 //! - **Address space**, only where it is limited (`RLIMIT_AS`): at most
 //!   1 MiB and an eighth of the room left (the queue's own length counted
 //!   as room), re-read at every deferral while a limit is set. The C
@@ -312,7 +323,9 @@ impl Sizing {
     /// budget, by a read of RSS when one is due, else by the estimate; and
     /// then how much warm length to cool, down to 3/4 of the budget.
     pub fn over_budget<O: Os>(&mut self, os: &O, queued_bytes: usize, warm: usize) -> Option<Over> {
-        if !self.resident_guard {
+        // Where a drop frees nothing the system charges (macOS), no budget
+        // is kept: neither reads nor drops, which would only move a number.
+        if !self.resident_guard || !os.drops_free_memory() {
             return None;
         }
         let budget = self.budget();
@@ -372,7 +385,8 @@ impl Sizing {
 
     fn read_usage<O: Os>(&mut self, os: &O, u: Usage, queued_bytes: usize) {
         self.rss_last = u.resident;
-        self.rss_peak = os.peak_resident().unwrap_or(0);
+        // One read where the system answers both (macOS's `task_info`).
+        self.rss_peak = u.peak.or_else(|| os.peak_resident()).unwrap_or(0);
         if queued_bytes == 0 || u.resident < self.rss_base {
             self.rss_base = u.resident;
         }

@@ -283,6 +283,22 @@ pub fn write_loaded_line(pid: u64, buf: &mut [u8]) -> usize {
     w.len
 }
 
+/// How the line saying that a process loaded the library but that its
+/// calls do not reach the hooks starts (written at load, after the load
+/// line: on macOS dyld may load the library without applying its
+/// interposing); the pid follows, then a newline.
+pub const NOT_INTERPOSED: &str = "munmapq-not-interposed pid=";
+
+/// Writes the not-interposed line for `pid` into `buf`, answering its
+/// length.
+pub fn write_not_interposed_line(pid: u64, buf: &mut [u8]) -> usize {
+    let mut w = LineWriter { buf, len: 0 };
+    w.put(NOT_INTERPOSED.as_bytes());
+    w.num(pid);
+    w.put(b"\n");
+    w.len
+}
+
 /// The counters of several processes combined, and how many lines of each
 /// kind went into them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -291,6 +307,9 @@ pub struct Totals {
     pub loaded: usize,
     /// Processes that reported counters at exit.
     pub reported: usize,
+    /// Processes that loaded the library without its hooks bound: it did
+    /// nothing there.
+    pub not_interposed: usize,
     pub values: [u64; COUNTERS],
 }
 
@@ -312,6 +331,8 @@ impl Totals {
         for line in text.lines() {
             if line.starts_with(LOADED) {
                 self.loaded += 1;
+            } else if line.starts_with(NOT_INTERPOSED) {
+                self.not_interposed += 1;
             } else if let Some(v) = parse_line(line) {
                 self.add(&v);
             }
@@ -412,6 +433,11 @@ mod tests {
         assert_eq!((t.loaded, t.reported), (1, 2));
         assert_eq!(t.get(Counter::Deferred), 7);
         assert_eq!(t.get(Counter::PeakQueued), 5);
+        assert_eq!(t.not_interposed, 0);
+        let n = write_not_interposed_line(9, &mut buf);
+        assert_eq!(&buf[..n], b"munmapq-not-interposed pid=9\n");
+        t.add_text(core::str::from_utf8(&buf[..n]).unwrap());
+        assert_eq!((t.loaded, t.reported, t.not_interposed), (1, 2, 1));
         for &c in Counter::ALL {
             let peak = c.key().starts_with("peak_");
             assert_eq!(c.merge() == Merge::Peak, peak, "{}", c.key());

@@ -68,6 +68,10 @@ extern "C" fn init() {
         crate::trace::open(path);
     }
     announce_load();
+    let interposed = interposed();
+    if !interposed {
+        announce_not_interposed();
+    }
     // vm.max_map_count is read only if something is ever queued (a file
     // read at load would cost every process): see bound_entries_later.
     let sys = System {
@@ -75,6 +79,14 @@ extern "C" fn init() {
         address_space_limit: crate::posix::address_space_limit(),
     };
     match config::parse(sys, getenv) {
+        Ok(cfg) if !interposed => {
+            // Off: were some call to reach a hook after all (a dlsym of
+            // this image's own symbols), a queue fed by part of the calls
+            // could hide a range from the others.
+            if cfg.stats {
+                write_all(2, NOT_INTERPOSED_LINE);
+            }
+        }
         Ok(cfg) => {
             STATS_TO_STDERR.store(cfg.stats, Ordering::Relaxed);
             ENGINE.start(&cfg, page);
@@ -211,6 +223,48 @@ fn announce_load() {
     let mut buf = [0u8; 64];
     // SAFETY: getpid has no preconditions.
     let n = stats::write_loaded_line(unsafe { libc::getpid() } as u64, &mut buf);
+    append_to_stats_file(&buf[..n]);
+}
+
+/// What is said on stderr under `MUNMAPQ_STATS=1` when the hooks are not
+/// bound.
+const NOT_INTERPOSED_LINE: &[u8] = b"munmapq: loaded, not interposed: this process's calls do not reach the library's hooks; munmapq is off here\n";
+
+/// Whether the program's calls reach the hooks (`real::interposed`),
+/// asked once, here in the constructor (never inside a hook).
+///
+/// macOS: dyld checks the permission to read `DYLD_*` variables and the
+/// permission to interpose apart (dyld `DyldProcessConfig.cpp`
+/// `ProcessConfig::Security::Security`: `allowEnvVarsPath` from
+/// `AMFI_DYLD_OUTPUT_ALLOW_PATH_VARS`, `allowInterposing` from
+/// `AMFI_DYLD_OUTPUT_ALLOW_LIBRARY_INTERPOSING`): a process may load this
+/// image and run this constructor with no pair of its `__interpose` table
+/// applied (`DyldRuntimeState.cpp` `appendInterposingTuples` returns at
+/// once without the permission). dlsym's answer is interposed
+/// (`Loader.cpp` `Loader::hasExportedSymbol`: `targetAddressForDlsym =
+/// interpose(state, ...)`), and the tables are built before any
+/// initializer runs (`dyldMain.cpp`: `buildInterposingTables` before
+/// `runAllInitializersForMain`): with the pairs applied
+/// `dlsym(RTLD_DEFAULT, "mmap")` is the hook, without them libSystem's
+/// own `mmap`.
+///
+/// Linux: the same when the library was loaded by `dlopen` rather than
+/// `LD_PRELOAD` (it then comes after libc). Another interposer in front of
+/// this one (a sanitizer runtime preloaded first) may call through to the
+/// hook: that counts as interposed.
+fn interposed() -> bool {
+    real::interposed()
+}
+
+/// Tells the launcher this process loaded the library but its calls do not
+/// reach the hooks (after its load line).
+fn announce_not_interposed() {
+    if STATS_FILE_LEN.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let mut buf = [0u8; 64];
+    // SAFETY: getpid has no preconditions.
+    let n = stats::write_not_interposed_line(unsafe { libc::getpid() } as u64, &mut buf);
     append_to_stats_file(&buf[..n]);
 }
 

@@ -24,7 +24,10 @@
 //! - `real`: `resolve()`, called once by the constructor before anything
 //!   else, and for each hook of the table that has one, `real::NAME`, the
 //!   system's function of that name (never the hook), with the same C
-//!   signature. Nothing is looked up from inside a hook.
+//!   signature; and `interposed()`, asked once by the constructor: whether
+//!   the program's calls reach the hooks at all (a library the dynamic
+//!   loader loaded without binding the program to it stays off and says
+//!   so). Nothing is looked up from inside a hook.
 //! - `exports`: what makes the dynamic loader bind the program's calls to
 //!   the hooks (Linux: exports under the C names; macOS: the
 //!   `__DATA,__interpose` table). Nothing calls into it.

@@ -7,6 +7,14 @@ use crate::macho;
 use crate::program::sip_protected_file;
 use std::path::Path;
 
+/// Said after "would load" on macOS: loading is not interposing. dyld asks
+/// AMFI for the permission to read `DYLD_*` paths and for the permission
+/// to interpose apart (dyld `DyldProcessConfig.cpp`
+/// `ProcessConfig::Security::Security`: `allowEnvVarsPath`,
+/// `allowInterposing`), and no file the doctor reads says the second;
+/// the library finds out in its constructor and tells the launcher.
+pub const INTERPOSING_NOTE: &str = "loading is not interposing: dyld may load the library without applying its interposing (AMFI answers that apart); `munmapq --stats COMMAND` and `munmapq selftest` say \"loaded, not interposed\" when it does so";
+
 /// The macOS rules.
 pub fn judge_macos(f: &Facts) -> Verdict {
     if let Some(sh) = &f.shebang {

@@ -6,6 +6,8 @@
 use super::facts::Facts;
 use crate::macho::{self, Arch};
 use crate::program::sip_protected_file;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 /// Parses `codesign -dv --entitlements - <path>` output (stderr and stdout
 /// together) into the code-signing facts.
@@ -89,18 +91,89 @@ pub fn signing_facts(f: &mut Facts) {
         }
     }
     args.push(f.path.clone().into_os_string());
-    let text = std::process::Command::new("codesign")
-        .args(&args)
-        .output()
-        .map(|o| {
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            )
-        })
-        .unwrap_or_default();
+    let text = cached_codesign(codesign_cache_dir().as_deref(), &f.path, &args, || {
+        std::process::Command::new("codesign")
+            .args(&args)
+            .output()
+            .map(|o| {
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            })
+            .unwrap_or_default()
+    });
     parse_codesign(&text, f);
+}
+
+/// Where `codesign`'s answers are kept: beside the git wrapper's cache
+/// (`$XDG_CACHE_HOME/munmapq/codesign/`, else `~/.cache/...`).
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
+fn codesign_cache_dir() -> Option<PathBuf> {
+    crate::git::cache::dir().and_then(|d| Some(d.parent()?.join("codesign")))
+}
+
+const CODESIGN_MAGIC: &str = "munmapq codesign 1";
+
+/// What `codesign ARGS` says of `program`: `run`'s answer, kept in `cache`
+/// per file identity (device, inode, size, mtime and ctime: what changes
+/// when the file is written, replaced or re-signed) and arguments, as the
+/// git wrapper keeps its decision (`git/cache.rs`), so that a program
+/// outside SIP (Homebrew's git) costs one `codesign` run, not one per
+/// launch. A file changed within the last second is not cached (its next
+/// change could keep the same mtime); without a cache directory `run` runs
+/// every time.
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
+fn cached_codesign(
+    cache: Option<&Path>,
+    program: &Path,
+    args: &[OsString],
+    run: impl FnOnce() -> String,
+) -> String {
+    use crate::git::cache::{identity, store};
+    let mut key = identity(program);
+    for a in args {
+        key.push('\0');
+        key.push_str(&a.to_string_lossy());
+    }
+    let key = key.replace('\n', " ");
+    let name = format!("{:016x}", fnv(key.as_bytes()));
+    let file = cache.map(|d| d.join(name));
+    let head = format!("{CODESIGN_MAGIC}\n{key}\n");
+    if let Some(text) = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()) {
+        if let Some(answer) = text.strip_prefix(&head) {
+            return answer.to_string();
+        }
+    }
+    let answer = run();
+    if let (Some(dir), Some(file)) = (cache, file) {
+        if !answer.is_empty() && !written_this_second(program) {
+            store(dir, &file, &format!("{head}{answer}"));
+        }
+    }
+    answer
+}
+
+/// Whether `program`'s contents changed within the last second (a write
+/// in the same mtime tick could go unseen). Its ctime is part of the
+/// identity and moves with any change, to the nanosecond.
+fn written_this_second(program: &Path) -> bool {
+    use std::time::{Duration, SystemTime};
+    std::fs::metadata(program)
+        .and_then(|m| m.modified())
+        .map_or(true, |t| {
+            SystemTime::now()
+                .duration_since(t)
+                .map_or(true, |d| d < Duration::from_secs(1))
+        })
+}
+
+/// FNV-1a, 64 bits: a file name for a key.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    })
 }
 
 #[cfg(test)]
@@ -204,5 +277,63 @@ mod tests {
         let mut u = Facts::default();
         parse_codesign("/x: code object is not signed at all\n", &mut u);
         assert_eq!(u, Facts::default());
+    }
+
+    /// `codesign` runs once per file identity and arguments: a second
+    /// launch reads the answer back; a rewritten (or re-signed) program, or
+    /// another slice, asks again; a file changed this second is not kept.
+    #[test]
+    fn codesign_verdict_cached_per_file_identity() {
+        use std::cell::Cell;
+        use std::time::{Duration, SystemTime};
+        let dir = std::env::temp_dir().join(format!("munmapq-cscache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cache, prog) = (dir.join("cache"), dir.join("git"));
+        let settle = |p: &Path| {
+            let old = SystemTime::now() - Duration::from_secs(60);
+            std::fs::File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        };
+        std::fs::write(&prog, "v1").unwrap();
+        let runs = Cell::new(0);
+        let ask = |args: &[&str]| {
+            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+            cached_codesign(Some(&cache), &prog, &args, || {
+                runs.set(runs.get() + 1);
+                format!(
+                    "CodeDirectory v=1 flags=0x10000(runtime) run {}\n",
+                    runs.get()
+                )
+            })
+        };
+        // Just written: asked each time, nothing kept.
+        ask(&["-dv"]);
+        ask(&["-dv"]);
+        assert_eq!(runs.get(), 2);
+        settle(&prog);
+        let first = ask(&["-dv"]);
+        assert_eq!(runs.get(), 3);
+        assert_eq!(ask(&["-dv"]), first, "read back");
+        assert_eq!(ask(&["-dv"]), first);
+        assert_eq!(runs.get(), 3, "one codesign for three launches");
+        ask(&["-dv", "-a", "x86_64"]);
+        assert_eq!(runs.get(), 4, "another slice asks again");
+        std::fs::write(&prog, "v2, longer").unwrap();
+        settle(&prog);
+        assert_ne!(ask(&["-dv"]), first, "a rewritten program asks again");
+        assert_eq!(runs.get(), 5);
+        let mut f = Facts::default();
+        parse_codesign(&ask(&["-dv"]), &mut f);
+        assert!(f.hardened_runtime);
+        assert_eq!(runs.get(), 5);
+        // No cache directory: every launch asks.
+        let args = [OsString::from("-dv")];
+        cached_codesign(None, &prog, &args, || String::from("x"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -165,6 +165,9 @@ pub fn run(command: &[OsString]) -> u8 {
                     ""
                 }
             );
+            if f.mach_o {
+                say!("munmapq doctor: {}", macos::INTERPOSING_NOTE);
+            }
             if git_failed {
                 2
             } else {

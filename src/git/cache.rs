@@ -168,8 +168,9 @@ pub fn cached(git_dir: &Path, compute: impl FnOnce() -> (Settled, Vec<PathBuf>))
 }
 
 /// Writes the file whole (a temporary file renamed over it); on any error
-/// nothing is cached.
-fn store(dir: &Path, file: &Path, text: &str) {
+/// nothing is cached. (The launcher's `codesign` cache writes its files so
+/// too.)
+pub(crate) fn store(dir: &Path, file: &Path, text: &str) {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let _ = std::fs::DirBuilder::new()
         .recursive(true)

@@ -18,6 +18,9 @@ pub struct Report {
     pub reported: usize,
     /// Fork children (no exec) that reported counters of their own.
     pub forks: usize,
+    /// Processes that loaded the library without its hooks bound (on
+    /// macOS: dyld loaded it but did not apply its interposing).
+    pub not_interposed: usize,
     pub totals: [u64; COUNTERS],
 }
 
@@ -55,7 +58,7 @@ pub struct Notes {
 }
 
 /// The version of the JSON report's layout: 2 added `schema`, `command`,
-/// `exit_code`, `signal`, `elapsed_ms`, `forks`, and `git` as an object.
+/// `exit_code`, `signal`, `elapsed_ms`, `forks`, `not_interposed`, and `git` as an object.
 pub const SCHEMA: u32 = 2;
 
 /// The counters of the short summary: what was done instead of the system
@@ -106,6 +109,7 @@ impl Report {
             loaded: pids.iter().filter(|p| p.1).count(),
             reported: pids.iter().filter(|p| p.1 && p.2).count(),
             forks: pids.iter().filter(|p| !p.1 && p.2).count(),
+            not_interposed: t.not_interposed,
             totals: t.values,
         }
     }
@@ -118,6 +122,17 @@ impl Report {
 
     pub fn get(&self, c: Counter) -> u64 {
         self.totals[c as usize]
+    }
+
+    /// The one line saying that processes loaded the library but their
+    /// calls never reached it, if any did (without `munmapq: `).
+    pub fn not_interposed_line(&self) -> Option<String> {
+        (self.not_interposed > 0).then(|| {
+            format!(
+                "loaded, not interposed: {} of {} process(es) loaded the library but the dynamic loader did not bind their calls to it (on macOS: dyld may load an inserted library without the permission to interpose); munmapq did nothing there",
+                self.not_interposed, self.loaded
+            )
+        })
     }
 
     /// mmap and munmap calls the program made, and how many of them never
@@ -155,6 +170,9 @@ impl Report {
         } else {
             " (every counter: --stats=full)\n"
         });
+        if let Some(line) = self.not_interposed_line() {
+            let _ = writeln!(s, "munmapq: {line}");
+        }
         if let Some(why) = &notes.incomplete {
             let _ = writeln!(s, "munmapq: incomplete: {why}");
         }
@@ -166,7 +184,7 @@ impl Report {
 
     /// One JSON object (schema [`SCHEMA`]): `schema`, `version`,
     /// `command`, `exit_code` and `signal` (one of them null), `elapsed_ms`,
-    /// `loaded`, `reported`, `forks`, `incomplete` (null or why),
+    /// `loaded`, `reported`, `forks`, `not_interposed`, `incomplete` (null or why),
     /// `counters` (every counter by key), `git` (null, or `window_maps`,
     /// `window_bytes`, `settings` [{key, value, origin}], `advice`).
     pub fn json(&self, run: &Run, notes: &Notes) -> String {
@@ -174,7 +192,7 @@ impl Report {
         let command: Vec<String> = run.command.iter().map(|a| json_str(Some(a))).collect();
         let mut s = format!(
             "{{\"schema\":{SCHEMA},\"version\":{},\"command\":[{}],\"exit_code\":{},\"signal\":{},\
-             \"elapsed_ms\":{},\"loaded\":{},\"reported\":{},\"forks\":{},\"incomplete\":{},\"counters\":{{",
+             \"elapsed_ms\":{},\"loaded\":{},\"reported\":{},\"forks\":{},\"not_interposed\":{},\"incomplete\":{},\"counters\":{{",
             json_str(Some(env!("CARGO_PKG_VERSION"))),
             command.join(","),
             num(run.exit_code),
@@ -183,6 +201,7 @@ impl Report {
             self.loaded,
             self.reported,
             self.forks,
+            self.not_interposed,
             json_str(notes.incomplete.as_deref())
         );
         for (i, &c) in Counter::ALL.iter().enumerate() {
@@ -294,6 +313,31 @@ mod tests {
         assert!(Report::default()
             .json(&Run::default(), &Notes::default())
             .contains("\"git\":null}"));
+        assert!(!short.contains("not interposed"), "{short}");
+    }
+
+    #[test]
+    fn a_process_loaded_but_not_interposed_is_said_in_one_line() {
+        let r = Report::parse(
+            "munmapq-loaded pid=1\nmunmapq-not-interposed pid=1\nmunmapq pid=1 mmap_calls=0\n\
+             munmapq-loaded pid=2\nmunmapq pid=2 mmap_calls=3\n",
+        );
+        assert_eq!((r.loaded, r.reported, r.not_interposed), (2, 2, 1));
+        let notes = Notes::default();
+        let short = r.text(false, &notes);
+        let lines: Vec<&str> = short
+            .lines()
+            .filter(|l| l.contains("not interposed"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{short}");
+        assert!(
+            lines[0].starts_with("munmapq: loaded, not interposed: 1 of 2 process(es)"),
+            "{short}"
+        );
+        assert!(r.text(true, &notes).contains("loaded, not interposed"));
+        assert!(r
+            .json(&Run::default(), &notes)
+            .contains("\"not_interposed\":1,"));
     }
 
     #[test]

@@ -162,6 +162,8 @@ pub(super) fn checks(t: &mut Selftest) -> Vec<Line> {
         ))
     } else if load.report.loaded == 0 {
         Err(format!("{PRELOAD_VAR} was set and the library never announced itself: not libmunmapq, or not loaded"))
+    } else if let Some(line) = load.report.not_interposed_line() {
+        Err(line)
     } else {
         Ok(format!("loaded into a child ({PRELOAD_VAR})"))
     };

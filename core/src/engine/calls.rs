@@ -3,7 +3,7 @@
 //! mlockall / munlockall.
 
 use super::{round_up, Effect, Engine, Span};
-use crate::file::{trackable_open_flags, FileFacts, PATH_ONLY};
+use crate::file::{readable_open_flags, trackable_open_flags, FileFacts};
 use crate::os::{Errno, Mmap, Os};
 use crate::queue::Queue;
 use crate::readonly_fds::identity;
@@ -61,9 +61,12 @@ impl Engine {
             && self.payoff_engages(fd, off, len)
         {
             // A deleted file's mapping would keep its space once queued.
+            // Where a mapping forgets its descriptor (macOS) the descriptor
+            // is asked about only on a hit (`map_eligible`).
+            let forgets = os.mapping_forgets_descriptor();
             let file = os
                 .file_facts(fd)
-                .filter(|f| f.nlink > 0 && self.read_only(os, fd, f));
+                .filter(|f| f.nlink > 0 && (forgets || self.read_only(os, fd, f)));
             if let (Some(rlen), Some(file)) = (round_up(len, page), file) {
                 self.stats.bump(Counter::Eligible);
                 let key = FileKey {
@@ -77,11 +80,16 @@ impl Engine {
                 return self.map_eligible(os, key, len, fd, off);
             }
         }
+        self.pass_ineligible(os, call)
+    }
+
+    /// An mmap munmapq does not track: the real call.
+    fn pass_ineligible<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
         self.stats.bump(Counter::PassIneligible);
         self.stats.bump(Counter::MmapSyscalls);
         let r = self.retry_enomem(os, || os.mmap(call));
-        if let (Ok(start), false) = (r, fixed) {
-            self.placed_by_kernel(os, start, len);
+        if let (Ok(start), false) = (r, call.flags & libc::MAP_FIXED != 0) {
+            self.placed_by_kernel(os, start, call.len);
         }
         r
     }
@@ -98,20 +106,31 @@ impl Engine {
         engaged
     }
 
+    /// Where a mapping forgets its descriptor (macOS), whether `fd` may be
+    /// answered with a queued mapping: it can read and is not path-only,
+    /// as the kernel's mmap would have checked (`O_RDWR` too: a private
+    /// mapping is the same whatever the descriptor's write access, XNU
+    /// `bsd/kern/kern_mman.c` `mmap`: for `MAP_PRIVATE` "maxprot |=
+    /// VM_PROT_WRITE" whatever `FWRITE`, and the file reference is dropped
+    /// before it returns, `fp_drop`).
+    fn may_answer<O: Os>(&self, os: &O, fd: i32) -> bool {
+        readable_open_flags(os.open_flags(fd), os.path_only_flags())
+    }
+
     /// Whether `fd`, whose file `statx` (or `fstat`) just found to be
     /// `file`, is open read-only: known from an earlier `F_GETFL` on the
     /// same description where closes are seen (see
     /// [`crate::readonly_fds`]), else asked now.
     fn read_only<O: Os>(&self, os: &O, fd: i32, file: &FileFacts) -> bool {
         if !os.tracks_closes() {
-            return trackable_open_flags(os.open_flags(fd), PATH_ONLY);
+            return trackable_open_flags(os.open_flags(fd), os.path_only_flags());
         }
         let id = identity(file);
         if self.read_only_fds.known(fd, id) {
             return true;
         }
         let claim = self.read_only_fds.claim(fd, os.this_thread());
-        let ok = trackable_open_flags(os.open_flags(fd), PATH_ONLY);
+        let ok = trackable_open_flags(os.open_flags(fd), os.path_only_flags());
         match claim {
             Some(c) if ok => self.read_only_fds.remember(c, id),
             Some(c) => self.read_only_fds.give_up(c),
@@ -145,6 +164,7 @@ impl Engine {
         fd: i32,
         off: i64,
     ) -> Result<usize, Errno> {
+        let forgets = os.mapping_forgets_descriptor();
         if self.reuse.load(Relaxed) {
             let q = self.lock(os).map(|mut q| {
                 // A changed RLIMIT_AS must be seen by reuse_fits.
@@ -154,10 +174,23 @@ impl Engine {
             if let Some(mut q) = q.filter(|q| reuse_fits(os, q, key.len)) {
                 loop {
                     match q.table.take_queued(&key) {
-                        Lookup::Hit(start) => {
+                        Lookup::Hit(start) if !forgets || self.may_answer(os, fd) => {
                             self.stats.bump(Counter::Reused);
                             self.payoff.reused(key.len);
                             return Ok(start);
+                        }
+                        // The kernel would refuse this descriptor, or map
+                        // it untracked: the mapping found is given up (a
+                        // reuse lost), and the call goes to the kernel.
+                        Lookup::Hit(start) => {
+                            if let Some(e) = q.table.find(start) {
+                                self.unmap_queued(os, &mut q.table, e, Counter::Released);
+                            }
+                            self.publish_bounds(&q.table);
+                            drop(q);
+                            let call =
+                                Mmap::new(0, len, libc::PROT_READ, libc::MAP_PRIVATE, fd, off);
+                            return self.pass_ineligible(os, call);
                         }
                         // The file changed since that mapping was made: it
                         // may show the old contents (see `FileStamp`).

@@ -102,6 +102,15 @@ pub struct FakeOs<const N: usize = 256> {
     /// What `open_flags` answers for every descriptor but
     /// [`WRITE_ONLY_FD`] (`O_RDONLY` unless a test reopens one).
     pub open_mode: RefCell<i32>,
+    /// macOS's rules: no close is seen (`tracks_closes` false), a private
+    /// read-only mapping forgets its descriptor, path-only is `O_EXEC |
+    /// O_EVTONLY`, a usage read answers the peak too (one `task_info`),
+    /// and drops free nothing the system charges. A descriptor whose
+    /// `open_mode` has no read access is then refused by mmap (EACCES),
+    /// as XNU's is.
+    pub macos: bool,
+    /// `peak_resident` calls.
+    pub peak_reads: RefCell<usize>,
 }
 
 impl Default for FakeOs {
@@ -135,6 +144,8 @@ impl<const N: usize> FakeOs<N> {
             fcntls: RefCell::new(0),
             statxs: RefCell::new(0),
             open_mode: RefCell::new(libc::O_RDONLY),
+            macos: false,
+            peak_reads: RefCell::new(0),
         }
     }
 
@@ -157,6 +168,18 @@ impl<const N: usize> FakeOs<N> {
     /// Another process writes the file behind `fd`: its ctime moves.
     pub fn rewrite(&self, fd: i32) {
         self.rewrites.borrow_mut()[fd as usize] += 1;
+    }
+
+    /// Under macOS's rules, whether `fd` has `FREAD` as XNU's mmap checks
+    /// it: not write-only, not `O_EXEC`, not `O_EVTONLY` (taken as under
+    /// the policy that strips its read access).
+    fn macos_can_read(&self, fd: i32) -> bool {
+        let fl = if fd == WRITE_ONLY_FD {
+            libc::O_WRONLY
+        } else {
+            *self.open_mode.borrow()
+        };
+        crate::file::readable_open_flags(fl, crate::file::xnu::PATH_ONLY)
     }
 
     /// Where a mapping of `len` bytes goes, or the error the kernel gives.
@@ -200,6 +223,9 @@ impl<const N: usize> Os for FakeOs<N> {
         }
         if len == 0 {
             return Err(libc::EINVAL);
+        }
+        if self.macos && fd >= 0 && !self.macos_can_read(fd) {
+            return Err(libc::EACCES);
         }
         let len = round_up(len, self.page).ok_or(libc::ENOMEM)?;
         let mapped = self.space.borrow().pages();
@@ -269,9 +295,26 @@ impl<const N: usize> Os for FakeOs<N> {
         }
     }
 
-    /// The tests call `closing` and `closed` as the Linux hooks do.
+    /// The tests call `closing` and `closed` as the Linux hooks do (not
+    /// under macOS's rules).
     fn tracks_closes(&self) -> bool {
-        true
+        !self.macos
+    }
+
+    fn path_only_flags(&self) -> i32 {
+        if self.macos {
+            crate::file::xnu::PATH_ONLY
+        } else {
+            crate::file::PATH_ONLY
+        }
+    }
+
+    fn mapping_forgets_descriptor(&self) -> bool {
+        self.macos
+    }
+
+    fn drops_free_memory(&self) -> bool {
+        !self.macos
     }
 
     fn max_map_count(&self) -> Option<usize> {
@@ -280,14 +323,21 @@ impl<const N: usize> Os for FakeOs<N> {
 
     fn usage(&self) -> Option<Usage> {
         *self.reads.borrow_mut() += 1;
-        self.usage.or_else(|| {
-            let pages = self.space.borrow().pages();
-            let cold = self.cold.borrow().bytes() / PAGE;
-            self.rss_per_page.map(|r| Usage {
-                size: pages * PAGE,
-                resident: (pages - cold) * r,
+        self.usage
+            .or_else(|| {
+                let pages = self.space.borrow().pages();
+                let cold = self.cold.borrow().bytes() / PAGE;
+                self.rss_per_page.map(|r| Usage {
+                    size: pages * PAGE,
+                    resident: (pages - cold) * r,
+                    peak: None,
+                })
             })
-        })
+            .map(|u| Usage {
+                // One read answers the peak too under macOS's rules.
+                peak: u.peak.or(if self.macos { self.peak } else { None }),
+                ..u
+            })
     }
 
     /// `map_count` is the program's own mappings; the fake's are added as
@@ -303,6 +353,7 @@ impl<const N: usize> Os for FakeOs<N> {
     }
 
     fn peak_resident(&self) -> Option<usize> {
+        *self.peak_reads.borrow_mut() += 1;
         self.peak
     }
 

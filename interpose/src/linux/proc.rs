@@ -80,6 +80,8 @@ pub fn usage() -> Option<Usage> {
     Some(Usage {
         size: (size as usize).saturating_mul(page),
         resident: (resident as usize).saturating_mul(page),
+        // From getrusage, another call (`peak_resident`).
+        peak: None,
     })
 }
 

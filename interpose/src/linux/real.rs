@@ -234,3 +234,57 @@ pub fn prlimit_raw(pid: pid_t, resource: c_int, new: *const rlimit, old: *mut rl
         ) as c_int
     }
 }
+
+/// Whether the program's calls reach the hooks: this library comes before
+/// libc in the process's load order (`dl_iterate_phdr` walks the link maps
+/// in it: the program, the `LD_PRELOAD` libraries, its dependencies, then
+/// what `dlopen` loaded), which is the order of the main program's lookup
+/// scope that binds its calls. A library loaded by `dlopen` comes after
+/// libc: loaded, not interposed. libc is the object that holds
+/// `dl_iterate_phdr` (an import of this library, never an export). Not
+/// `dlsym(RTLD_DEFAULT)`: glibc searches the *calling* object's scope, which
+/// for a `dlopen`ed library finds its own export first; nor `RTLD_NEXT`,
+/// which finds nothing after a `dlopen`ed library that does not link libc
+/// itself. Load time only.
+pub fn interposed() -> bool {
+    struct Order {
+        addrs: [usize; 2],
+        at: [usize; 2],
+        seen: usize,
+    }
+    extern "C" fn visit(info: *mut libc::dl_phdr_info, _: size_t, data: *mut c_void) -> c_int {
+        // SAFETY: `data` is the `Order` below, `info` the loader's record
+        // of one object, valid during the call, its headers `dlpi_phnum`
+        // long.
+        let (order, info) = unsafe { (&mut *data.cast::<Order>(), &*info) };
+        let phdrs = if info.dlpi_phdr.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: as above.
+            unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) }
+        };
+        for (i, &a) in order.addrs.iter().enumerate() {
+            let inside = phdrs.iter().any(|p| {
+                let lo = (info.dlpi_addr as usize).wrapping_add(p.p_vaddr as usize);
+                p.p_type == libc::PT_LOAD && a >= lo && a - lo < p.p_memsz as usize
+            });
+            if inside && order.at[i] == usize::MAX {
+                order.at[i] = order.seen;
+            }
+        }
+        order.seen += 1;
+        0
+    }
+    let ours = interposed as *const () as usize;
+    let libc = libc::dl_iterate_phdr as *const () as usize;
+    let mut order = Order {
+        addrs: [ours, libc],
+        at: [usize::MAX; 2],
+        seen: 0,
+    };
+    // SAFETY: a plain callback and a pointer to `order`, which outlives
+    // the call.
+    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut order as *mut Order).cast()) };
+    // Unknown (either not found): taken as interposed.
+    order.at[0] == usize::MAX || order.at[1] == usize::MAX || order.at[0] < order.at[1]
+}

@@ -19,7 +19,7 @@
 use super::hooks as macos_hooks;
 use super::real::libsystem;
 use crate::hooks as shared_hooks;
-use libc::{c_int, c_void, off_t, size_t};
+use libc::{c_char, c_int, c_uint, c_void, off_t, size_t};
 use libc::{
     kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
 };

@@ -13,7 +13,7 @@
 use super::os::{RawOs, RealOs};
 use super::real;
 use crate::{errno, ENGINE};
-use libc::{c_int, c_void, off_t, size_t};
+use libc::{c_char, c_int, c_uint, c_void, off_t, size_t};
 use libc::{
     kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
 };
@@ -161,4 +161,136 @@ pub unsafe extern "C" fn msync_nocancel(addr: *mut c_void, len: size_t, flags: c
     crate::hooks::on_range(addr, len, Effect::Inspect, || unsafe {
         real::msync_nocancel(addr, len, flags)
     })
+}
+
+// The end of a file's name or of a volume.
+//
+// On macOS a file mapping keeps no open file: `mmap` drops its file
+// reference before it returns (xnu `bsd/kern/kern_mman.c` `mmap`:
+// `vnode_put`, `fp_drop`) and keeps a use count on the vnode instead
+// (`bsd/kern/ubc_subr.c` `ubc_map` takes `vnode_ref_ext`, which
+// `ubc_unmap` gives back once the file's last mapping goes). So the
+// effects of a last close (flock and OFD-style locks, released by
+// `vn_closefile` from the file's last `fg_drop`; POSIX locks; close
+// events) are not the queue's to delay, and there is no close hook. What a
+// queued mapping does delay is what waits for the use count:
+// - an unlinked file's space, freed at `VNOP_INACTIVE` when the use count
+//   reaches 0 (`bsd/vfs/vfs_subr.c` `vnode_rele_internal`);
+// - an unmount without `MNT_FORCE`, which fails with EBUSY while any vnode
+//   of the volume has a use count (`vflush` in `bsd/vfs/vfs_subr.c`,
+//   called by `dounmount`).
+// So before the calls that end a name (`unlink`, `unlinkat`, `rename`,
+// `renameat`, `renamex_np`, `renameatx_np` over an existing file, and the
+// Carbon-era `__carbon_delete`) what is queued of that file is unmapped,
+// and before `unmount` everything queued (the engine's entry points, as
+// Linux's hooks call them). libSystem's `remove` calls `unlink` across
+// images (Libc `stdio/FreeBSD/remove.c`), which dyld rebinds to the hook;
+// `renamex_np` calls `renameatx_np` inside libsystem_kernel
+// (`libsyscall/wrappers/renamex.c`), which it does not, hence both hooks.
+// None of these is a cancellation point (no `__pthread_testcancel` in
+// their system calls, `bsd/vfs/vfs_syscalls.c`), nor is the `fstatat`
+// the hook makes.
+
+/// Releases what munmapq holds of the file `path` names (relative to
+/// `dir`, not following a last symlink), when anything is tracked; errno
+/// as the caller left it.
+fn losing_name(dir: c_int, path: *const c_char) {
+    if path.is_null() || !ENGINE.tracks_any() {
+        return;
+    }
+    let saved = errno::get();
+    // SAFETY: plain data; the kernel writes it or fails.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: the caller's NUL-terminated path and a valid out-pointer
+    // (`fstatat$INODE64` on x86_64, the 64-bit-inode `stat`, as libc
+    // declares it).
+    if unsafe { libc::fstatat(dir, path, &mut st, libc::AT_SYMLINK_NOFOLLOW) } == 0 {
+        ENGINE.unlinking(&RealOs, st.st_dev as u64, st.st_ino);
+    }
+    errno::set(saved);
+}
+
+/// # Safety
+/// As for C `unlink`.
+pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    losing_name(libc::AT_FDCWD, path);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::unlink(path) }
+}
+
+/// # Safety
+/// As for C `unlinkat`.
+pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
+    losing_name(dir, path);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::unlinkat(dir, path, flags) }
+}
+
+/// # Safety
+/// As for C `rename`: the file at `new`, if any, loses that name.
+pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+    losing_name(libc::AT_FDCWD, new);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::rename(old, new) }
+}
+
+/// # Safety
+/// As for C `renameat`.
+pub unsafe extern "C" fn renameat(
+    old_dir: c_int,
+    old: *const c_char,
+    new_dir: c_int,
+    new: *const c_char,
+) -> c_int {
+    losing_name(new_dir, new);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::renameat(old_dir, old, new_dir, new) }
+}
+
+/// # Safety
+/// As for `renamex_np` (with `RENAME_SWAP` both files keep a name:
+/// releasing the one at `new` only costs its reuse; with `RENAME_EXCL`
+/// there is none).
+pub unsafe extern "C" fn renamex_np(
+    old: *const c_char,
+    new: *const c_char,
+    flags: c_uint,
+) -> c_int {
+    losing_name(libc::AT_FDCWD, new);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::renamex_np(old, new, flags) }
+}
+
+/// # Safety
+/// As for `renameatx_np`.
+pub unsafe extern "C" fn renameatx_np(
+    old_dir: c_int,
+    old: *const c_char,
+    new_dir: c_int,
+    new: *const c_char,
+    flags: c_uint,
+) -> c_int {
+    losing_name(new_dir, new);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::renameatx_np(old_dir, old, new_dir, new, flags) }
+}
+
+/// # Safety
+/// As for `unmount`: every queued mapping is unmapped first, so that none
+/// keeps a vnode of the volume in use (with `MNT_FORCE` too: a forced
+/// unmount would leave them mapped to a dead vnode).
+pub unsafe extern "C" fn unmount(target: *const c_char, flags: c_int) -> c_int {
+    let saved = errno::get();
+    ENGINE.unmounting(&RealOs);
+    errno::set(saved);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::unmount(target, flags) }
+}
+
+/// # Safety
+/// As for libSystem's `__carbon_delete` (Carbon's `delete`).
+pub unsafe extern "C" fn __carbon_delete(path: *const c_char) -> c_int {
+    losing_name(libc::AT_FDCWD, path);
+    // SAFETY: the caller's own arguments.
+    unsafe { real::__carbon_delete(path) }
 }

@@ -20,8 +20,10 @@ pub mod real;
 /// `msync_nocancel`, `real.rs` gives its link name). macOS
 /// has no `mmap64`, `mremap`, `mlock2` or `MAP_FIXED_NOREPLACE`, and its
 /// `posix_madvise` cannot be interposed apart from `madvise` (see
-/// `exports.rs`). scripts/inspect_macho.py reads this list (one entry a
-/// line).
+/// `exports.rs`). Then the calls that end a file's name or unmount a
+/// volume (their bodies and why: `hooks.rs`); there is no close, dup or
+/// lock hook on macOS, where a mapping keeps no open file.
+/// scripts/inspect_macho.py reads this list (one entry a line).
 macro_rules! hook_table {
     ($generate:ident) => {
         crate::shared_hooks! { $generate
@@ -32,6 +34,16 @@ macro_rules! hook_table {
             __mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void;
             __munmap(addr: *mut c_void, len: size_t) -> c_int;
             msync_nocancel(addr: *mut c_void, len: size_t, flags: c_int) -> c_int;
+            // The end of a file's name or of a volume (see `hooks.rs`):
+            // a queued mapping keeps the vnode's use count.
+            unlink(path: *const c_char) -> c_int;
+            unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int;
+            rename(old: *const c_char, new: *const c_char) -> c_int;
+            renameat(old_dir: c_int, old: *const c_char, new_dir: c_int, new: *const c_char) -> c_int;
+            renamex_np(old: *const c_char, new: *const c_char, flags: c_uint) -> c_int;
+            renameatx_np(old_dir: c_int, old: *const c_char, new_dir: c_int, new: *const c_char, flags: c_uint) -> c_int;
+            unmount(target: *const c_char, flags: c_int) -> c_int;
+            __carbon_delete(path: *const c_char) -> c_int;
         }
     };
 }

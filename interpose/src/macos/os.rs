@@ -16,7 +16,8 @@ impl Os for RealOs {
         crate::posix::regular_file_facts(fd)
     }
 
-    /// Asked on every eligible mmap: no hook sees closes on macOS
+    /// Asked only when a queued mapping would answer the mmap
+    /// (`mapping_forgets_descriptor`): no hook sees closes on macOS
     /// (`tracks_closes` is false), so no answer can be kept.
     fn open_flags(&self, fd: i32) -> i32 {
         // `fcntl$NOCANCEL`: the plain `fcntl` is a cancellation point (xnu
@@ -27,20 +28,33 @@ impl Os for RealOs {
         unsafe { super::real::libsystem::fcntl_nocancel(fd, libc::F_GETFL, 0) }
     }
 
-    /// Mach `task_info(MACH_TASK_BASIC_INFO)` (xnu `osfmk/kern/task.c`
-    /// fills `resident_size` and `virtual_size`).
+    /// One Mach `task_info(MACH_TASK_BASIC_INFO)` (xnu `osfmk/kern/task.c`
+    /// `task_info` fills `virtual_size`, `resident_size` from the task's
+    /// `phys_mem` ledger balance and `resident_size_max` from its lifetime
+    /// maximum, `ledger_get_lifetime_max`): the peak comes with it, so
+    /// `peak_resident` is never asked.
     fn usage(&self) -> Option<Usage> {
         task_basic_info().map(|info| Usage {
             size: info.virtual_size as usize,
             resident: info.resident_size as usize,
+            peak: Some(info.resident_size_max as usize),
         })
     }
 
-    /// `resident_size_max` of the same Mach call: the lifetime maximum of
-    /// the task's `phys_mem` ledger (xnu `osfmk/kern/task.c` `task_info`,
-    /// `MACH_TASK_BASIC_INFO`: `ledger_get_lifetime_max`).
-    fn peak_resident(&self) -> Option<usize> {
-        task_basic_info().map(|info| info.resident_size_max as usize)
+    /// xnu `bsd/kern/kern_mman.c` `mmap`: a file mapping takes its own
+    /// reference on the vnode (`ubc_map`, a use count) and drops the file's
+    /// before it returns (`vnode_put`, `fp_drop`); for `MAP_PRIVATE` its
+    /// maximum protection does not depend on the descriptor's `FWRITE`
+    /// ("maxprot |= VM_PROT_WRITE"), and without `FREAD` a `PROT_READ`
+    /// mapping fails with EACCES.
+    fn mapping_forgets_descriptor(&self) -> bool {
+        true
+    }
+
+    /// See `munmapq_core::sizing`: a queued mapping's pages are clean file
+    /// pages, outside `phys_footprint`; a drop lowers only `resident_size`.
+    fn drops_free_memory(&self) -> bool {
+        false
     }
 
     /// No map-count limit on macOS.
@@ -93,8 +107,12 @@ impl Os for RawOs {
         RealOs.usage()
     }
 
-    fn peak_resident(&self) -> Option<usize> {
-        RealOs.peak_resident()
+    fn mapping_forgets_descriptor(&self) -> bool {
+        RealOs.mapping_forgets_descriptor()
+    }
+
+    fn drops_free_memory(&self) -> bool {
+        RealOs.drops_free_memory()
     }
 
     fn map_count(&self) -> Option<usize> {

@@ -2,7 +2,7 @@
 //! not interpose the image that holds the interpose table): a function of
 //! each hook's name and C signature (`hook_table!`) that calls libSystem's.
 
-use libc::{c_int, c_void, off_t, size_t};
+use libc::{c_char, c_int, c_uint, c_void, off_t, size_t};
 use libc::{
     kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
 };
@@ -80,6 +80,15 @@ pub mod libsystem {
     }
 
     extern "C" {
+        /// The Carbon-era `delete` (xnu `libsyscall/wrappers/carbon_delete.c`:
+        /// `__carbon_delete` calls the raw `__delete`, system call 226,
+        /// "private delete (Carbon semantics)" in `bsd/kern/syscalls.master`,
+        /// and counts a removal). There is no `_delete` in libSystem: this
+        /// is the name that resolves.
+        pub fn __carbon_delete(path: *const c_char) -> c_int;
+    }
+
+    extern "C" {
         /// This task's own port, what the `mach_task_self()` macro reads
         /// (xnu `libsyscall/mach/mach_init.c`; reset in a forked child).
         pub static mut mach_task_self_: mach_port_t;
@@ -136,3 +145,32 @@ macro_rules! real_functions {
 }
 
 super::hook_table!(real_functions);
+
+/// `RTLD_DEFAULT` of the macOS SDK's `<dlfcn.h>`: `((void *) -2)`.
+const RTLD_DEFAULT: *mut c_void = -2isize as *mut c_void;
+
+/// The `mmap` the program's calls bind to: the first image in load order
+/// that exports it, with dyld's interposing applied to the answer (dyld
+/// `DyldAPIs.cpp` `APIs::dlsym`, `RTLD_DEFAULT`; `Loader.cpp`
+/// `hasExportedSymbol`: `targetAddressForDlsym = interpose(state, ...)`).
+/// This image exports no bare `_mmap`, so that is libSystem's, or the hook
+/// when dyld applied this image's `__interpose` pairs. Load time only.
+fn first_mmap() -> usize {
+    // SAFETY: dlsym with a NUL-terminated name and a handle dyld accepts.
+    unsafe { libsystem::dlsym(RTLD_DEFAULT, c"mmap".as_ptr()) as usize }
+}
+
+/// Whether the program's calls reach the hooks: the `mmap` they bind to
+/// (`first_mmap`) is not libSystem's own (`next_mmap`). Load time only.
+pub fn interposed() -> bool {
+    let first = first_mmap();
+    first == 0 || first != next_mmap()
+}
+
+/// libSystem's `mmap`, as this image binds it (dyld never rebinds the
+/// interposing image's own references: `appendInterposingTuples` maps the
+/// replacee to itself for it): where the program's calls go when dyld
+/// applies no interposing.
+fn next_mmap() -> usize {
+    libsystem::mmap as *const () as usize
+}

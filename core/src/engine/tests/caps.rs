@@ -4,7 +4,11 @@ use super::*;
 
 /// A process of `size` bytes of address space, `resident` of them resident.
 fn usage(size: usize, resident: usize) -> Option<Usage> {
-    Some(Usage { size, resident })
+    Some(Usage {
+        size,
+        resident,
+        peak: None,
+    })
 }
 
 /// Maps window `i` of `win` bytes of fd 3.

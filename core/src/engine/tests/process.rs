@@ -52,6 +52,7 @@ fn lower_address_space_limit_flushes_and_reuse_respects_it() {
         usage: Some(Usage {
             size: 64 << 20,
             resident: 8 << 20,
+            peak: None,
         }),
         ..FakeOs::default()
     };

@@ -5,7 +5,7 @@
 //! configuration's output is byte-identical.
 //!
 //!     mq-bench [--repo PATH] [--limit N] [--rounds N] [--commits N] [--files N] [--micro-only|--load-only]
-//!              [--seed-only] [--seed-pack-mib N] [--no-seed]
+//!              [--seed-only] [--seed-pack-mib N] [--seed-rows default|scaled|both] [--no-seed]
 //!
 //! `--micro-only` stops after the micro-benchmarks (file windows, load
 //! cost next to libeatmydata, anonymous memory cycling); `--load-only` runs
@@ -15,7 +15,10 @@
 //! `--limit N` passes `-n N` to `git log`. The seed's setting (git's
 //! default windows under `core.packedGitLimit=128m`, and 64m windows under
 //! it) runs on a generated repository whose pack is `--seed-pack-mib`
-//! (default 1100) MiB, and with `--repo` on that repository too.
+//! (default 1100) MiB, and with `--repo` on that repository too;
+//! `--seed-rows` runs one of the two settings (both by default). Each row
+//! says what it reproduces and checks that the pack is longer than the
+//! row's window (else git maps it once and there is nothing to defer).
 
 mod eviction;
 mod git;
@@ -94,17 +97,19 @@ fn main() {
         if let Some(n) = limit.as_deref() {
             seed_log.extend(["-n", n]);
         }
-        seed::bench_seed(
-            &big,
-            &["core.packedGitLimit=128m"],
-            &seed_log,
-            rounds,
-            &scratch,
+        let rows = opt("--seed-rows").unwrap_or_else(|| "both".into());
+        assert!(
+            matches!(rows.as_str(), "default" | "scaled" | "both"),
+            "--seed-rows {rows}: default, scaled or both"
         );
-        let scaled = ["core.packedGitWindowSize=64m", "core.packedGitLimit=128m"];
-        seed::bench_seed(&big, &scaled, &seed_log, rounds, &scratch);
-        if let Some(p) = opt("--repo") {
-            seed::bench_seed(Path::new(&p), &scaled, &seed_log, rounds, &scratch);
+        if rows != "scaled" {
+            seed::bench_seed(&seed::DEFAULT_WINDOWS, &big, &seed_log, rounds, &scratch);
+        }
+        if rows != "default" {
+            seed::bench_seed(&seed::SCALED, &big, &seed_log, rounds, &scratch);
+            if let Some(p) = opt("--repo") {
+                seed::bench_seed(&seed::SCALED, Path::new(&p), &seed_log, rounds, &scratch);
+            }
         }
         if flag("--seed-only") {
             return;

@@ -135,6 +135,7 @@ impl Replay {
         os.usage = Some(Usage {
             size: 0,
             resident: 0,
+            peak: None,
         });
         Replay {
             os,
@@ -174,6 +175,7 @@ impl Replay {
             self.os.usage = Some(Usage {
                 size: 0,
                 resident: r.rss as usize,
+                peak: None,
             });
         }
         let os = &Watched {
