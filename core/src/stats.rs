@@ -4,11 +4,11 @@
 //! lines of several processes combine ([`Totals::add`]: each counter says
 //! whether it sums or peaks).
 //!
-//! They sit on every hooked call's path, so an update is a relaxed load and
-//! store, not a locked read-modify-write (which would cost a call more
-//! than the rest of its bookkeeping). Exact in a single-threaded program; when
-//! threads update the same counter at the same instant one update can be
-//! lost, which statistics can afford.
+//! They sit on every hooked call's path. An update is a relaxed atomic
+//! add: a plain load and store would lose one of two updates made at the
+//! same instant, and the report (`--stats`, the tests' exact counts) must
+//! add up. Striping keeps the add cheap: each thread mostly writes a line
+//! no other thread does, so the locked add finds it in its own cache.
 //!
 //! The counters every call bumps outside the queue's lock ([`HOT`]) are
 //! striped: [`STRIPES`] copies, each stripe on its own cache line, a thread
@@ -176,7 +176,7 @@ impl Stats {
             Some(h) => &self.hot[s % STRIPES].0[h],
             None => &self.values.0[c as usize],
         };
-        v.store(v.load(Relaxed).wrapping_add(n), Relaxed);
+        v.fetch_add(n, Relaxed);
     }
 
     #[inline]
@@ -189,7 +189,7 @@ impl Stats {
     pub fn peak(&self, c: Counter, v: u64) {
         let p = &self.values.0[c as usize];
         if v > p.load(Relaxed) {
-            p.store(v, Relaxed);
+            p.fetch_max(v, Relaxed);
         }
     }
 
@@ -415,6 +415,28 @@ mod tests {
             let peak = c.key().starts_with("peak_");
             assert_eq!(c.merge() == Merge::Peak, peak, "{}", c.key());
         }
+    }
+
+    #[test]
+    fn concurrent_updates_are_all_counted() {
+        let s = std::sync::Arc::new(Stats::new());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    // One stripe for all: the threads meet on one line.
+                    for _ in 0..100_000 {
+                        s.add_in(0, Counter::MmapCalls, 1);
+                        s.add_in(0, Counter::Deferred, 1);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(s.get(Counter::MmapCalls), 400_000);
+        assert_eq!(s.get(Counter::Deferred), 400_000);
     }
 
     #[test]

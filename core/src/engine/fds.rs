@@ -170,7 +170,7 @@ impl Engine {
         }
         if let Some(mut q) = self.lock(os) {
             let n = q.table.queued() as u64;
-            q.flush_all(os, &self.stats);
+            q.flush_all(os, self.books());
             self.stats.add(Counter::ReleasedAtClose, n);
             self.publish_bounds(&q.table);
         }

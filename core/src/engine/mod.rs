@@ -323,6 +323,14 @@ impl Engine {
         });
     }
 
+    /// What the table's holder reports to and checks against.
+    fn books(&self) -> crate::queue::Books<'_> {
+        crate::queue::Books {
+            stats: &self.stats,
+            dirty: &self.dirty,
+        }
+    }
+
     /// The byte cap in force now (it adapts where the default is used;
     /// None if the table is busy). Only where no hook runs (see
     /// [`TableLock::try_lock_unhooked`]).

@@ -36,7 +36,7 @@ impl Engine {
             return;
         }
         if let Some(mut q) = self.lock_patiently(os) {
-            q.flush_all(os, &self.stats);
+            q.flush_all(os, self.books());
             q.table.clear();
             self.publish_bounds(&q.table);
         }
@@ -54,7 +54,7 @@ impl Engine {
         self.pending.fetch_or(LIMIT_CHANGED, Relaxed);
         if lower {
             if let Some(mut q) = self.lock_patiently(os) {
-                q.flush_all(os, &self.stats);
+                q.flush_all(os, self.books());
             }
         }
     }
@@ -96,7 +96,7 @@ impl Engine {
             // SAFETY: the forking thread kept it in `before_fork`.
             unsafe { self.table.give_back(os, self.fork_previous.load(Relaxed)) };
             if let Some(mut q) = self.lock(os) {
-                q.flush_all(os, &self.stats);
+                q.flush_all(os, self.books());
             }
         } else if self.table.held_elsewhere(os) {
             // SAFETY: the holder was another thread of the parent; it does

@@ -100,6 +100,9 @@ pub struct FakeOs<const N: usize = 256> {
     /// What `open_flags` answers for every descriptor but
     /// [`WRITE_ONLY_FD`] (`O_RDONLY` unless a test reopens one).
     pub open_mode: RefCell<i32>,
+    /// Called first in `munmap`, `drop_pages` and `usage` with the call's
+    /// name and range: what another thread does meanwhile, for a test.
+    pub meanwhile: Option<fn(&'static str, usize, usize)>,
 }
 
 impl Default for FakeOs {
@@ -132,6 +135,7 @@ impl<const N: usize> FakeOs<N> {
             page: PAGE,
             fcntls: RefCell::new(0),
             open_mode: RefCell::new(libc::O_RDONLY),
+            meanwhile: None,
         }
     }
 
@@ -221,6 +225,9 @@ impl<const N: usize> Os for FakeOs<N> {
     }
 
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno> {
+        if let Some(f) = self.meanwhile {
+            f("munmap", addr, len);
+        }
         let end = round_up(len, self.page).and_then(|len| addr.checked_add(len));
         let Some(end) = end.filter(|_| addr.is_multiple_of(self.page) && len > 0) else {
             return Err(libc::EINVAL);
@@ -274,6 +281,9 @@ impl<const N: usize> Os for FakeOs<N> {
     }
 
     fn usage(&self) -> Option<Usage> {
+        if let Some(f) = self.meanwhile {
+            f("usage", 0, 0);
+        }
         *self.reads.borrow_mut() += 1;
         self.usage.or_else(|| {
             let pages = self.space.borrow().pages();
@@ -302,6 +312,9 @@ impl<const N: usize> Os for FakeOs<N> {
     }
 
     fn drop_pages(&self, addr: usize, len: usize) -> bool {
+        if let Some(f) = self.meanwhile {
+            f("drop", addr, len);
+        }
         *self.drops.borrow_mut() += 1;
         let ok = self.can_drop && self.cold.borrow_mut().add(addr, addr + len);
         if !ok {
