@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::fds::FdBits;
 use crate::holder::{TableGuard, TableLock, Taken};
+use crate::names::LostNames;
 use crate::os::Os;
 use crate::readonly_fds::ReadOnlyFds;
 use crate::sizing::Sizing;
@@ -82,6 +83,9 @@ pub struct Engine {
     closes_pending: AtomicBool,
     /// Descriptors `F_GETFL` found read-only, per file (`calls.rs`).
     read_only_fds: ReadOnlyFds,
+    /// Unlinks, renames and unmounts that found the table busy, for its
+    /// next holder (`names.rs`).
+    lost_names: LostNames,
     /// The table was taken before a fork (`process.rs`), and what its
     /// guard gives back.
     fork_kept: AtomicBool,
@@ -118,6 +122,7 @@ impl Engine {
             closed_busy: FdBits::new(),
             closes_pending: AtomicBool::new(false),
             read_only_fds: ReadOnlyFds::new(),
+            lost_names: LostNames::new(),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
         }
@@ -258,6 +263,9 @@ impl Engine {
         };
         self.drain(&mut q.table);
         self.apply_closes(os, &mut q.table);
+        if self.lost_names.pending() {
+            self.apply_names(os, &mut q);
+        }
         Some(q)
     }
 
@@ -353,6 +361,7 @@ impl Engine {
 
 mod calls;
 mod fds;
+mod names;
 mod process;
 #[cfg(test)]
 mod tests;

@@ -107,6 +107,7 @@ impl Engine {
             }
         }
         self.dirty.reset_after_fork();
+        self.lost_names.reset_after_fork();
         // The sizing rule reads its memory anew: applied by the next
         // holder, since this thread may be the holder (see above).
         self.pending.fetch_or(FORKED, Relaxed);

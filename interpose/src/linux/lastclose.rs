@@ -251,13 +251,20 @@ fn losing_name(dir: c_int, path: *const c_char) {
     });
 }
 
+/// The result of an unlink, rename or unmount, after the engine applied
+/// what the call recorded if it found the table busy (errno kept).
+fn after_name_call(r: c_int) -> c_int {
+    before(|| ENGINE.name_call_done(&RealOs));
+    r
+}
+
 /// # Safety
 /// As for C `unlink`.
 #[inline(always)]
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
     losing_name(libc::AT_FDCWD, path);
     // SAFETY: the caller's own arguments.
-    unsafe { real::unlink(path) }
+    after_name_call(unsafe { real::unlink(path) })
 }
 
 /// # Safety
@@ -266,7 +273,7 @@ pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
 pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
     losing_name(dir, path);
     // SAFETY: the caller's own arguments.
-    unsafe { real::unlinkat(dir, path, flags) }
+    after_name_call(unsafe { real::unlinkat(dir, path, flags) })
 }
 
 /// # Safety
@@ -275,7 +282,7 @@ pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int)
 pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
     losing_name(libc::AT_FDCWD, path);
     // SAFETY: the caller's own arguments.
-    unsafe { real::remove(path) }
+    after_name_call(unsafe { real::remove(path) })
 }
 
 /// # Safety
@@ -284,7 +291,7 @@ pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
 pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
     losing_name(libc::AT_FDCWD, new);
     // SAFETY: the caller's own arguments.
-    unsafe { real::rename(old, new) }
+    after_name_call(unsafe { real::rename(old, new) })
 }
 
 /// # Safety
@@ -298,7 +305,7 @@ pub unsafe extern "C" fn renameat(
 ) -> c_int {
     losing_name(new_dir, new);
     // SAFETY: the caller's own arguments.
-    unsafe { real::renameat(old_dir, old, new_dir, new) }
+    after_name_call(unsafe { real::renameat(old_dir, old, new_dir, new) })
 }
 
 /// # Safety
@@ -314,7 +321,7 @@ pub unsafe extern "C" fn renameat2(
 ) -> c_int {
     losing_name(new_dir, new);
     // SAFETY: the caller's own arguments.
-    unsafe { real::renameat2(old_dir, old, new_dir, new, flags) }
+    after_name_call(unsafe { real::renameat2(old_dir, old, new_dir, new, flags) })
 }
 
 /// # Safety
@@ -323,7 +330,7 @@ pub unsafe extern "C" fn renameat2(
 pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
     before(|| ENGINE.unmounting(&RealOs));
     // SAFETY: the caller's own arguments.
-    unsafe { real::umount(target) }
+    after_name_call(unsafe { real::umount(target) })
 }
 
 /// # Safety
@@ -332,5 +339,47 @@ pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
 pub unsafe extern "C" fn umount2(target: *const c_char, flags: c_int) -> c_int {
     before(|| ENGINE.unmounting(&RealOs));
     // SAFETY: the caller's own arguments.
-    unsafe { real::umount2(target, flags) }
+    after_name_call(unsafe { real::umount2(target, flags) })
+}
+
+/// Where glibc keeps POSIX shared memory objects (`shm_open` creates
+/// `/dev/shm/NAME`, glibc 2.34 and later; older ones looked the tmpfs up,
+/// and it is `/dev/shm` on every common system).
+const SHM_DIR: &[u8] = b"/dev/shm/";
+
+/// A buffer for [`shm_path`].
+pub(super) type ShmPath = [u8; SHM_DIR.len() + libc::NAME_MAX as usize + 1];
+
+/// Writes the NUL-terminated path of the shared memory object `name` into
+/// `buf` as glibc forms it (leading slashes stripped); false for a name
+/// glibc refuses (empty, another slash, too long).
+pub(super) fn shm_path(name: *const c_char, buf: &mut ShmPath) -> bool {
+    if name.is_null() {
+        return false;
+    }
+    // SAFETY: the caller's NUL-terminated name (glibc reads it too).
+    let name = unsafe { core::ffi::CStr::from_ptr(name) }.to_bytes();
+    let name = &name[name.iter().take_while(|&&b| b == b'/').count()..];
+    if name.is_empty() || name.contains(&b'/') || name.len() >= libc::NAME_MAX as usize {
+        return false;
+    }
+    *buf = [0; SHM_DIR.len() + libc::NAME_MAX as usize + 1];
+    buf[..SHM_DIR.len()].copy_from_slice(SHM_DIR);
+    buf[SHM_DIR.len()..SHM_DIR.len() + name.len()].copy_from_slice(name);
+    true
+}
+
+/// # Safety
+/// As for C `shm_unlink`: glibc unlinks `/dev/shm/NAME` itself, past the
+/// `unlink` hook, so the object's queued mappings are released here.
+#[inline(always)]
+pub unsafe extern "C" fn shm_unlink(name: *const c_char) -> c_int {
+    if ENGINE.tracks_any() {
+        let mut path: ShmPath = [0; SHM_DIR.len() + libc::NAME_MAX as usize + 1];
+        if shm_path(name, &mut path) {
+            losing_name(libc::AT_FDCWD, path.as_ptr().cast());
+        }
+    }
+    // SAFETY: the caller's own arguments.
+    after_name_call(unsafe { real::shm_unlink(name) })
 }

@@ -11,6 +11,9 @@ mod headroom;
 // flock/OFD locks, mount namespaces, inotify, leases: Linux.
 #[cfg(target_os = "linux")]
 mod lastclose;
+// syscall numbers, shm_unlink, mbind, process_madvise: Linux.
+#[cfg(target_os = "linux")]
+mod pasthooks;
 mod rewrite;
 mod stress;
 
@@ -72,6 +75,8 @@ fn main() {
         }
         #[cfg(target_os = "linux")]
         Some("last-close") => last_close(&args),
+        #[cfg(target_os = "linux")]
+        Some("past-hooks") => past_hooks(&args),
         Some("drop-cost") => dropcost::run(&file, n(2, 4), n(3, 10000)),
         Some("cycle") => stress::cycle(
             &file,
@@ -89,6 +94,25 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// `mq-probe past-hooks SCENARIO DIR|FILE [N M]`.
+#[cfg(target_os = "linux")]
+fn past_hooks(args: &[String]) -> i32 {
+    let at = args.get(2).map(String::as_str).unwrap_or(".");
+    match args.get(1).map(String::as_str) {
+        Some("raw-unlink") => pasthooks::raw_unlink(at),
+        Some("shm-unlink") => pasthooks::shm_unlink(),
+        Some("raw-mremap") => pasthooks::raw_mremap(at),
+        Some("mbind") => pasthooks::mbind(at),
+        Some("process-madvise") => pasthooks::process_madvise_self(at),
+        Some("busy-unlink") => pasthooks::busy_unlink(at, arg(args, 3, 4), arg(args, 4, 500)),
+        _ => {
+            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|mbind|process-madvise|busy-unlink DIR|FILE [THREADS ROUNDS]");
+            return 2;
+        }
+    }
+    0
 }
 
 /// `mq-probe last-close SCENARIO DIR|FILE [ARG]`.
