@@ -240,11 +240,19 @@ impl Engine {
         }
         self.apply_pending(os, &mut q.sizing);
         if !q.make_room(os, self.books(), e.len) {
+            let unreadable = q.sizing.take_unreadable();
+            if unreadable > 0 {
+                self.stats.add(Counter::Unreadable, unreadable);
+            }
             return Err(Counter::PassNotQueued);
         }
         q.table.enqueue(e.slot);
         q.sizing.note_queued(e.len);
         q.keep_within_budget(os, self.books(), self.page());
+        let unreadable = q.sizing.take_unreadable();
+        if unreadable > 0 {
+            self.stats.add(Counter::Unreadable, unreadable);
+        }
         self.stats.bump(Counter::Deferred);
         self.stats
             .peak(Counter::PeakQueued, q.table.queued() as u64);

@@ -90,6 +90,9 @@ pub struct Engine {
     /// guard gives back.
     fork_kept: AtomicBool,
     fork_previous: AtomicUsize,
+    /// A fork child whose queue is the parent's: its first holder unmaps
+    /// it (`process.rs`).
+    inherited: AtomicBool,
 }
 
 impl Default for Engine {
@@ -125,6 +128,7 @@ impl Engine {
             lost_names: LostNames::new(),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
+            inherited: AtomicBool::new(false),
         }
     }
 
@@ -261,6 +265,9 @@ impl Engine {
                 q
             }
         };
+        if self.inherited.load(Relaxed) {
+            self.release_inherited(os, &mut q);
+        }
         self.drain(&mut q.table);
         self.apply_closes(os, &mut q.table);
         if self.lost_names.pending() {

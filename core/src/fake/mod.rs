@@ -66,6 +66,8 @@ pub struct FakeOs<const N: usize = 256> {
     pub failed_drops: RefCell<Log>,
     /// `usage` calls.
     pub reads: RefCell<usize>,
+    /// `map_count` calls.
+    pub map_reads: RefCell<usize>,
     /// Pages dropped (while `can_drop`), not counted as resident.
     pub(crate) cold: RefCell<cold::Cold>,
     /// How many times each descriptor's file was rewritten (its ctime).
@@ -120,6 +122,7 @@ impl<const N: usize> FakeOs<N> {
             drops: RefCell::new(0),
             failed_drops: RefCell::new(Log::new()),
             reads: RefCell::new(0),
+            map_reads: RefCell::new(0),
             cold: RefCell::new(cold::Cold::new()),
             rewrites: RefCell::new([0; FDS]),
             page_limit: None,
@@ -299,6 +302,7 @@ impl<const N: usize> Os for FakeOs<N> {
     /// the kernel counts them (one per run of pages contiguous in address
     /// and in the same file), so queued mappings count, as they do.
     fn map_count(&self) -> Option<usize> {
+        *self.map_reads.borrow_mut() += 1;
         let runs = self.space.borrow().runs();
         self.map_count.map(|c| c + runs)
     }

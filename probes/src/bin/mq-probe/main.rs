@@ -107,8 +107,14 @@ fn past_hooks(args: &[String]) -> i32 {
         Some("mbind") => pasthooks::mbind(at),
         Some("process-madvise") => pasthooks::process_madvise_self(at),
         Some("busy-unlink") => pasthooks::busy_unlink(at, arg(args, 3, 4), arg(args, 4, 500)),
+        Some("near-map-count") => {
+            pasthooks::near_map_count(at, arg(args, 3, 65000), arg(args, 4, 50000))
+        }
+        Some("fork-queue") => {
+            pasthooks::fork_with_a_full_queue(at, arg(args, 3, 4000), arg(args, 4, 20))
+        }
         _ => {
-            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|mbind|process-madvise|busy-unlink DIR|FILE [THREADS ROUNDS]");
+            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|mbind|process-madvise|busy-unlink|fork-queue|near-map-count DIR|FILE [N M]");
             return 2;
         }
     }
