@@ -11,7 +11,9 @@
 //! page into a range it had unmapped, then `mincore` there, killed it
 //! (SIGSEGV, "Y" without); the mapping after `mbind(MPOL_BIND)`, munmap
 //! and mmap had mode 2 (0 without); after `process_madvise(MADV_DONTFORK)`
-//! the fork child died of SIGSEGV (exit 0 without); threads unlinking
+//! the fork child died of SIGSEGV (exit 0 without), as after a raw
+//! `madvise(MADV_DONTFORK)`; after a raw `mprotect` to read-write and a
+//! write, the window mapped again showed the write; threads unlinking
 //! while others held the table left 0 to 4 deleted files mapped.
 #![cfg(target_os = "linux")]
 
@@ -55,6 +57,11 @@ fn shm_unlink_releases_the_object() {
 #[test]
 fn raw_mremap_never_costs_the_program_its_page() {
     scenario("raw-mremap", true, &[]);
+}
+
+#[test]
+fn raw_mprotect_and_madvise_are_not_carried_into_a_reuse() {
+    scenario("raw-calls", true, &[]);
 }
 
 #[test]

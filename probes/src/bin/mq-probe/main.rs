@@ -104,6 +104,7 @@ fn past_hooks(args: &[String]) -> i32 {
         Some("raw-unlink") => pasthooks::raw_unlink(at),
         Some("shm-unlink") => pasthooks::shm_unlink(),
         Some("raw-mremap") => pasthooks::raw_mremap(at),
+        Some("raw-calls") => pasthooks::raw_calls(at),
         Some("mbind") => pasthooks::mbind(at),
         Some("process-madvise") => pasthooks::process_madvise_self(at),
         Some("busy-unlink") => pasthooks::busy_unlink(at, arg(args, 3, 4), arg(args, 4, 500)),
@@ -114,7 +115,7 @@ fn past_hooks(args: &[String]) -> i32 {
             pasthooks::fork_with_a_full_queue(at, arg(args, 3, 4000), arg(args, 4, 20))
         }
         _ => {
-            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|mbind|process-madvise|busy-unlink|fork-queue|near-map-count DIR|FILE [N M]");
+            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|fork-queue|near-map-count DIR|FILE [N M]");
             return 2;
         }
     }

@@ -405,3 +405,48 @@ pub fn near_map_count(file: &str, total: usize, cycles: usize) {
     sys::close(fd);
     println!("{cycles} windows mapped and unmapped among {total} mappings");
 }
+
+/// `syscall(SYS_mprotect)` making a window writable, a write, munmap and
+/// the same window mapped again: the new mapping shows the file, not the
+/// write. Then `syscall(SYS_madvise, MADV_DONTFORK)`, munmap, mapped
+/// again, fork: the child reads the new mapping.
+pub fn raw_calls(file: &str) {
+    let p = page();
+    let fd = open_ro(file);
+    let a = sys::map_file(fd, 0, 4 * p).expect("mmap");
+    let rw = (libc::PROT_READ | libc::PROT_WRITE) as libc::c_long;
+    // SAFETY: a mapping of this program.
+    let r = unsafe { libc::syscall(libc::SYS_mprotect, a, 4 * p, rw) };
+    println!("raw mprotect to read-write: {}", said(r));
+    poke(a, 0, b'X');
+    sys::munmap(a, 4 * p).expect("munmap");
+    let b = sys::map_file(fd, 0, 4 * p).expect("mmap");
+    println!(
+        "the file's first byte reads as written: {}",
+        peek(b, 0) == b'X'
+    );
+    sys::munmap(b, 4 * p).expect("munmap");
+    let c = sys::map_file(fd, 0, 4 * p).expect("mmap");
+    // SAFETY: a mapping of this program.
+    let r = unsafe { libc::syscall(libc::SYS_madvise, c, 4 * p, libc::MADV_DONTFORK) };
+    println!("raw madvise(MADV_DONTFORK): {}", said(r));
+    sys::munmap(c, 4 * p).expect("munmap");
+    let d = sys::map_file(fd, 0, 4 * p).expect("mmap");
+    // SAFETY: fork; the child only reads and exits.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let ok = peek(d, 0) == sys::pattern(0);
+        // SAFETY: ends the child without the parent's exit handlers.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: our child, a valid out-pointer.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    println!(
+        "the fork child reading the new mapping: signalled {} exit {}",
+        libc::WIFSIGNALED(status),
+        libc::WEXITSTATUS(status)
+    );
+    sys::munmap(d, 4 * p).expect("munmap");
+    sys::close(fd);
+}
