@@ -8,6 +8,7 @@
 
 use super::os::RealOs;
 use super::real;
+use super::shm::{shm_path, ShmPath};
 use crate::{errno, ENGINE};
 use libc::{c_char, c_int, c_long, c_uint, FILE};
 
@@ -342,40 +343,13 @@ pub unsafe extern "C" fn umount2(target: *const c_char, flags: c_int) -> c_int {
     after_name_call(unsafe { real::umount2(target, flags) })
 }
 
-/// Where glibc keeps POSIX shared memory objects (`shm_open` creates
-/// `/dev/shm/NAME`, glibc 2.34 and later; older ones looked the tmpfs up,
-/// and it is `/dev/shm` on every common system).
-const SHM_DIR: &[u8] = b"/dev/shm/";
-
-/// A buffer for [`shm_path`].
-pub(super) type ShmPath = [u8; SHM_DIR.len() + libc::NAME_MAX as usize + 1];
-
-/// Writes the NUL-terminated path of the shared memory object `name` into
-/// `buf` as glibc forms it (leading slashes stripped); false for a name
-/// glibc refuses (empty, another slash, too long).
-pub(super) fn shm_path(name: *const c_char, buf: &mut ShmPath) -> bool {
-    if name.is_null() {
-        return false;
-    }
-    // SAFETY: the caller's NUL-terminated name (glibc reads it too).
-    let name = unsafe { core::ffi::CStr::from_ptr(name) }.to_bytes();
-    let name = &name[name.iter().take_while(|&&b| b == b'/').count()..];
-    if name.is_empty() || name.contains(&b'/') || name.len() >= libc::NAME_MAX as usize {
-        return false;
-    }
-    *buf = [0; SHM_DIR.len() + libc::NAME_MAX as usize + 1];
-    buf[..SHM_DIR.len()].copy_from_slice(SHM_DIR);
-    buf[SHM_DIR.len()..SHM_DIR.len() + name.len()].copy_from_slice(name);
-    true
-}
-
 /// # Safety
 /// As for C `shm_unlink`: glibc unlinks `/dev/shm/NAME` itself, past the
 /// `unlink` hook, so the object's queued mappings are released here.
 #[inline(always)]
 pub unsafe extern "C" fn shm_unlink(name: *const c_char) -> c_int {
     if ENGINE.tracks_any() {
-        let mut path: ShmPath = [0; SHM_DIR.len() + libc::NAME_MAX as usize + 1];
+        let mut path: ShmPath = [0; core::mem::size_of::<ShmPath>()];
         if shm_path(name, &mut path) {
             losing_name(libc::AT_FDCWD, path.as_ptr().cast());
         }

@@ -16,6 +16,7 @@ mod policy;
 mod proc;
 pub mod real;
 mod sandbox;
+mod shm;
 mod syscall;
 pub use sandbox::seccomp_mode;
 pub(crate) mod sys;

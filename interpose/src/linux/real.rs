@@ -196,9 +196,8 @@ fn rename_fallback(old: *const c_char, new: *const c_char) -> c_int {
 
 /// glibc's shm_unlink: unlinks `/dev/shm/NAME`.
 fn shm_unlink_fallback(name: *const c_char) -> c_int {
-    let mut path: super::lastclose::ShmPath =
-        [0; core::mem::size_of::<super::lastclose::ShmPath>()];
-    if !super::lastclose::shm_path(name, &mut path) {
+    let mut path: super::shm::ShmPath = [0; core::mem::size_of::<super::shm::ShmPath>()];
+    if !super::shm::shm_path(name, &mut path) {
         crate::errno::set(libc::EINVAL);
         return -1;
     }

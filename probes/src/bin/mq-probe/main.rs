@@ -11,6 +11,9 @@ mod headroom;
 // flock/OFD locks, mount namespaces, inotify, leases: Linux.
 #[cfg(target_os = "linux")]
 mod lastclose;
+// fork, vm.max_map_count: Linux.
+#[cfg(target_os = "linux")]
+mod cliffs;
 // syscall numbers, shm_unlink, mbind, process_madvise: Linux.
 #[cfg(target_os = "linux")]
 mod pasthooks;
@@ -109,10 +112,10 @@ fn past_hooks(args: &[String]) -> i32 {
         Some("process-madvise") => pasthooks::process_madvise_self(at),
         Some("busy-unlink") => pasthooks::busy_unlink(at, arg(args, 3, 4), arg(args, 4, 500)),
         Some("near-map-count") => {
-            pasthooks::near_map_count(at, arg(args, 3, 65000), arg(args, 4, 50000))
+            cliffs::near_map_count(at, arg(args, 3, 65000), arg(args, 4, 50000))
         }
         Some("fork-queue") => {
-            pasthooks::fork_with_a_full_queue(at, arg(args, 3, 4000), arg(args, 4, 20))
+            cliffs::fork_with_a_full_queue(at, arg(args, 3, 4000), arg(args, 4, 20))
         }
         _ => {
             eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|fork-queue|near-map-count DIR|FILE [N M]");
