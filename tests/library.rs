@@ -112,6 +112,7 @@ fn the_library_is_small_and_exports_only_its_hooks() {
             "fcntl64",
             "flock",
             "madvise",
+            "mbind",
             "mincore",
             "mlock",
             "mlock2",
@@ -130,18 +131,20 @@ fn the_library_is_small_and_exports_only_its_hooks() {
             "prctl",
             "prlimit",
             "prlimit64",
+            "process_madvise",
             "remove",
             "rename",
             "renameat",
             "renameat2",
             "setrlimit",
             "setrlimit64",
+            "shm_unlink",
             "shmat",
             "syscall",
             "umount",
             "umount2",
             "unlink",
-            "unlinkat"
+            "unlinkat",
         ]
     );
     for (name, defined, _) in &symbols {

@@ -159,6 +159,55 @@ impl DirtyRanges {
             })
     }
 
+    /// Calls `f(start, end)` for each piece of `[start, end)` that no
+    /// complete record not yet drained overlaps, in address order; answers
+    /// whether some of it was left out. The lock holder asks just before
+    /// it unmaps or drops a queued range: a call that found the table busy
+    /// meanwhile (a `MAP_FIXED` there, say) made that part someone else's.
+    pub fn each_clear_piece(
+        &self,
+        start: usize,
+        end: usize,
+        mut f: impl FnMut(usize, usize),
+    ) -> bool {
+        if self.ready.load(Ordering::Acquire) == 0 {
+            f(start, end);
+            return false;
+        }
+        let mut at = start;
+        let mut skipped = false;
+        while at < end {
+            // The recorded range overlapping `[at, end)` that begins first.
+            let mut next: Option<(usize, usize)> = None;
+            for r in &self.records {
+                if r.state.load(Ordering::Acquire) != READY {
+                    continue;
+                }
+                let (rs, re) = (
+                    r.start.load(Ordering::Relaxed),
+                    r.end.load(Ordering::Relaxed),
+                );
+                if rs < end && at < re && next.is_none_or(|(ns, _)| rs.max(at) < ns) {
+                    next = Some((rs.max(at), re));
+                }
+            }
+            match next {
+                None => {
+                    f(at, end);
+                    break;
+                }
+                Some((rs, re)) => {
+                    if rs > at {
+                        f(at, rs);
+                    }
+                    skipped = true;
+                    at = re;
+                }
+            }
+        }
+        skipped
+    }
+
     /// After `fork`, in the child: a record some other (now gone) thread was
     /// writing would stay half-written forever; treat it as lost.
     pub fn reset_after_fork(&self) {
@@ -212,6 +261,23 @@ mod tests {
         });
         let e = seen.unwrap();
         assert!(before <= e && e < after);
+    }
+
+    #[test]
+    fn clear_pieces_leave_out_what_was_recorded() {
+        let d = DirtyRanges::new();
+        let pieces = |d: &DirtyRanges, s, e| {
+            let mut v = Vec::new();
+            let skipped = d.each_clear_piece(s, e, |a, b| v.push((a, b)));
+            (v, skipped)
+        };
+        assert_eq!(pieces(&d, 0, 100), (std::vec![(0, 100)], false));
+        d.record(20, 30);
+        d.record(25, 40);
+        d.record(90, 200);
+        assert_eq!(pieces(&d, 0, 100), (std::vec![(0, 20), (40, 90)], true));
+        assert_eq!(pieces(&d, 40, 90), (std::vec![(40, 90)], false));
+        assert_eq!(pieces(&d, 22, 35), (std::vec![], true));
     }
 
     #[test]

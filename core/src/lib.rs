@@ -17,6 +17,8 @@ pub mod fds;
 pub mod file;
 #[cfg(not(loom))]
 pub mod holder;
+#[cfg(not(loom))]
+pub mod names;
 pub mod os;
 pub mod payoff;
 #[cfg(not(loom))]

@@ -5,6 +5,7 @@
 //! has all of it to itself.
 
 use crate::config::Config;
+use crate::dirty::DirtyRanges;
 use crate::os::Os;
 use crate::sizing::Sizing;
 use crate::stats::{Counter, Stats};
@@ -14,6 +15,32 @@ use crate::table::{Evict, Table};
 /// deferrals (at least one each time the budget is exceeded): a drop costs
 /// a system call, as the munmap a deferral saves did.
 pub const DEFERRED_PER_DROP: u64 = 8;
+
+/// What the lock holder reports to and checks against, outside the
+/// table: the counters, and the ranges calls that found the table busy
+/// changed meanwhile (none of which is unmapped or dropped).
+#[derive(Clone, Copy)]
+pub struct Books<'a> {
+    pub stats: &'a Stats,
+    pub dirty: &'a DirtyRanges,
+}
+
+impl Books<'_> {
+    /// Really unmaps `[start, start + len)`, a range munmapq holds, but
+    /// for what a call that found the table busy recorded there since the
+    /// holder drained (it may be the program's new mapping now). Answers
+    /// whether some of it was left mapped (forgotten: the program's now).
+    pub fn unmap<O: Os>(&self, os: &O, start: usize, len: usize) -> bool {
+        let skipped = self.dirty.each_clear_piece(start, start + len, |s, e| {
+            let _ = os.munmap(s, e - s);
+            self.stats.bump(Counter::MunmapSyscalls);
+        });
+        if skipped {
+            self.stats.bump(Counter::ForgottenQueued);
+        }
+        skipped
+    }
+}
 
 pub struct Queue {
     pub table: Table,
@@ -46,7 +73,7 @@ impl Queue {
     /// Evicts so that one more mapping of `len` bytes fits under the count
     /// and length caps [`crate::sizing`] sets, as [`Self::policy`] says,
     /// and answers whether it does.
-    pub fn make_room<O: Os>(&mut self, os: &O, stats: &Stats, len: usize) -> bool {
+    pub fn make_room<O: Os>(&mut self, os: &O, books: Books, len: usize) -> bool {
         let (queued, queued_bytes) = (self.table.queued(), self.table.queued_bytes());
         let caps = self.sizing.caps(os, queued, queued_bytes, len);
         let fits = |t: &Table| t.queued() < caps.entries && t.queued_bytes() + len <= caps.bytes;
@@ -56,7 +83,7 @@ impl Queue {
         if !fits(&self.table) {
             self.table
                 .mark_to_fit(self.policy, caps.entries, caps.bytes, len);
-            self.flush_marked(os, stats);
+            self.flush_marked(os, books);
         }
         fits(&self.table)
     }
@@ -66,8 +93,11 @@ impl Queue {
     /// dropped as far as needed, in at most one drop per
     /// [`DEFERRED_PER_DROP`] deferrals (at least one each time; with
     /// [`Evict::All`], every warm mapping's): the mappings stay queued for
-    /// reuse. A run whose pages could not be dropped is unmapped instead.
-    pub fn keep_within_budget<O: Os>(&mut self, os: &O, stats: &Stats, page: usize) {
+    /// reuse. A run whose pages could not be dropped is unmapped instead,
+    /// and so is one a call that found the table busy has touched since
+    /// (dropping there could zero the program's new mapping; the unmap
+    /// leaves that part alone).
+    pub fn keep_within_budget<O: Os>(&mut self, os: &O, books: Books, page: usize) {
         let (queued_bytes, warm) = (self.table.queued_bytes(), self.table.warm_bytes());
         let Some(over) = self.sizing.over_budget(os, queued_bytes, warm) else {
             return;
@@ -83,35 +113,35 @@ impl Queue {
         let gone = self
             .table
             .cool_by_age(cool, max_drops, page, &mut |start, len| {
-                let ok = os.drop_pages(start, len);
+                let ok =
+                    !books.dirty.pending_overlaps(start, start + len) && os.drop_pages(start, len);
                 dropped |= ok;
                 ok
             });
         if dropped {
-            stats.bump(Counter::PagesDropped);
+            books.stats.bump(Counter::PagesDropped);
         }
-        self.flush_marked(os, stats);
+        self.flush_marked(os, books);
         if gone > 0 && over.measured {
             self.sizing.after_cooling(os, gone, self.table.warm_bytes());
         }
     }
 
     /// Unmaps every queued mapping.
-    pub fn flush_all<O: Os>(&mut self, os: &O, stats: &Stats) {
+    pub fn flush_all<O: Os>(&mut self, os: &O, books: Books) {
         self.table.mark_all();
-        self.flush_marked(os, stats);
+        self.flush_marked(os, books);
     }
 
     /// Unmaps the entries marked for eviction, one munmap per run of
     /// touching ones.
-    pub fn flush_marked<O: Os>(&mut self, os: &O, stats: &Stats) {
+    pub fn flush_marked<O: Os>(&mut self, os: &O, books: Books) {
         let n = self.table.evict_marked(|start, len| {
-            let _ = os.munmap(start, len);
-            stats.bump(Counter::MunmapSyscalls);
+            books.unmap(os, start, len);
         });
         if n > 0 {
-            stats.bump(Counter::Flushes);
-            stats.add(Counter::Flushed, n as u64);
+            books.stats.bump(Counter::Flushes);
+            books.stats.add(Counter::Flushed, n as u64);
         }
     }
 }

@@ -49,12 +49,21 @@
 //!   program's own mappings need counting). Counting them means reading
 //!   `/proc/self/maps`, where the kernel formats a line and a path for
 //!   every mapping, queued ones included: about 13 ms for 4,000 mappings
-//!   here, more than a thousand deferrals save. So it is counted at the
-//!   first deferral and then after a number of munmaps that grows with the
-//!   room found: `max(64, left / 2)`. The quarter cap leaves the program
+//!   here, more than a thousand deferrals save, and in proportion to the
+//!   mappings. So it is counted at the first deferral and then after a
+//!   number of munmaps that grows with the room found and with the
+//!   mappings counted: `max(64, left / 2, mappings / 2)`, doubling at each
+//!   count that finds too little room for the queue to be of use (or
+//!   cannot read the file at all). The quarter cap leaves the program
 //!   three quarters of the room for mappings of its own made between two
 //!   counts; the mappings it makes through the hooks are retried after a
 //!   flush if the kernel refuses them.
+//!
+//! Where the process's usage cannot be read (no /proc in a chroot or
+//! container, a Landlock rule), the queue is bounded by a fixed length
+//! ([`NO_USAGE_BYTES`]) and the read is tried again after 16, 32, 64, ...
+//! deferrals (at most 65,536), not at each one; the failures are counted
+//! (`unreadable` in the statistics).
 //!
 //! `MUNMAPQ_MAX_BYTES` replaces the resident guard by a fixed cap on the
 //! queued length; the address-space and map-count bounds always apply.
@@ -83,6 +92,12 @@ pub const AS_ROOM_SHIFT: u32 = 3;
 pub const MAP_ROOM_SHIFT: u32 = 2;
 /// Fewest munmaps between two counts of the process's mappings.
 pub const MAP_CHECK_MIN: usize = 64;
+/// A count cap below this is of little use: the counts that find one are
+/// spaced further and further apart.
+const MAP_USEFUL: usize = 16;
+/// The longest wait, in deferral candidates, between two reads of what
+/// could not be read or found no room.
+const MAX_BACKOFF: usize = 1 << 16;
 /// Where the process's usage cannot be read (no /proc): a fixed cap on the
 /// queued length instead of the resident budget.
 pub const NO_USAGE_BYTES: usize = 64 << 20;
@@ -148,6 +163,18 @@ pub struct Sizing {
     until_map_check: usize,
     /// The last read of the process's usage failed.
     no_usage: bool,
+    /// After failed reads of the usage (no /proc): reads skipped before the
+    /// next try, and the number skipped after the last failure (doubled at
+    /// each failure), so that an unreadable /proc costs a few tries, not
+    /// one per deferral.
+    usage_skip: u32,
+    usage_backoff: u32,
+    /// After counts of the mappings that failed or found no useful room:
+    /// the wait before the next count (doubled at each such count).
+    map_backoff: usize,
+    /// Reads of the usage or the mappings that failed, not yet reported
+    /// ([`Sizing::take_unreadable`]).
+    unreadable: u64,
     /// Derived by `refresh`: length queued between reads (under a fixed
     /// cap or an address-space limit), and the length cap.
     read_step: usize,
@@ -182,6 +209,10 @@ impl Sizing {
             density_known: false,
             until_map_check: 0,
             no_usage: false,
+            usage_skip: 0,
+            usage_backoff: 0,
+            map_backoff: 0,
+            unreadable: 0,
             read_step: 0,
             bytes_cap: 0,
         }
@@ -206,6 +237,9 @@ impl Sizing {
         self.density_known = false;
         self.until_map_check = 0;
         self.no_usage = false;
+        self.usage_skip = 0;
+        self.usage_backoff = 0;
+        self.map_backoff = 0;
         self.refresh();
     }
 
@@ -302,10 +336,17 @@ impl Sizing {
 
     /// Reads the process's usage now. Answers the queue's share of RSS
     /// (RSS less the baseline), if it could be read.
+    /// Where the usage cannot be read (no /proc, a sandbox), tries are
+    /// spaced further and further apart (see `usage_skip`) and answer None
+    /// in between; the queue is then bounded by [`NO_USAGE_BYTES`].
     fn read<O: Os>(&mut self, os: &O, queued_bytes: usize) -> Option<usize> {
         // Reset first, for the same reason as in `check_map_count`.
         self.unread_bytes = 0;
         self.unread_count = 0;
+        if self.usage_skip > 0 {
+            self.usage_skip -= 1;
+            return None;
+        }
         compiler_fence(SeqCst);
         let usage = os.usage();
         let share = usage.map(|u| {
@@ -313,9 +354,23 @@ impl Sizing {
             u.resident.saturating_sub(self.rss_base)
         });
         self.no_usage = usage.is_none();
+        if self.no_usage {
+            self.unreadable += 1;
+            self.usage_backoff =
+                (self.usage_backoff.saturating_mul(2)).clamp(READ_EVERY, MAX_BACKOFF as u32);
+            self.usage_skip = self.usage_backoff;
+        } else {
+            self.usage_backoff = 0;
+        }
         self.unread_bytes = 0;
         self.refresh();
         share
+    }
+
+    /// Reads of the process's usage or mappings that failed since the last
+    /// call (for the statistics).
+    pub fn take_unreadable(&mut self) -> u64 {
+        core::mem::take(&mut self.unreadable)
     }
 
     /// A mapping was just queued; the queue is `queued_bytes` long, `warm`
@@ -417,14 +472,37 @@ impl Sizing {
         // signal handler that longjmps out of the hook): a read that is
         // interrupted every time must not be retried on every call. The
         // fence keeps the store before the read.
-        self.until_map_check = MAP_CHECK_MIN;
+        self.until_map_check = self.map_backoff.max(MAP_CHECK_MIN);
         compiler_fence(SeqCst);
         let Some(count) = os.map_count() else {
+            // Unreadable (no /proc): tried less and less often; the count
+            // cap stays as it was (at most the configured one).
+            self.unreadable += 1;
+            self.map_backoff =
+                (self.map_backoff.saturating_mul(2)).clamp(MAP_CHECK_MIN, MAX_BACKOFF);
+            self.until_map_check = self.map_backoff;
             return;
         };
         let room = self.map_limit.saturating_sub(count.saturating_sub(queued));
         self.entries_cap = self.max_entries.min(room >> MAP_ROOM_SHIFT);
-        self.until_map_check = MAP_CHECK_MIN.max(room >> 1);
+        // A count costs in proportion to the mappings (the kernel formats
+        // a line for each): the next one waits at least half as many
+        // deferral candidates as there are mappings, which keeps the
+        // counting a small part of what the deferrals save however close
+        // to the limit the process is. Where the room left is too small
+        // for the queue to be of use, the wait doubles at each count
+        // finding so (nothing is queued meanwhile, so nothing can be lost
+        // by counting late).
+        if self.entries_cap < MAP_USEFUL {
+            self.map_backoff =
+                (self.map_backoff.saturating_mul(2)).clamp(MAP_CHECK_MIN, MAX_BACKOFF);
+        } else {
+            self.map_backoff = 0;
+        }
+        self.until_map_check = MAP_CHECK_MIN
+            .max(room >> 1)
+            .max(count >> 1)
+            .max(self.map_backoff);
     }
 
     /// After dropping the pages of `cooled` warm bytes that an RSS read

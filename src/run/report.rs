@@ -173,6 +173,13 @@ impl Report {
         if let Some(line) = self.not_interposed_line() {
             let _ = writeln!(s, "munmapq: {line}");
         }
+        let unreadable = self.get(Counter::Unreadable);
+        if unreadable > 0 {
+            let _ = writeln!(
+                s,
+                "munmapq: the processes' memory use could not be read ({unreadable} failed reads of /proc): the queue was bounded by a fixed length instead of the resident budget"
+            );
+        }
         if let Some(why) = &notes.incomplete {
             let _ = writeln!(s, "munmapq: incomplete: {why}");
         }
@@ -277,6 +284,15 @@ mod tests {
         let notes = Notes::default();
         assert!(r.json(&Run::default(), &notes).contains("\"deferred\":7"));
         assert!(r.text(false, &notes).contains("deferred"));
+    }
+
+    #[test]
+    fn an_unreadable_proc_is_said() {
+        let notes = Notes::default();
+        let r = Report::parse("munmapq pid=1 deferred=3\n");
+        assert!(!r.text(false, &notes).contains("could not be read"));
+        let r = Report::parse("munmapq pid=1 deferred=3 unreadable=12\n");
+        assert!(r.text(false, &notes).contains("12 failed reads of /proc"));
     }
 
     #[test]

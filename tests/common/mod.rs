@@ -26,8 +26,13 @@ fn artifact(name: &str) -> PathBuf {
 
 pub use munmapq_check::platform::{LIB_NAME, PRELOAD_VAR};
 
+/// The library under test; `MUNMAPQ_TEST_LIB` names another build (to
+/// show that a test fails without a change).
 pub fn lib() -> PathBuf {
-    artifact(LIB_NAME)
+    match std::env::var_os("MUNMAPQ_TEST_LIB") {
+        Some(p) => PathBuf::from(p),
+        None => artifact(LIB_NAME),
+    }
 }
 
 pub fn probe() -> PathBuf {

@@ -174,6 +174,17 @@ impl Engine {
             if let Some(mut q) = q.filter(|q| reuse_fits(os, q, key.len)) {
                 loop {
                     match q.table.take_queued(&key) {
+                        // A call that found the table busy changed the
+                        // range since the drain (a `MAP_FIXED` there): it
+                        // is the program's now, not this file's window.
+                        Lookup::Hit(start)
+                            if self.dirty.pending_overlaps(start, start + key.len) =>
+                        {
+                            if let Some(e) = q.table.find(start) {
+                                q.table.remove(e.slot);
+                            }
+                            self.stats.bump(Counter::ForgottenQueued);
+                        }
                         Lookup::Hit(start) if !forgets || self.may_answer(os, fd) => {
                             self.stats.bump(Counter::Reused);
                             self.payoff.reused(key.len);
@@ -217,7 +228,7 @@ impl Engine {
         };
         self.forget(&mut q.table, start, start + key.len, u64::MAX, false);
         if q.table.is_full() && q.table.mark_oldest() {
-            q.flush_marked(os, &self.stats);
+            q.flush_marked(os, self.books());
         }
         self.widen_bounds(&q.table, start, start + key.len);
         // Before the entry exists: a close that misses this bit finds no
@@ -275,12 +286,20 @@ impl Engine {
             return Err(Counter::PassNotQueued);
         }
         self.apply_pending(os, &mut q.sizing);
-        if !q.make_room(os, &self.stats, e.len) {
+        if !q.make_room(os, self.books(), e.len) {
+            let unreadable = q.sizing.take_unreadable();
+            if unreadable > 0 {
+                self.stats.add(Counter::Unreadable, unreadable);
+            }
             return Err(Counter::PassNotQueued);
         }
         q.table.enqueue(e.slot);
         q.sizing.note_queued(e.len);
-        q.keep_within_budget(os, &self.stats, self.page());
+        q.keep_within_budget(os, self.books(), self.page());
+        let unreadable = q.sizing.take_unreadable();
+        if unreadable > 0 {
+            self.stats.add(Counter::Unreadable, unreadable);
+        }
         self.stats.bump(Counter::Deferred);
         self.stats
             .peak(Counter::PeakQueued, q.table.queued() as u64);
@@ -332,7 +351,7 @@ impl Engine {
             self.locked_future.store(before || future, Relaxed);
             match self.lock(os) {
                 Some(mut q) => {
-                    q.flush_all(os, &self.stats);
+                    q.flush_all(os, self.books());
                     self.stats.add(Counter::Forgotten, q.table.len() as u64);
                     q.table.clear();
                 }
@@ -392,14 +411,15 @@ impl Engine {
     /// Really unmaps one queued mapping and takes it out of the table,
     /// counting it under `why`. In flight until it is out of the table, so
     /// that a recovery (`recover_abandoned`) never unmaps it twice.
+    /// What a call that found the table busy recorded there since the
+    /// holder drained is left alone (see [`crate::queue::Books::unmap`]).
     pub(super) fn unmap_queued<O: Os>(&self, os: &O, t: &mut Table, e: Entry, why: Counter) {
         t.unmap_in_flight(e.start, e.len, || {
-            let _ = os.munmap(e.start, e.len);
+            self.books().unmap(os, e.start, e.len);
         });
         t.remove(e.slot);
         t.finish_unmap();
         self.stats.bump(why);
-        self.stats.bump(Counter::MunmapSyscalls);
     }
 
     /// Runs `call`; if it fails with ENOMEM while mappings are queued, unmaps
@@ -415,7 +435,7 @@ impl Engine {
         }
         let flushed = match self.lock(os) {
             Some(mut q) if q.table.queued() > 0 => {
-                q.flush_all(os, &self.stats);
+                q.flush_all(os, self.books());
                 true
             }
             _ => false,

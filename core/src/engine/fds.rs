@@ -142,17 +142,12 @@ impl Engine {
         if !self.active() || self.untracked(0, usize::MAX) {
             return;
         }
-        if let Some(mut q) = self.lock(os) {
-            let t = &mut q.table;
-            while let Some(e) = t.entry_of_file(dev, ino) {
-                if e.state == State::Queued {
-                    self.unmap_queued(os, t, e, Counter::ReleasedAtClose);
-                } else {
-                    t.remove(e.slot);
-                    self.stats.bump(Counter::Forgotten);
-                }
+        match self.lock(os) {
+            Some(mut q) => {
+                self.release_file(os, &mut q.table, dev, ino);
+                self.publish_bounds(&q.table);
             }
-            self.publish_bounds(&q.table);
+            None => self.name_lost_while_busy(dev, ino),
         }
     }
 
@@ -168,11 +163,9 @@ impl Engine {
         if !self.tracks_any() {
             return;
         }
-        if let Some(mut q) = self.lock(os) {
-            let n = q.table.queued() as u64;
-            q.flush_all(os, &self.stats);
-            self.stats.add(Counter::ReleasedAtClose, n);
-            self.publish_bounds(&q.table);
+        match self.lock(os) {
+            Some(mut q) => self.release_for_unmount(os, &mut q),
+            None => self.unmount_while_busy(),
         }
     }
 }

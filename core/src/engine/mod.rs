@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::fds::FdBits;
 use crate::holder::{TableGuard, TableLock, Taken};
+use crate::names::LostNames;
 use crate::os::Os;
 use crate::payoff::{steps_aside, Payoff};
 use crate::readonly_fds::ReadOnlyFds;
@@ -83,12 +84,18 @@ pub struct Engine {
     closes_pending: AtomicBool,
     /// Descriptors `F_GETFL` found read-only, per file (`calls.rs`).
     read_only_fds: ReadOnlyFds,
+    /// Unlinks, renames and unmounts that found the table busy, for its
+    /// next holder (`names.rs`).
+    lost_names: LostNames,
     /// The table was taken before a fork (`process.rs`), and what its
     /// guard gives back.
     fork_kept: AtomicBool,
     fork_previous: AtomicUsize,
     /// Whether the queue pays for small mappings here (`payoff.rs`).
     payoff: Payoff,
+    /// A fork child whose queue is the parent's: its first holder unmaps
+    /// it (`process.rs`).
+    inherited: AtomicBool,
 }
 
 impl Default for Engine {
@@ -121,9 +128,11 @@ impl Engine {
             closed_busy: FdBits::new(),
             closes_pending: AtomicBool::new(false),
             read_only_fds: ReadOnlyFds::new(),
+            lost_names: LostNames::new(),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
             payoff: Payoff::new(),
+            inherited: AtomicBool::new(false),
         }
     }
 
@@ -270,8 +279,14 @@ impl Engine {
                 q
             }
         };
+        if self.inherited.load(Relaxed) {
+            self.release_inherited(os, &mut q);
+        }
         self.drain(&mut q.table);
         self.apply_closes(os, &mut q.table);
+        if self.lost_names.pending() {
+            self.apply_names(os, &mut q);
+        }
         Some(q)
     }
 
@@ -337,6 +352,14 @@ impl Engine {
         });
     }
 
+    /// What the table's holder reports to and checks against.
+    fn books(&self) -> crate::queue::Books<'_> {
+        crate::queue::Books {
+            stats: &self.stats,
+            dirty: &self.dirty,
+        }
+    }
+
     /// The byte cap in force now (it adapts where the default is used;
     /// None if the table is busy). Only where no hook runs (see
     /// [`TableLock::try_lock_unhooked`]).
@@ -359,6 +382,7 @@ impl Engine {
 
 mod calls;
 mod fds;
+mod names;
 mod process;
 #[cfg(test)]
 mod tests;

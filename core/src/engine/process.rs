@@ -36,7 +36,7 @@ impl Engine {
             return;
         }
         if let Some(mut q) = self.lock_patiently(os) {
-            q.flush_all(os, &self.stats);
+            q.flush_all(os, self.books());
             q.table.clear();
             self.publish_bounds(&q.table);
         }
@@ -54,7 +54,7 @@ impl Engine {
         self.pending.fetch_or(LIMIT_CHANGED, Relaxed);
         if lower {
             if let Some(mut q) = self.lock_patiently(os) {
-                q.flush_all(os, &self.stats);
+                q.flush_all(os, self.books());
             }
         }
     }
@@ -73,6 +73,16 @@ impl Engine {
         }
     }
 
+    /// In a fork child, at its first holder: unmaps what the parent had
+    /// queued (live entries stay tracked: they are the child's mappings
+    /// too).
+    pub(super) fn release_inherited<O: Os>(&self, os: &O, q: &mut crate::queue::Queue) {
+        if self.inherited.swap(false, Relaxed) {
+            q.flush_all(os, self.books());
+            self.publish_bounds(&q.table);
+        }
+    }
+
     /// In the parent after `fork`: gives back what [`Self::before_fork`]
     /// took.
     pub fn after_fork_in_parent<O: Os>(&self, os: &O) {
@@ -82,22 +92,24 @@ impl Engine {
         }
     }
 
-    /// In a child after `fork`: what the parent had queued, the program
-    /// had unmapped, so the child unmaps it (live entries stay tracked:
-    /// they are the child's mappings too). Only the forking thread
-    /// survives: a table some other thread held (the wait before the fork
-    /// ran out) is taken over, trusting only each slot's own state, as
-    /// after a longjmp out of a hook. A holder that is this very thread
-    /// (fork from a signal handler that interrupted a hook) carries on in
-    /// the child: it is left be. Counters restart so parent and child each
-    /// report their own calls.
+    /// In a child after `fork`: the table the forking thread kept across
+    /// the fork is whole, and its mappings are the child's own copies, so
+    /// nothing is unmapped now (a child that execs or exits, the common
+    /// kind, would pay one munmap per queued run for nothing). What the
+    /// parent had queued, the program had unmapped; its copies keep their
+    /// files open in the child, so they are unmapped by the child's first
+    /// call that takes the table (see `inherited`). Only the forking
+    /// thread survives: a table some other thread held (the wait before
+    /// the fork ran out) is taken over, trusting only each slot's own
+    /// state, as after a longjmp out of a hook. A holder that is this very
+    /// thread (fork from a signal handler that interrupted a hook) carries
+    /// on in the child: it is left be. Counters restart so parent and
+    /// child each report their own calls.
     pub fn after_fork_in_child<O: Os>(&self, os: &O) {
         if self.fork_kept.swap(false, Relaxed) {
+            self.inherited.store(true, Relaxed);
             // SAFETY: the forking thread kept it in `before_fork`.
             unsafe { self.table.give_back(os, self.fork_previous.load(Relaxed)) };
-            if let Some(mut q) = self.lock(os) {
-                q.flush_all(os, &self.stats);
-            }
         } else if self.table.held_elsewhere(os) {
             // SAFETY: the holder was another thread of the parent; it does
             // not exist in this child, so nobody else uses the table.
@@ -107,6 +119,7 @@ impl Engine {
             }
         }
         self.dirty.reset_after_fork();
+        self.lost_names.reset_after_fork();
         // The sizing rule reads its memory anew: applied by the next
         // holder, since this thread may be the holder (see above).
         self.pending.fetch_or(FORKED, Relaxed);

@@ -66,6 +66,8 @@ pub struct FakeOs<const N: usize = 256> {
     pub failed_drops: RefCell<Log>,
     /// `usage` calls.
     pub reads: RefCell<usize>,
+    /// `map_count` calls.
+    pub map_reads: RefCell<usize>,
     /// Pages dropped (while `can_drop`), not counted as resident.
     pub(crate) cold: RefCell<cold::Cold>,
     /// How many times each descriptor's file was rewritten (its ctime).
@@ -111,6 +113,9 @@ pub struct FakeOs<const N: usize = 256> {
     pub macos: bool,
     /// `peak_resident` calls.
     pub peak_reads: RefCell<usize>,
+    /// Called first in `munmap`, `drop_pages` and `usage` with the call's
+    /// name and range: what another thread does meanwhile, for a test.
+    pub meanwhile: Option<fn(&'static str, usize, usize)>,
 }
 
 impl Default for FakeOs {
@@ -128,6 +133,7 @@ impl<const N: usize> FakeOs<N> {
             drops: RefCell::new(0),
             failed_drops: RefCell::new(Log::new()),
             reads: RefCell::new(0),
+            map_reads: RefCell::new(0),
             cold: RefCell::new(cold::Cold::new()),
             rewrites: RefCell::new([0; FDS]),
             page_limit: None,
@@ -146,6 +152,7 @@ impl<const N: usize> FakeOs<N> {
             open_mode: RefCell::new(libc::O_RDONLY),
             macos: false,
             peak_reads: RefCell::new(0),
+            meanwhile: None,
         }
     }
 
@@ -251,6 +258,9 @@ impl<const N: usize> Os for FakeOs<N> {
     }
 
     fn munmap(&self, addr: usize, len: usize) -> Result<(), Errno> {
+        if let Some(f) = self.meanwhile {
+            f("munmap", addr, len);
+        }
         let end = round_up(len, self.page).and_then(|len| addr.checked_add(len));
         let Some(end) = end.filter(|_| addr.is_multiple_of(self.page) && len > 0) else {
             return Err(libc::EINVAL);
@@ -322,6 +332,9 @@ impl<const N: usize> Os for FakeOs<N> {
     }
 
     fn usage(&self) -> Option<Usage> {
+        if let Some(f) = self.meanwhile {
+            f("usage", 0, 0);
+        }
         *self.reads.borrow_mut() += 1;
         self.usage
             .or_else(|| {
@@ -344,6 +357,7 @@ impl<const N: usize> Os for FakeOs<N> {
     /// the kernel counts them (one per run of pages contiguous in address
     /// and in the same file), so queued mappings count, as they do.
     fn map_count(&self) -> Option<usize> {
+        *self.map_reads.borrow_mut() += 1;
         let runs = self.space.borrow().runs();
         self.map_count.map(|c| c + runs)
     }
@@ -358,6 +372,9 @@ impl<const N: usize> Os for FakeOs<N> {
     }
 
     fn drop_pages(&self, addr: usize, len: usize) -> bool {
+        if let Some(f) = self.meanwhile {
+            f("drop", addr, len);
+        }
         *self.drops.borrow_mut() += 1;
         let ok = self.can_drop && self.cold.borrow_mut().add(addr, addr + len);
         if !ok {

@@ -597,7 +597,10 @@ impl Table {
 
     /// Drops the pages of the first `len` bytes (a whole number of pages) of
     /// the warm part of the queued entry in `slot` with `drop`; answers the
-    /// warm length that cooled.
+    /// warm length that cooled. A drop that failed may have left part of
+    /// the range changed (macOS drops by `mprotect` to `PROT_NONE` and
+    /// back): the entry is marked for eviction, never handed out again, and
+    /// its whole warm length counts as gone.
     fn cool_part(
         &mut self,
         slot: u16,
@@ -606,8 +609,11 @@ impl Table {
     ) -> usize {
         let s = self.slots[slot as usize];
         let len = len.min(s.warm);
-        if s.state != State::Queued || len == 0 || !drop(s.start + s.len - s.warm, len) {
+        if s.state != State::Queued || len == 0 {
             return 0;
+        }
+        if !drop(s.start + s.len - s.warm, len) {
+            return self.cool_or_mark(slot, false);
         }
         self.slots[slot as usize].warm -= len;
         self.warm_bytes -= len;

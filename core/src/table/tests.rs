@@ -247,3 +247,28 @@ fn a_close_finds_the_entries_of_its_descriptor_listed_or_by_a_walk() {
     t.clear();
     assert_eq!(t.with_fd, 0);
 }
+
+#[test]
+fn a_failed_partial_drop_evicts_the_entry() {
+    let mut t = table!();
+    // One 4-page window queued; a budget of 2 pages drops part of it.
+    assert!(t.insert_live(0x10000, 0x4000, key(0), 0, 3));
+    let e = t.find(0x10000).unwrap();
+    t.enqueue(e.slot);
+    let mut asked = Vec::new();
+    let gone = t.cool_by_age(0x2000, 4, 0x1000, &mut |s, l| {
+        asked.push((s, l));
+        false
+    });
+    assert_eq!(asked, [(0x10000, 0x2000)], "only part of it was to go");
+    assert_eq!(gone, 0x4000, "the whole window is gone");
+    let mut k = key(0);
+    k.len = 0x4000;
+    assert_eq!(
+        hit(&mut t, &k),
+        None,
+        "never handed out after a failed drop"
+    );
+    assert_eq!(evicted(&mut t), [(0x10000, 0x4000)]);
+    assert_eq!((t.queued(), t.warm_bytes(), t.len()), (0, 0, 0));
+}

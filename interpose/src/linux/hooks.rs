@@ -46,6 +46,22 @@ pub unsafe extern "C" fn mremap(
     flags: c_int,
     new_addr: *mut c_void,
 ) -> *mut c_void {
+    mremap_with(old, old_size, new_size, flags, new_addr, || {
+        // SAFETY: the caller's own arguments.
+        unsafe { real::mremap(old, old_size, new_size, flags, new_addr) }
+    })
+}
+
+/// The `mremap` hook, the real call made by `call` (the C function, or
+/// the raw system call for `syscall(SYS_mremap, ...)`).
+pub(super) fn mremap_with(
+    old: *mut c_void,
+    old_size: size_t,
+    new_size: size_t,
+    flags: c_int,
+    new_addr: *mut c_void,
+    mut call: impl FnMut() -> *mut c_void,
+) -> *mut c_void {
     let saved = errno::get();
     let base = old as usize;
     // The old range changes; where it may grow in place must be as free as
@@ -64,10 +80,7 @@ pub unsafe extern "C" fn mremap(
         .flatten();
     let spans = [span(old, old_size, Effect::Modify), grow, target];
     trace::range(trace::KIND_MODIFY, base, old_size, 0);
-    let r = ENGINE.range_call(&RealOs, &spans, || {
-        // SAFETY: the caller's own arguments.
-        addr_result(unsafe { real::mremap(old, old_size, new_size, flags, new_addr) })
-    });
+    let r = ENGINE.range_call(&RealOs, &spans, || addr_result(call()));
     ptr_result(r, saved)
 }
 
@@ -109,7 +122,7 @@ pub unsafe extern "C" fn mseal(addr: *mut c_void, len: size_t, flags: c_ulong) -
 
 /// Above every user address on 64-bit Linux (47 or 56 bits on x86_64, at
 /// most 52 on arm64).
-const ADDRESS_TOP: usize = 1 << 57;
+pub(super) const ADDRESS_TOP: usize = 1 << 57;
 const HUGE: usize = 1 << 30;
 
 /// The size of SysV segment `id` (`IPC_STAT`: one system call, no
@@ -187,5 +200,10 @@ pub use super::lastclose::*;
 /// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
 pub use crate::hooks::mmap as mmap64;
 
+/// Memory policy and advice given by other means (`policy.rs`).
+pub use super::policy::{mbind, process_madvise};
 /// What the program sets up around itself (`sandbox.rs`).
-pub use super::sandbox::{prctl, prlimit, prlimit64, setrlimit, setrlimit64, syscall};
+pub use super::sandbox::{prctl, prlimit, prlimit64, setrlimit, setrlimit64};
+/// libc's `syscall`, which routes what it would otherwise let past the
+/// other hooks (`syscall.rs`).
+pub use super::syscall::syscall;

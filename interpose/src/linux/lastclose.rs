@@ -8,6 +8,7 @@
 
 use super::os::RealOs;
 use super::real;
+use super::shm::{shm_path, ShmPath};
 use crate::{errno, ENGINE};
 use libc::{c_char, c_int, c_long, c_uint, FILE};
 
@@ -251,13 +252,20 @@ fn losing_name(dir: c_int, path: *const c_char) {
     });
 }
 
+/// The result of an unlink, rename or unmount, after the engine applied
+/// what the call recorded if it found the table busy (errno kept).
+fn after_name_call(r: c_int) -> c_int {
+    before(|| ENGINE.name_call_done(&RealOs));
+    r
+}
+
 /// # Safety
 /// As for C `unlink`.
 #[inline(always)]
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
     losing_name(libc::AT_FDCWD, path);
     // SAFETY: the caller's own arguments.
-    unsafe { real::unlink(path) }
+    after_name_call(unsafe { real::unlink(path) })
 }
 
 /// # Safety
@@ -266,7 +274,7 @@ pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
 pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
     losing_name(dir, path);
     // SAFETY: the caller's own arguments.
-    unsafe { real::unlinkat(dir, path, flags) }
+    after_name_call(unsafe { real::unlinkat(dir, path, flags) })
 }
 
 /// # Safety
@@ -275,7 +283,7 @@ pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int)
 pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
     losing_name(libc::AT_FDCWD, path);
     // SAFETY: the caller's own arguments.
-    unsafe { real::remove(path) }
+    after_name_call(unsafe { real::remove(path) })
 }
 
 /// # Safety
@@ -284,7 +292,7 @@ pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
 pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
     losing_name(libc::AT_FDCWD, new);
     // SAFETY: the caller's own arguments.
-    unsafe { real::rename(old, new) }
+    after_name_call(unsafe { real::rename(old, new) })
 }
 
 /// # Safety
@@ -298,7 +306,7 @@ pub unsafe extern "C" fn renameat(
 ) -> c_int {
     losing_name(new_dir, new);
     // SAFETY: the caller's own arguments.
-    unsafe { real::renameat(old_dir, old, new_dir, new) }
+    after_name_call(unsafe { real::renameat(old_dir, old, new_dir, new) })
 }
 
 /// # Safety
@@ -314,7 +322,7 @@ pub unsafe extern "C" fn renameat2(
 ) -> c_int {
     losing_name(new_dir, new);
     // SAFETY: the caller's own arguments.
-    unsafe { real::renameat2(old_dir, old, new_dir, new, flags) }
+    after_name_call(unsafe { real::renameat2(old_dir, old, new_dir, new, flags) })
 }
 
 /// # Safety
@@ -323,7 +331,7 @@ pub unsafe extern "C" fn renameat2(
 pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
     before(|| ENGINE.unmounting(&RealOs));
     // SAFETY: the caller's own arguments.
-    unsafe { real::umount(target) }
+    after_name_call(unsafe { real::umount(target) })
 }
 
 /// # Safety
@@ -332,5 +340,20 @@ pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
 pub unsafe extern "C" fn umount2(target: *const c_char, flags: c_int) -> c_int {
     before(|| ENGINE.unmounting(&RealOs));
     // SAFETY: the caller's own arguments.
-    unsafe { real::umount2(target, flags) }
+    after_name_call(unsafe { real::umount2(target, flags) })
+}
+
+/// # Safety
+/// As for C `shm_unlink`: glibc unlinks `/dev/shm/NAME` itself, past the
+/// `unlink` hook, so the object's queued mappings are released here.
+#[inline(always)]
+pub unsafe extern "C" fn shm_unlink(name: *const c_char) -> c_int {
+    if ENGINE.tracks_any() {
+        let mut path: ShmPath = [0; core::mem::size_of::<ShmPath>()];
+        if shm_path(name, &mut path) {
+            losing_name(libc::AT_FDCWD, path.as_ptr().cast());
+        }
+    }
+    // SAFETY: the caller's own arguments.
+    after_name_call(unsafe { real::shm_unlink(name) })
 }

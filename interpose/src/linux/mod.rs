@@ -12,9 +12,12 @@ mod frames;
 pub mod hooks;
 pub mod lastclose;
 pub mod os;
+mod policy;
 mod proc;
 pub mod real;
 mod sandbox;
+mod shm;
+mod syscall;
 pub use sandbox::seccomp_mode;
 pub(crate) mod sys;
 
@@ -66,6 +69,12 @@ macro_rules! hook_table {
             renameat2(old_dir: c_int, old: *const c_char, new_dir: c_int, new: *const c_char, flags: c_uint) -> c_int, [syscall SYS_renameat2];
             umount(target: *const c_char) -> c_int, [umount_fallback];
             umount2(target: *const c_char, flags: c_int) -> c_int, [syscall SYS_umount2];
+            // glibc unlinks /dev/shm/NAME inside it, past `unlink`.
+            shm_unlink(name: *const c_char) -> c_int, [shm_unlink_fallback];
+            // A memory policy or advice a queued range must not carry into
+            // a reuse (policy.rs). mbind is libnuma's (a system call).
+            mbind(start: *mut c_void, len: c_ulong, mode: c_int, nodemask: *const c_ulong, maxnode: c_ulong, flags: c_uint) -> c_long, [syscall SYS_mbind];
+            process_madvise(pidfd: c_int, iov: *const iovec, n: size_t, advice: c_int, flags: c_uint) -> ssize_t, [syscall SYS_process_madvise];
             // A seccomp filter may kill on munmapq's own calls (sandbox.rs).
             // Both variadic in C: see mremap; `syscall`'s sixth variadic
             // argument is on the stack on x86_64 as a seventh fixed one's.

@@ -8,6 +8,8 @@ use core::sync::atomic::Ordering;
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
 // The types of sandbox.rs's hooks.
 use libc::{c_long, pid_t, rlimit};
+// The types of policy.rs's hooks.
+use libc::{iovec, ssize_t};
 
 /// For each entry of `hook_table!` with a stand-in: a slot, filled by
 /// `resolve`, and a function of the entry's name that calls through it.
@@ -190,6 +192,16 @@ fn renameat_fallback(od: c_int, old: *const c_char, nd: c_int, new: *const c_cha
 
 fn rename_fallback(old: *const c_char, new: *const c_char) -> c_int {
     renameat_fallback(libc::AT_FDCWD, old, libc::AT_FDCWD, new)
+}
+
+/// glibc's shm_unlink: unlinks `/dev/shm/NAME`.
+fn shm_unlink_fallback(name: *const c_char) -> c_int {
+    let mut path: super::shm::ShmPath = [0; core::mem::size_of::<super::shm::ShmPath>()];
+    if !super::shm::shm_path(name, &mut path) {
+        crate::errno::set(libc::EINVAL);
+        return -1;
+    }
+    unlink_fallback(path.as_ptr().cast())
 }
 
 fn umount_fallback(target: *const c_char) -> c_int {

@@ -1,8 +1,8 @@
 //! Linux hooks for what a program sets up around itself: a seccomp filter
 //! (`prctl(PR_SET_SECCOMP)`, or the `seccomp` system call through libc's
 //! `syscall`) and `RLIMIT_AS` (`setrlimit`, `prlimit` and their 64-bit
-//! names). Each is rare; `syscall` is not (Rust's futexes, for one), so it
-//! looks at the number and goes on.
+//! names). Each is rare. libc's `syscall` asks `installs_seccomp` first
+//! (`syscall.rs`).
 
 use super::os::RealOs;
 use super::real::{self, prlimit_raw};
@@ -27,7 +27,7 @@ pub fn seccomp_mode() -> c_long {
 /// munmapq passes everything through from then on, even if the call
 /// fails (that costs only the queue), and the exit report is not written
 /// (it would open a file and ask the pid).
-fn seccomp_coming() {
+pub(super) fn seccomp_coming() {
     let saved = crate::errno::get();
     crate::init::sandboxed();
     ENGINE.stop_for_good(&RealOs);
@@ -35,33 +35,11 @@ fn seccomp_coming() {
 }
 
 /// Whether `syscall(nr, a1, ...)` installs a seccomp filter or mode.
-fn installs_seccomp(nr: c_long, a1: c_long) -> bool {
+pub(super) fn installs_seccomp(nr: c_long, a1: c_long) -> bool {
     (nr == libc::SYS_seccomp
         && (a1 == libc::SECCOMP_SET_MODE_STRICT as c_long
             || a1 == libc::SECCOMP_SET_MODE_FILTER as c_long))
         || (nr == libc::SYS_prctl && a1 == libc::PR_SET_SECCOMP as c_long)
-}
-
-/// # Safety
-/// As for C `syscall` (variadic in C: on x86_64 and aarch64 the variadic
-/// integer arguments travel where fixed ones would, so six are received;
-/// those the caller did not pass are never used by the kernel).
-pub unsafe extern "C" fn syscall(
-    nr: c_long,
-    a1: c_long,
-    a2: c_long,
-    a3: c_long,
-    a4: c_long,
-    a5: c_long,
-    a6: c_long,
-) -> c_long {
-    if installs_seccomp(nr, a1) {
-        seccomp_coming();
-    }
-    super::lastclose::around_syscall(nr, a1, a2, a3, || {
-        // SAFETY: the caller's own arguments.
-        unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }
-    })
 }
 
 /// # Safety

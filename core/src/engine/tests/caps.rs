@@ -370,3 +370,58 @@ fn aged_eviction_keeps_young_windows_touching_an_evicted_run() {
     );
     assert_eq!(*os.mmaps.borrow(), mmaps);
 }
+
+#[test]
+fn counting_mappings_near_the_limit_stays_rare() {
+    static E: Engine = Engine::new();
+    // 65,530 allowed, 65,000 in use: each count reads 65,000 lines.
+    let os = FakeOs {
+        map_count: Some(65_000),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    for i in 0..50_000 {
+        map_unmap(&E, &os, 3, 2 * (i % 16) * PAGE as i64);
+    }
+    let reads = *os.map_reads.borrow();
+    // At most one count per 32,500 deferral candidates (half the
+    // mappings): 2 here, where 200 were made before.
+    assert!(reads <= 2, "{reads} counts of /proc/self/maps");
+}
+
+#[test]
+fn no_room_worth_queueing_backs_off() {
+    static E: Engine = Engine::new();
+    let os = FakeOs {
+        map_count: Some(65_525),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    for i in 0..20_000 {
+        map_unmap(&E, &os, 3, 2 * (i % 16) * PAGE as i64);
+    }
+    let reads = *os.map_reads.borrow();
+    assert!(reads <= 4, "{reads} counts of /proc/self/maps");
+    assert!(E.stats.get(Counter::PeakQueued) <= 2);
+}
+
+#[test]
+fn unreadable_usage_is_tried_less_and_less_and_the_queue_stays_bounded() {
+    static E: Engine = Engine::new();
+    // No /proc: neither usage nor peak can be read.
+    let os = FakeOs::default();
+    E.start(&linux_defaults(), PAGE);
+    let win = 256 << 10;
+    for i in 0..2_000 {
+        let a = map_window(&E, &os, win, i % 1024);
+        os.touch(a, win);
+        E.munmap(&os, a, win).unwrap();
+    }
+    let reads = *os.reads.borrow();
+    assert!(reads <= 16, "{reads} tries to read the usage");
+    let counts = *os.map_reads.borrow();
+    assert!(counts <= 16, "{counts} tries to count the mappings");
+    assert_eq!(E.stats.get(Counter::Unreadable), (reads + counts) as u64);
+    let peak = E.stats.get(Counter::PeakQueuedBytes) as usize;
+    assert!(peak <= crate::sizing::NO_USAGE_BYTES, "{peak}");
+}

@@ -172,3 +172,34 @@ fn a_reopen_munmapq_did_not_see_keeps_the_old_answer() {
     assert_eq!(map(e, &os, 3, 0), a);
     assert_eq!(*os.fcntls.borrow(), 1);
 }
+
+#[test]
+fn an_unlink_or_unmount_that_finds_the_table_busy_is_applied_by_its_next_holder() {
+    let (e, os) = fresh();
+    let (a, b) = (map(e, &os, 3, 0), map(e, &os, 4, 0));
+    unmap(e, &os, a);
+    unmap(e, &os, b);
+    let c = map(e, &os, 3, 2 * PAGE as i64);
+    {
+        let Taken::Got(_held) = e.table.try_lock(&os) else {
+            panic!("free")
+        };
+        e.unlinking(&os, 1, 3);
+        assert_eq!(os.mapped(a), Some((3, 0)), "never waits");
+    }
+    e.name_call_done(&os);
+    assert_eq!((os.mapped(a), os.mapped(b)), (None, Some((4, 0))));
+    // The live mapping of the unlinked file is forgotten: its munmap
+    // goes to the kernel.
+    unmap(e, &os, c);
+    assert_eq!(os.mapped(c), None);
+    {
+        let Taken::Got(_held) = e.table.try_lock(&os) else {
+            panic!("free")
+        };
+        e.unmounting(&os);
+    }
+    assert_eq!(os.mapped(b), Some((4, 0)), "not until the next holder");
+    map(e, &os, 5, 0);
+    assert_eq!(os.mapped(b), None);
+}

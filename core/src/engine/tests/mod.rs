@@ -13,6 +13,7 @@ use std::vec::Vec;
 mod caps;
 mod close;
 mod macos;
+mod meanwhile;
 mod payoff;
 mod process;
 mod recovery;

@@ -3,7 +3,7 @@
 use super::*;
 
 #[test]
-fn fork_child_unmaps_the_queue_and_keeps_live_entries() {
+fn fork_child_unmaps_the_queue_at_its_first_call_and_keeps_live_entries() {
     let (e, os) = fresh();
     let queued = map(e, &os, 3, 0);
     let live = map(e, &os, 3, 2 * PAGE as i64);
@@ -13,9 +13,17 @@ fn fork_child_unmaps_the_queue_and_keeps_live_entries() {
         matches!(e.table.try_lock(&os), Taken::Busy),
         "kept across the fork"
     );
+    let before = os.munmap_count();
     e.after_fork_in_child(&os);
-    assert_eq!(os.mapped(queued), None, "the child unmapped the queue");
+    assert_eq!(os.munmap_count(), before, "nothing unmapped at the fork");
+    assert_eq!(os.mapped(queued), Some((3, 0)));
+    // The child's first call that takes the table unmaps what the parent
+    // had queued: a fresh mapping, not the parent's queued one.
+    let other = map(e, &os, 4, 0);
+    assert_eq!(other, queued, "the child unmapped the queue: room again");
+    assert_eq!(os.mapped(queued), Some((4, 0)));
     assert_eq!(os.mapped(live), Some((3, 2)));
+    unmap(e, &os, other);
     // The live one is still tracked: its munmap is deferred.
     unmap(e, &os, live);
     assert_eq!(os.mapped(live), Some((3, 2)));

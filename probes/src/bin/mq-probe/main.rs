@@ -11,6 +11,12 @@ mod headroom;
 // flock/OFD locks, mount namespaces, inotify, leases: Linux.
 #[cfg(target_os = "linux")]
 mod lastclose;
+// fork, vm.max_map_count: Linux.
+#[cfg(target_os = "linux")]
+mod cliffs;
+// syscall numbers, shm_unlink, mbind, process_madvise: Linux.
+#[cfg(target_os = "linux")]
+mod pasthooks;
 mod rewrite;
 mod stress;
 
@@ -72,6 +78,8 @@ fn main() {
         }
         #[cfg(target_os = "linux")]
         Some("last-close") => last_close(&args),
+        #[cfg(target_os = "linux")]
+        Some("past-hooks") => past_hooks(&args),
         Some("drop-cost") => dropcost::run(&file, n(2, 4), n(3, 10000)),
         Some("cycle") => stress::cycle(
             &file,
@@ -89,6 +97,32 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// `mq-probe past-hooks SCENARIO DIR|FILE [N M]`.
+#[cfg(target_os = "linux")]
+fn past_hooks(args: &[String]) -> i32 {
+    let at = args.get(2).map(String::as_str).unwrap_or(".");
+    match args.get(1).map(String::as_str) {
+        Some("raw-unlink") => pasthooks::raw_unlink(at),
+        Some("shm-unlink") => pasthooks::shm_unlink(),
+        Some("raw-mremap") => pasthooks::raw_mremap(at),
+        Some("raw-calls") => pasthooks::raw_calls(at),
+        Some("mbind") => pasthooks::mbind(at),
+        Some("process-madvise") => pasthooks::process_madvise_self(at),
+        Some("busy-unlink") => pasthooks::busy_unlink(at, arg(args, 3, 4), arg(args, 4, 500)),
+        Some("near-map-count") => {
+            cliffs::near_map_count(at, arg(args, 3, 65000), arg(args, 4, 50000))
+        }
+        Some("fork-queue") => {
+            cliffs::fork_with_a_full_queue(at, arg(args, 3, 4000), arg(args, 4, 20))
+        }
+        _ => {
+            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|fork-queue|near-map-count DIR|FILE [N M]");
+            return 2;
+        }
+    }
+    0
 }
 
 /// `mq-probe last-close SCENARIO DIR|FILE [ARG]`.

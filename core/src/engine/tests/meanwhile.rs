@@ -1,0 +1,124 @@
+//! A call that finds the table busy passes through and records its range
+//! (`crate::dirty`); what the holder does after its drain must leave that
+//! range alone: the range may be the program's new mapping (a `MAP_FIXED`
+//! another thread made there), which an unmap or a page drop would hit.
+//! The fake's `meanwhile` plays that other thread.
+
+use super::*;
+use core::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+#[test]
+fn a_flush_leaves_alone_what_another_thread_mapped_meanwhile() {
+    static E: Engine = Engine::new();
+    // Windows at BASE, +2, +4 pages: the first and the third queued (two
+    // runs), the second live.
+    const C: usize = BASE + 4 * PAGE;
+    fn other_thread(call: &str, addr: usize, _: usize) {
+        if call == "munmap" && addr == BASE {
+            // While the holder unmaps the first run, a MAP_FIXED over
+            // the third passes through.
+            E.dirty.record(C, C + 2 * PAGE);
+        }
+    }
+    let os = FakeOs {
+        meanwhile: Some(other_thread),
+        ..FakeOs::default()
+    };
+    start(&E, 16);
+    let a: Vec<usize> = (0..3)
+        .map(|i| map(&E, &os, 3, 2 * i * PAGE as i64))
+        .collect();
+    assert_eq!(a, [BASE, BASE + 2 * PAGE, C]);
+    unmap(&E, &os, a[0]);
+    unmap(&E, &os, a[2]);
+    assert_eq!(os.munmap_count(), 0, "both deferred");
+    // mlockall flushes everything.
+    E.lock_all(&os, false, || Ok(0)).unwrap();
+    assert_eq!(
+        *os.munmaps.borrow(),
+        [(BASE, 2 * PAGE)],
+        "the range recorded meanwhile was not unmapped"
+    );
+    assert!(os.mapped(C).is_some());
+    assert_eq!(E.stats.get(Counter::ForgottenQueued), 1);
+}
+
+#[test]
+fn a_release_leaves_alone_what_another_thread_mapped_meanwhile() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let b = map_unmap(&E, &os, 3, 0);
+    let Taken::Got(mut q) = E.table.try_lock(&os) else {
+        panic!("table busy")
+    };
+    // After the holder's drain, the first page of the queued window
+    // became someone else's.
+    E.dirty.record(b, b + PAGE);
+    let e = q.table.find(b).expect("queued");
+    E.unmap_queued(&os, &mut q.table, e, Counter::Released);
+    assert_eq!(*os.munmaps.borrow(), [(b + PAGE, PAGE)]);
+    assert!(os.mapped(b).is_some());
+    assert!(q.table.find(b).is_none());
+}
+
+#[test]
+fn a_page_drop_leaves_alone_what_another_thread_mapped_meanwhile() {
+    static E: Engine = Engine::new();
+    static ARMED: AtomicBool = AtomicBool::new(false);
+    static HIT: AtomicBool = AtomicBool::new(false);
+    static LATE: AtomicBool = AtomicBool::new(false);
+    const WIN: usize = 256 << 10;
+    const ALL: (usize, usize) = (BASE, BASE + 64 * WIN);
+    fn other_thread(call: &str, addr: usize, len: usize) {
+        match call {
+            // The holder reads RSS before it drops: meanwhile, MAP_FIXED
+            // over everything it holds.
+            "usage" if LATE.load(SeqCst) && !ARMED.swap(true, SeqCst) => {
+                E.dirty.record(ALL.0, ALL.1)
+            }
+            "drop" | "munmap" if ARMED.load(SeqCst) && addr < ALL.1 && ALL.0 < addr + len => {
+                HIT.store(true, SeqCst)
+            }
+            _ => {}
+        }
+    }
+    let os = FakeOs {
+        rss_per_page: Some(PAGE),
+        can_drop: true,
+        meanwhile: Some(other_thread),
+        ..FakeOs::default()
+    };
+    E.start(&linux_defaults(), PAGE);
+    let mut dropped_while_armed = false;
+    for i in 0..64 {
+        // Past the budget's 4 MiB floor: this deferral drops pages.
+        LATE.store(i >= 24, SeqCst);
+        let a = E
+            .mmap(
+                &os,
+                Mmap::new(
+                    0,
+                    WIN,
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE,
+                    3,
+                    (i * WIN) as i64,
+                ),
+            )
+            .unwrap();
+        os.touch(a, WIN);
+        E.munmap(&os, a, WIN).unwrap();
+        dropped_while_armed |= HIT.load(SeqCst);
+        // The next holder drains the record: from then on the range is
+        // the holder's business again (what it forgot stays mapped).
+        if ARMED.load(SeqCst) {
+            break;
+        }
+    }
+    assert!(ARMED.load(SeqCst), "the budget read RSS");
+    assert!(
+        !dropped_while_armed,
+        "a drop or unmap hit the range recorded meanwhile"
+    );
+}

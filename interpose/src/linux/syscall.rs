@@ -1,0 +1,102 @@
+//! libc's `syscall`: a program can make through it any call munmapq hooks
+//! by name, and the kernel would meet a queued range as if munmapq were
+//! not there (a raw `mremap` moving a page into a queued range that a
+//! flush then unmaps; a raw `unlink` of a file whose space a queued mapping
+//! keeps). So each of those numbers is routed through its hook; the close
+//! and dup numbers through the close hooks (`lastclose.rs`); a seccomp
+//! filter stops munmapq first (`sandbox.rs`). Any other number goes
+//! straight on: `syscall` is common (Rust's futexes, for one), so this is a
+//! look at the number.
+//!
+//! What a preload library cannot see at all: the `syscall` instruction
+//! itself (a program or runtime that makes system calls without libc, as
+//! Go does), and io_uring's operations (`IORING_OP_MADVISE`,
+//! `IORING_OP_UNLINKAT`, `IORING_OP_RENAMEAT`, ...).
+
+use super::hooks as own;
+use super::policy::{changing, everything, policy_span};
+use super::real;
+use super::sandbox::{installs_seccomp, seccomp_coming};
+use crate::hooks as shared;
+use libc::{c_char, c_int, c_long, c_uint, c_void, off_t, size_t};
+
+/// # Safety
+/// As for C `syscall` (variadic in C: on x86_64 and aarch64 the variadic
+/// integer arguments travel where fixed ones would, so six are received;
+/// those the caller did not pass are never used by the kernel, nor here:
+/// each route reads only the arguments its call has).
+pub unsafe extern "C" fn syscall(
+    nr: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    a4: c_long,
+    a5: c_long,
+    a6: c_long,
+) -> c_long {
+    if installs_seccomp(nr, a1) {
+        seccomp_coming();
+    }
+    // SAFETY: the caller's own arguments, as the kernel would take them.
+    let raw = || unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) };
+    // SAFETY: each hook gets the arguments its system call takes, as the
+    // C wrapper of that call would pass them.
+    if let Some(r) = unsafe { routed(nr, [a1, a2, a3, a4, a5, a6], raw) } {
+        return r;
+    }
+    super::lastclose::around_syscall(nr, a1, a2, a3, raw)
+}
+
+/// The hook that serves system call `nr`, if munmapq has one, called with
+/// its arguments; None for any other number.
+///
+/// # Safety
+/// `a` are the arguments of system call `nr` (what the kernel validates,
+/// the hooks pass on to it, pointers included).
+unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option<c_long> {
+    let p = |i: usize| a[i] as *mut c_void;
+    let n = |i: usize| a[i] as size_t;
+    let i = |i: usize| a[i] as c_int;
+    let s = |i: usize| a[i] as *const c_char;
+    // SAFETY: for every arm, forwarded from our caller's contract; each
+    // hook makes its real call with these arguments, as its C function.
+    let r = unsafe {
+        match nr {
+            libc::SYS_mmap => shared::mmap(p(0), n(1), i(2), i(3), i(4), a[5] as off_t) as c_long,
+            libc::SYS_munmap => shared::munmap(p(0), n(1)) as c_long,
+            libc::SYS_mprotect => shared::mprotect(p(0), n(1), i(2)) as c_long,
+            libc::SYS_madvise => shared::madvise(p(0), n(1), i(2)) as c_long,
+            libc::SYS_mlock => shared::mlock(p(0), n(1)) as c_long,
+            libc::SYS_munlock => shared::munlock(p(0), n(1)) as c_long,
+            libc::SYS_mlockall => shared::mlockall(i(0)) as c_long,
+            libc::SYS_munlockall => shared::munlockall() as c_long,
+            libc::SYS_msync => shared::msync(p(0), n(1), i(2)) as c_long,
+            libc::SYS_mincore => shared::mincore(p(0), n(1), p(2)) as c_long,
+            libc::SYS_mlock2 => own::mlock2(p(0), n(1), a[2] as c_uint) as c_long,
+            libc::SYS_pkey_mprotect => own::pkey_mprotect(p(0), n(1), i(2), i(3)) as c_long,
+            libc::SYS_mseal => own::mseal(p(0), n(1), a[2] as libc::c_ulong) as c_long,
+            libc::SYS_shmat => own::shmat(i(0), p(1), i(2)) as c_long,
+            // The raw call: without MREMAP_FIXED the kernel may still take
+            // the fifth word as a hint (MREMAP_DONTUNMAP), where glibc's
+            // mremap passes NULL.
+            libc::SYS_mremap => {
+                own::mremap_with(p(0), n(1), n(2), i(3), p(4), || raw() as *mut c_void) as c_long
+            }
+            libc::SYS_mbind | libc::SYS_set_mempolicy_home_node => {
+                changing(&[policy_span(a[0] as usize, n(1))], raw)
+            }
+            libc::SYS_process_madvise => changing(&[everything()], raw),
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_unlink => own::unlink(s(0)) as c_long,
+            libc::SYS_unlinkat => own::unlinkat(i(0), s(1), i(2)) as c_long,
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_rename => own::rename(s(0), s(1)) as c_long,
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            libc::SYS_renameat => own::renameat(i(0), s(1), i(2), s(3)) as c_long,
+            libc::SYS_renameat2 => own::renameat2(i(0), s(1), i(2), s(3), a[4] as c_uint) as c_long,
+            libc::SYS_umount2 => own::umount2(s(0), i(1)) as c_long,
+            _ => return None,
+        }
+    };
+    Some(r)
+}

@@ -1,0 +1,83 @@
+//! Calls that reach the kernel past the hooks of the functions munmapq
+//! hooks by name, and unlinks made while another thread holds the table.
+//! Each test runs one program (`mq-probe past-hooks SCENARIO`,
+//! probes/src/bin/mq-probe/pasthooks.rs) without and with the library,
+//! with the defaults and with `MUNMAPQ_MAX_ENTRIES=1`, and requires the
+//! same exit status and output. A scenario the kernel here cannot run
+//! prints `SKIPPED: why` and passes.
+//!
+//! On 4781e2d: `syscall(SYS_unlink)`/`SYS_unlinkat` and `shm_unlink` left
+//! the deleted file mapped (1 against 0); a raw `mremap` of the program's
+//! page into a range it had unmapped, then `mincore` there, killed it
+//! (SIGSEGV, "Y" without); the mapping after `mbind(MPOL_BIND)`, munmap
+//! and mmap had mode 2 (0 without); after `process_madvise(MADV_DONTFORK)`
+//! the fork child died of SIGSEGV (exit 0 without), as after a raw
+//! `madvise(MADV_DONTFORK)`; after a raw `mprotect` to read-write and a
+//! write, the window mapped again showed the write; threads unlinking
+//! while others held the table left 0 to 4 deleted files mapped.
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// `mq-probe past-hooks SCENARIO AT`, AT a fresh directory or a data file
+/// of 64 pages in it.
+fn scenario(name: &str, on_file: bool, extra: &[&str]) {
+    same_as_without(
+        &format!("past-hooks-{name}"),
+        |dir: &Path| {
+            let at = if on_file {
+                data_file(dir, 64)
+            } else {
+                dir.to_str().unwrap().to_string()
+            };
+            let mut args = vec!["past-hooks", name, &at];
+            args.extend_from_slice(extra);
+            probe_cmd(&args)
+        },
+        &[],
+        LIMIT,
+    );
+}
+
+#[test]
+fn raw_unlink_through_syscall_releases_the_file() {
+    scenario("raw-unlink", false, &[]);
+}
+
+#[test]
+fn shm_unlink_releases_the_object() {
+    scenario("shm-unlink", false, &[]);
+}
+
+#[test]
+fn raw_mremap_never_costs_the_program_its_page() {
+    scenario("raw-mremap", true, &[]);
+}
+
+#[test]
+fn raw_mprotect_and_madvise_are_not_carried_into_a_reuse() {
+    scenario("raw-calls", true, &[]);
+}
+
+#[test]
+fn mbind_policy_is_not_carried_into_a_reuse() {
+    scenario("mbind", true, &[]);
+}
+
+#[test]
+fn process_madvise_on_itself_is_not_carried_into_a_reuse() {
+    scenario("process-madvise", true, &[]);
+}
+
+#[test]
+fn unlinks_that_find_the_table_busy_are_applied() {
+    // Load-dependent on a library that drops them: three rounds.
+    for _ in 0..3 {
+        scenario("busy-unlink", false, &["8", "250"]);
+    }
+}
