@@ -4,6 +4,7 @@
 //! `interpose/` calls into [`engine::Engine`] from inside hooked libc calls.
 #![cfg_attr(not(test), no_std)]
 
+pub mod close_seq;
 pub mod config;
 pub mod dirty;
 // Under `--cfg loom` only the lock-free part is built, with loom's atomics

@@ -8,6 +8,7 @@
 //! prints: the table is taken with `try_lock`, and a call that finds it taken
 //! goes straight to the kernel (see [`crate::dirty`]).
 
+use crate::close_seq::CloseSeq;
 use crate::config::Config;
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::fds::FdBits;
@@ -82,6 +83,9 @@ pub struct Engine {
     closes_pending: AtomicBool,
     /// Descriptors `F_GETFL` found read-only, per file (`calls.rs`).
     read_only_fds: ReadOnlyFds,
+    /// Closes begun and returned, per descriptor: whether the answers an
+    /// eligible mmap got were about one description (`calls.rs`).
+    close_seq: CloseSeq,
     /// The table was taken before a fork (`process.rs`), and what its
     /// guard gives back.
     fork_kept: AtomicBool,
@@ -118,6 +122,7 @@ impl Engine {
             closed_busy: FdBits::new(),
             closes_pending: AtomicBool::new(false),
             read_only_fds: ReadOnlyFds::new(),
+            close_seq: CloseSeq::new(),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
         }
@@ -345,6 +350,7 @@ impl Engine {
 
 mod calls;
 mod fds;
+pub use fds::Closing;
 mod process;
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,7 @@ pub(crate) mod cold;
 mod space;
 
 use crate::file::{FileFacts, FileStamp};
-use crate::os::{Errno, Mmap, Os, PerThread, SignalStack, Usage};
+use crate::os::{Errno, FdTable, Mmap, Os, PerThread, SignalStack, Usage};
 use core::cell::RefCell;
 pub use space::Log;
 use space::{Range, Space};
@@ -51,6 +51,9 @@ pub struct Traced {
     /// The file behind the descriptor (None: not a readable regular file).
     pub file: Option<FileFacts>,
 }
+
+/// What a test runs during a call of the fake (see `FakeOs::meanwhile`).
+pub type Meanwhile<const N: usize> = fn(&FakeOs<N>, i32);
 
 /// The fake kernel, holding at most `N` mappings; the counters and the
 /// munmap log are for tests to read, the other public fields say what it
@@ -100,6 +103,19 @@ pub struct FakeOs<const N: usize = 256> {
     /// What `open_flags` answers for every descriptor but
     /// [`WRITE_ONLY_FD`] (`O_RDONLY` unless a test reopens one).
     pub open_mode: RefCell<i32>,
+    /// What `fd_table` answers.
+    pub fd_table: RefCell<FdTable>,
+    /// Descriptors whose description the kernel lists a lock for (bit
+    /// per descriptor): what `description_locked` answers.
+    pub locked: RefCell<u64>,
+    /// `description_locked` calls.
+    pub fdinfo_reads: RefCell<usize>,
+    /// The inode each descriptor names, where a test re-pointed it (0: the
+    /// descriptor's own number, as the fake names files).
+    pub inode: RefCell<[u64; FDS]>,
+    /// Called at the start of each `mmap` and `open_flags`, with the
+    /// descriptor: a test's other thread (a `dup2` racing with the call).
+    pub meanwhile: RefCell<Option<Meanwhile<N>>>,
 }
 
 impl Default for FakeOs {
@@ -132,6 +148,19 @@ impl<const N: usize> FakeOs<N> {
             page: PAGE,
             fcntls: RefCell::new(0),
             open_mode: RefCell::new(libc::O_RDONLY),
+            fd_table: RefCell::new(FdTable::Own),
+            locked: RefCell::new(0),
+            fdinfo_reads: RefCell::new(0),
+            inode: RefCell::new([0; FDS]),
+            meanwhile: RefCell::new(None),
+        }
+    }
+
+    /// Runs the test's `meanwhile`, if any.
+    fn race(&self, fd: i32) {
+        let f = *self.meanwhile.borrow();
+        if let Some(f) = f {
+            f(self, fd);
         }
     }
 
@@ -192,6 +221,7 @@ impl<const N: usize> Os for FakeOs<N> {
             ..
         } = call;
         *self.mmaps.borrow_mut() += 1;
+        self.race(fd);
         if let Some(t) = self.traced.filter(|t| t.result < 0) {
             return Err(-t.result as Errno);
         }
@@ -241,9 +271,13 @@ impl<const N: usize> Os for FakeOs<N> {
             .get(fd as usize)
             .copied()
             .unwrap_or(0);
+        let ino = match self.inode.borrow().get(fd as usize) {
+            Some(&i) if i != 0 => i,
+            _ => fd as u64,
+        };
         (fd >= 0).then_some(FileFacts {
             dev: 1,
-            ino: fd as u64,
+            ino,
             mnt: 1,
             nlink: 1,
             stamp: FileStamp {
@@ -257,6 +291,7 @@ impl<const N: usize> Os for FakeOs<N> {
     /// A traced call's file was checked when it was traced.
     fn open_flags(&self, fd: i32) -> i32 {
         *self.fcntls.borrow_mut() += 1;
+        self.race(fd);
         match fd {
             _ if self.traced.is_some() => libc::O_RDONLY,
             WRITE_ONLY_FD => libc::O_WRONLY,
@@ -267,6 +302,16 @@ impl<const N: usize> Os for FakeOs<N> {
     /// The tests call `closing` and `closed` as the Linux hooks do.
     fn tracks_closes(&self) -> bool {
         true
+    }
+
+    fn fd_table(&self) -> FdTable {
+        *self.fd_table.borrow()
+    }
+
+    fn description_locked(&self, fd: i32) -> Option<bool> {
+        *self.fdinfo_reads.borrow_mut() += 1;
+        let bit = u32::try_from(fd).ok().filter(|&f| f < 64)?;
+        Some(*self.locked.borrow() & (1 << bit) != 0)
     }
 
     fn max_map_count(&self) -> Option<usize> {

@@ -112,6 +112,11 @@ pub struct Entry {
 /// An entry's descriptor after the program closed it.
 pub const NO_FD: i32 = -1;
 
+/// In a slot's `fd1`: the program closed that descriptor (the entry has
+/// [`NO_FD`]), kept so that a close that turns out to have failed can
+/// give the entry back its descriptor ([`Table::reattach`]).
+const DETACHED: u32 = 1 << 31;
+
 impl Entry {
     pub fn end(&self) -> usize {
         self.start + self.len
@@ -142,6 +147,9 @@ struct Slot {
 
 impl Slot {
     fn fd(&self) -> i32 {
+        if self.fd1 & DETACHED != 0 {
+            return NO_FD;
+        }
         self.fd1.wrapping_sub(1) as i32
     }
 
@@ -399,7 +407,29 @@ impl Table {
 
     /// The program closed the descriptor `slot` was mapped through.
     pub fn orphan(&mut self, slot: u16) {
-        self.slots[slot as usize].fd1 = 0;
+        let s = &mut self.slots[slot as usize];
+        if s.fd1 != 0 {
+            s.fd1 |= DETACHED;
+        }
+    }
+
+    /// A close of `fd` failed (nothing was closed): entries orphaned as
+    /// mapped through that number are its own again. Entries orphaned by
+    /// an earlier, successful close of the same number come back too:
+    /// that only makes the descriptor's next close release them.
+    pub fn reattach(&mut self, fd: i32) {
+        let Some(fd1) = u32::try_from(fd).ok().and_then(|f| f.checked_add(1)) else {
+            return;
+        };
+        if fd1 & DETACHED != 0 {
+            return;
+        }
+        for i in 0..self.used {
+            let s = &mut self.slots[self.by_addr[i] as usize];
+            if s.fd1 == fd1 | DETACHED {
+                s.fd1 = fd1;
+            }
+        }
     }
 
     /// An entry of file `(dev, ino)`, one at a time (the caller removes

@@ -15,6 +15,9 @@ pub mod os;
 mod proc;
 pub mod real;
 mod sandbox;
+/// Whether a hook runs on the process's descriptor table (vfork, unshare).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub mod table_owner;
 pub use sandbox::seccomp_mode;
 pub(crate) mod sys;
 
@@ -66,6 +69,9 @@ macro_rules! hook_table {
             renameat2(old_dir: c_int, old: *const c_char, new_dir: c_int, new: *const c_char, flags: c_uint) -> c_int, [syscall SYS_renameat2];
             umount(target: *const c_char) -> c_int, [umount_fallback];
             umount2(target: *const c_char, flags: c_int) -> c_int, [syscall SYS_umount2];
+            // A thread that unshares its descriptor table leaves the one
+            // the engine's records describe (table_owner.rs).
+            unshare(flags: c_int) -> c_int, [syscall SYS_unshare];
             // A seccomp filter may kill on munmapq's own calls (sandbox.rs).
             // Both variadic in C: see mremap; `syscall`'s sixth variadic
             // argument is on the stack on x86_64 as a seventh fixed one's.

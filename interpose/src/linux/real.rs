@@ -25,6 +25,7 @@ macro_rules! real_functions {
         /// Resolves every real function. Called once, from the constructor.
         pub fn resolve() {
             $( real_functions!(@resolve $name [$($stand_in)*]); )*
+            resolve_vfork();
         }
 
         $( real_functions!(@function $name ($($arg: $ty),*) -> $ret, [$($stand_in)*]); )*
@@ -75,6 +76,25 @@ macro_rules! real_functions {
 }
 
 super::hook_table!(real_functions);
+
+/// The real `vfork`, for `table_owner.rs`'s trampoline (not in
+/// `hook_table!`: its export cannot be an ordinary function).
+static VFORK: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+fn resolve_vfork() {
+    // SAFETY: dlsym with a NUL-terminated name (see `resolve`).
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"vfork".as_ptr()) };
+    VFORK.store(f as usize, Ordering::Release);
+}
+
+/// The real `vfork`'s address, 0 before `resolve` (or if none resolved).
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
+pub fn vfork_address() -> usize {
+    VFORK.load(Ordering::Acquire)
+}
 
 /// glibc's posix_madvise: DONTNEED is ignored, errors are returned, not set.
 fn posix_madvise_fallback(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {

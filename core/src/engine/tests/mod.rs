@@ -14,6 +14,7 @@ mod caps;
 mod close;
 mod process;
 mod recovery;
+mod truth;
 
 /// The defaults on a stock Linux kernel without RLIMIT_AS.
 fn linux_defaults() -> Config {
