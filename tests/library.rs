@@ -141,7 +141,9 @@ fn the_library_is_small_and_exports_only_its_hooks() {
             "umount",
             "umount2",
             "unlink",
-            "unlinkat"
+            "unlinkat",
+            "unshare",
+            "vfork"
         ]
     );
     for (name, defined, _) in &symbols {

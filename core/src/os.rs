@@ -108,9 +108,12 @@ pub trait Os {
     /// describe: the process's. A `vfork` child runs in the parent's
     /// memory, hooks and all, with a copy of the table; a thread that
     /// called `unshare(CLONE_FILES)` (or `close_range` with
-    /// `CLOSE_RANGE_UNSHARE`) has its own. Asked on every eligible mmap
+    /// `CLOSE_RANGE_UNSHARE`) has its own, and so do the threads it
+    /// creates. Asked on every eligible mmap
     /// and every close-type call, so it must cost no system call in the
-    /// common case. Where it cannot be told, [`FdTable::Own`] (the default).
+    /// common case; also before each `fork` (an implementation that marks
+    /// a thread at `vfork` may clear the parent's mark there). Where it
+    /// cannot be told, [`FdTable::Own`] (the default).
     fn fd_table(&self) -> FdTable {
         FdTable::Own
     }
@@ -178,9 +181,11 @@ pub enum FdTable {
     /// none of the child's closes can be a last close of a description
     /// the records know of.
     VforkChild,
-    /// The thread's own, after `unshare(CLONE_FILES)`: the table the
-    /// records describe may be gone (the thread was its only user), so a
-    /// close here may be a description's last.
+    /// Maybe not the process's: some thread called
+    /// `unshare(CLONE_FILES)`, and which threads share which table since
+    /// cannot be told. The table the records describe may be gone (the
+    /// thread was its only user), so a close here may be a description's
+    /// last.
     Unshared,
 }
 

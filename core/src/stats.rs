@@ -81,7 +81,7 @@ counters! {
     Recovered = "recovered" Sum: "times the queue was found held by a hook a longjmp had left, and recovered",
     PagesDropped = "pages_dropped" Sum: "times the queue's resident pages were dropped (madvise, mappings kept) to stay within its memory budget",
     ReleasedAtClose = "released_at_close" Sum: "queued mappings unmapped before the close of the descriptor they were mapped through, or the unlink, rename or unmount of their file",
-    Unconfirmed = "unconfirmed" Sum: "eligible mmaps left untracked: the descriptor may have named another file between the checks and the mmap, or the descriptor table is not the one munmapq's records describe",
+    Unconfirmed = "unconfirmed" Sum: "eligible mmaps left untracked: the descriptor may have named another file between the checks and the mmap",
 }
 
 pub const COUNTERS: usize = Counter::ALL.len();

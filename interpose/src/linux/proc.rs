@@ -138,7 +138,8 @@ pub fn description_locked(fd: i32) -> Option<bool> {
     let mut line = [0u8; 64];
     let mut len = 0;
     let mut locked = false;
-    read(path, &mut [0u8; 512], |text| {
+    const BUF: usize = 512;
+    read(path, &mut [0u8; BUF], |text| {
         for &c in text {
             if c != b'\n' {
                 if len < line.len() {
@@ -150,7 +151,9 @@ pub fn description_locked(fd: i32) -> Option<bool> {
             locked |= lock_line_not_posix(&line[..len]);
             len = 0;
         }
-        !locked
+        // A seq_file read fills the buffer unless the text ended: a
+        // shorter one needs no second read to see the end.
+        !locked && text.len() == BUF
     })?;
     Some(locked || lock_line_not_posix(&line[..len]))
 }

@@ -17,9 +17,12 @@
 //!   thread-local load, and a `getpid` is made only between a `vfork`
 //!   and the parent's next hook.
 //! - a thread that called `unshare(CLONE_FILES)`, or `close_range` with
-//!   `CLOSE_RANGE_UNSHARE`, has a table of its own for good: the word
-//!   says so, set before the call (a call that fails costs that thread
-//!   munmapq's records, never a wrong answer).
+//!   `CLOSE_RANGE_UNSHARE`, has a table of its own for good, and so do
+//!   the threads it creates afterwards (which munmapq does not see made).
+//!   So from then on no thread of the process is trusted to use the table
+//!   the records describe: a process-wide flag, set before the call (a
+//!   call that fails costs the process munmapq's per-descriptor records,
+//!   never a wrong answer).
 //!
 //! The word is an 8-byte initial-exec `.tbss` object, as `frames.rs`'s
 //! cells are. Other architectures keep no word: every thread counts as
@@ -39,11 +42,11 @@ core::arch::global_asm!(
     ".popsection",
 );
 
-/// The word's value in a thread with a table of its own.
-const UNSHARED: usize = usize::MAX;
+/// Some thread unshared its descriptor table (see the module's text).
+static UNSHARED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
-/// The calling thread's word: 0 (the process's table), [`UNSHARED`], or
-/// the pid of the process that called `vfork` on this thread.
+/// The calling thread's word: 0, or the pid of the process that called
+/// `vfork` on this thread.
 fn word() -> &'static core::sync::atomic::AtomicUsize {
     let at: usize;
     // SAFETY: reads the thread pointer and the GOT slot holding the
@@ -87,29 +90,31 @@ pub fn fd_table() -> FdTable {
     use core::sync::atomic::Ordering::Relaxed;
     let w = word();
     match w.load(Relaxed) {
-        0 => FdTable::Own,
-        UNSHARED => FdTable::Unshared,
+        0 => {}
         pid if pid == getpid() => {
             // The parent, back from its vfork: the child has exec'd or
             // exited, and the table is its own again.
             w.store(0, Relaxed);
-            FdTable::Own
         }
-        _ => FdTable::VforkChild,
+        _ => return FdTable::VforkChild,
     }
+    if UNSHARED.load(Relaxed) {
+        return FdTable::Unshared;
+    }
+    FdTable::Own
 }
 
-/// The calling thread is about to get a table of its own, for good.
+/// A thread is about to get a table of its own, for good.
 pub fn unsharing() {
-    word().store(UNSHARED, core::sync::atomic::Ordering::Relaxed);
+    UNSHARED.store(true, core::sync::atomic::Ordering::Relaxed);
 }
 
 /// The `vfork` trampoline's first step: marks the thread (unless it is a
-/// vfork child already, or has a table of its own) and answers where to
+/// vfork child already) and answers where to
 /// jump: the real `vfork`, or before `resolve` libc's `fork` (nothing
 /// calls vfork that early; a fork child shares no memory at all).
 extern "C" fn vfork_prepare() -> usize {
-    if fd_table() == FdTable::Own {
+    if fd_table() != FdTable::VforkChild {
         word().store(getpid(), core::sync::atomic::Ordering::Relaxed);
     }
     match super::real::vfork_address() {
