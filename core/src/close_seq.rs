@@ -24,7 +24,7 @@
 use core::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 /// Numbers below this have their own word (32 KiB of `.bss`, touched only
-/// where used); the others share [`CloseSeq::shared`]'s.
+/// where used); the others share one.
 pub const SEQ_FDS: usize = 4096;
 
 const BEGUN: u64 = 1 << 32;

@@ -11,7 +11,16 @@
 //! unmaps what it mapped, then maps the file again: that reuse is kept),
 //! unless the descriptor carried a lock, a lease or an OFD lock, which
 //! their mapping would keep past the close: those are forgotten, so their
-//! munmap goes to the kernel.
+//! munmap goes to the kernel. A lock belongs to the open file
+//! description, and may have been taken through a copy the hooks did not
+//! see made (SCM_RIGHTS, `pidfd_getfd`, a fork child's inherited
+//! descriptor, a raw system call): where no hook saw one, the kernel is
+//! asked ([`Os::description_locked`]) before live mappings are kept past
+//! the close.
+//!
+//! The records are the process's descriptor table's: a hook running on
+//! another ([`Os::fd_table`]: a vfork child, or after an unshare) neither
+//! uses nor changes them.
 
 use super::Engine;
 use crate::fds::FD_BITS;
