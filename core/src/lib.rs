@@ -16,6 +16,7 @@ pub mod engine;
 pub mod fake;
 pub mod fds;
 pub mod file;
+pub mod fresh_fds;
 #[cfg(not(loom))]
 pub mod holder;
 pub mod os;

@@ -40,6 +40,8 @@ pub struct Closing {
     mapped: bool,
     /// One descriptor whose lock bit was cleared.
     carrying: bool,
+    /// The sharing epoch when the close began (see [`crate::fresh_fds::FreshFds`]).
+    epoch: u64,
 }
 
 impl Closing {
@@ -50,6 +52,7 @@ impl Closing {
         table: FdTable::VforkChild,
         mapped: false,
         carrying: false,
+        epoch: 0,
     };
 }
 
@@ -66,11 +69,26 @@ impl Engine {
     }
 
     /// `new` is now a duplicate of `old` (dup, dup2, dup3, F_DUPFD): it
-    /// carries what `old` carries.
+    /// carries what `old` carries, and names a description this process
+    /// alone holds if `old` does.
     pub fn fd_duplicated<O: Os>(&self, os: &O, old: i32, new: i32) {
-        if new >= 0 && self.carrying_fds.get(old) && os.fd_table() == FdTable::Own {
+        if new < 0 || os.fd_table() != FdTable::Own {
+            return;
+        }
+        if self.carrying_fds.get(old) {
             self.carrying_fds.set(new);
         }
+        self.fresh_fds.duplicated(old, new);
+    }
+
+    /// The process is about to share its descriptions with another
+    /// (fork, vfork, a spawn, descriptors sent or received over a socket,
+    /// `pidfd_getfd`): a lock may be taken on any of them through a copy
+    /// the hooks will not see, so every close from now on asks the kernel
+    /// until the number is closed again (see [`crate::fresh_fds::FreshFds`]).
+    #[inline]
+    pub fn descriptions_shared(&self) {
+        self.fresh_fds.shared();
     }
 
     /// The program is about to close every descriptor in `[lo, hi]`:
@@ -99,6 +117,7 @@ impl Engine {
             table,
             mapped: false,
             carrying: false,
+            epoch: self.fresh_fds.closing(),
         };
         match table {
             FdTable::VforkChild => return c,
@@ -116,12 +135,16 @@ impl Engine {
         if mapped && self.active() {
             // A lock the hooks saw, or else one the kernel lists for the
             // description (taken through a copy munmapq did not see made:
-            // SCM_RIGHTS, pidfd_getfd, a fork child's flock, a raw call).
+            // SCM_RIGHTS, pidfd_getfd, a fork child's flock, a raw call),
+            // unless the description is known to be this process's alone.
             // Asked once per descriptor, only for one with live mappings.
             let asked = core::cell::Cell::new((-1, true));
             let carrying = |fd: i32| {
                 if fd as usize >= FD_BITS || self.carrying_fds.get(fd) {
                     return true;
+                }
+                if self.fresh_fds.fresh(fd) {
+                    return false;
                 }
                 if asked.get().0 != fd {
                     asked.set((fd, os.description_locked(fd) != Some(false)));
@@ -177,6 +200,7 @@ impl Engine {
         self.read_only_fds.closed(c.lo, c.hi);
         self.close_seq.end(c.lo, c.hi);
         if ok {
+            self.fresh_fds.closed(c.lo, c.hi, c.epoch);
             return;
         }
         if c.carrying {

@@ -12,6 +12,7 @@ use crate::close_seq::CloseSeq;
 use crate::config::Config;
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::fds::FdBits;
+use crate::fresh_fds::FreshFds;
 use crate::holder::{TableGuard, TableLock, Taken};
 use crate::os::Os;
 use crate::readonly_fds::ReadOnlyFds;
@@ -86,6 +87,9 @@ pub struct Engine {
     /// Closes begun and returned, per descriptor: whether the answers an
     /// eligible mmap got were about one description (`calls.rs`).
     close_seq: CloseSeq,
+    /// Descriptors whose description is known to be this process's alone
+    /// (`fds.rs`).
+    fresh_fds: FreshFds,
     /// The table was taken before a fork (`process.rs`), and what its
     /// guard gives back.
     fork_kept: AtomicBool,
@@ -123,6 +127,7 @@ impl Engine {
             closes_pending: AtomicBool::new(false),
             read_only_fds: ReadOnlyFds::new(),
             close_seq: CloseSeq::new(),
+            fresh_fds: FreshFds::new(),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
         }

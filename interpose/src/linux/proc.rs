@@ -123,16 +123,17 @@ pub fn max_map_count() -> Option<usize> {
 }
 
 /// Whether the open file description `fd` names carries a `flock`, OFD
-/// lock or lease, from the `lock:` lines of
-/// `/proc/thread-self/fdinfo/FD` (Linux `fs/locks.c` `show_fd_locks`:
-/// the locks whose file is this description and whose owner is it or
-/// this thread's table; a POSIX lock's line says `POSIX`, and any close
-/// of the file releases those anyway). `thread-self`: after an
-/// `unshare(CLONE_FILES)` the process's leader may have another table.
-/// None when it cannot be read (no `/proc`, a sandbox).
+/// lock or lease, from the `lock:` lines of `/proc/self/fdinfo/FD`
+/// (Linux `fs/locks.c` `show_fd_locks`: the locks whose file is this
+/// description and whose owner is it or this table; a POSIX lock's line
+/// says `POSIX`, and any close of the file releases those anyway). The
+/// engine asks only while no thread has unshared its table
+/// (`table_owner.rs`), so `self`'s table is the caller's (`thread-self`
+/// would cost a longer path walk). None when it cannot be read (no
+/// `/proc`, a sandbox).
 pub fn description_locked(fd: i32) -> Option<bool> {
-    let mut path = *b"/proc/thread-self/fdinfo/\0\0\0\0\0\0\0\0\0\0\0";
-    let base = b"/proc/thread-self/fdinfo/".len();
+    let mut path = *b"/proc/self/fdinfo/\0\0\0\0\0\0\0\0\0\0\0";
+    let base = b"/proc/self/fdinfo/".len();
     let n = write_decimal(u32::try_from(fd).ok()?, &mut path[base..base + 10]);
     let path = CStr::from_bytes_until_nul(&path[..base + n + 1]).ok()?;
     let mut line = [0u8; 64];

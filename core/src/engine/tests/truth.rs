@@ -133,24 +133,42 @@ fn a_failed_close_keeps_the_lock_and_the_mappings_of_its_descriptor() {
 #[test]
 fn a_lock_the_hooks_did_not_see_is_asked_of_the_kernel_at_the_close() {
     let (e, os) = fresh();
+    // Number 3 was never closed through a hook: its description may be
+    // inherited, received or copied. A flock through a copy munmapq did
+    // not see made (SCM_RIGHTS).
     let a = map(e, &os, 3, 0);
-    // A flock through a copy munmapq did not see made (SCM_RIGHTS).
     *os.locked.borrow_mut() = 1 << 3;
     let c = e.closing(&os, 3, 3);
     e.closed(&os, c, true);
     assert_eq!(*os.fdinfo_reads.borrow(), 1);
     unmap(e, &os, a);
     assert_eq!(os.mapped(a), None, "not deferred: the lock goes with it");
-    // Unlocked: deferred as before, one question per close.
+    // Opened again after that close, and nothing shared since: the
+    // description is the process's alone, nothing is asked, and the
+    // mapping is deferred as before.
     *os.locked.borrow_mut() = 0;
     let b = map(e, &os, 3, 0);
     let c = e.closing(&os, 3, 3);
     e.closed(&os, c, true);
     unmap(e, &os, b);
     assert_eq!(os.mapped(b), Some((3, 0)), "deferred");
-    assert_eq!(*os.fdinfo_reads.borrow(), 2);
-    // A close of a descriptor nothing live was mapped through asks nothing.
-    let c = e.closing(&os, 6, 6);
+    assert_eq!(*os.fdinfo_reads.borrow(), 1);
+    // A fork (or a spawn, a descriptor passed): asked again, until the
+    // number is closed once more; a dup carries what its source is.
+    let x = map(e, &os, 3, PAGE as i64 * 2);
+    e.descriptions_shared();
+    e.fd_duplicated(&os, 3, 6);
+    let c = e.closing(&os, 3, 3);
     e.closed(&os, c, true);
     assert_eq!(*os.fdinfo_reads.borrow(), 2);
+    unmap(e, &os, x);
+    let y = map(e, &os, 6, 0);
+    let c = e.closing(&os, 6, 6);
+    e.closed(&os, c, true);
+    assert_eq!(*os.fdinfo_reads.borrow(), 3, "a copy of a shared one");
+    unmap(e, &os, y);
+    // A close of a descriptor nothing live was mapped through asks nothing.
+    let c = e.closing(&os, 8, 8);
+    e.closed(&os, c, true);
+    assert_eq!(*os.fdinfo_reads.borrow(), 3);
 }
