@@ -208,6 +208,8 @@ impl Engine {
         // mmap), every later reuse of the window would hand it out.
         if !self.confirm(os, fd, &key, seen) {
             self.stats.bump(Counter::Unconfirmed);
+            // As for any mapping passed through: what we had there is gone.
+            self.placed_by_kernel(os, start, len);
             return Ok(start);
         }
         let Some(mut q) = self.lock(os) else {
