@@ -4,6 +4,7 @@
 //! `interpose/` calls into [`engine::Engine`] from inside hooked libc calls.
 #![cfg_attr(not(test), no_std)]
 
+pub mod close_seq;
 pub mod config;
 pub mod dirty;
 // Under `--cfg loom` only the lock-free part is built, with loom's atomics
@@ -15,6 +16,7 @@ pub mod engine;
 pub mod fake;
 pub mod fds;
 pub mod file;
+pub mod fresh_fds;
 #[cfg(not(loom))]
 pub mod holder;
 #[cfg(not(loom))]

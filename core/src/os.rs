@@ -135,6 +135,32 @@ pub trait Os {
     fn tracks_closes(&self) -> bool {
         false
     }
+    /// Whose descriptor table the calling thread uses now, against the
+    /// one the engine's per-descriptor records (what `F_GETFL` said, which
+    /// descriptors carry a lock, which ones mappings were made through)
+    /// describe: the process's. A `vfork` child runs in the parent's
+    /// memory, hooks and all, with a copy of the table; a thread that
+    /// called `unshare(CLONE_FILES)` (or `close_range` with
+    /// `CLOSE_RANGE_UNSHARE`) has its own, and so do the threads it
+    /// creates. Asked on every eligible mmap
+    /// and every close-type call, so it must cost no system call in the
+    /// common case; also before each `fork` (an implementation that marks
+    /// a thread at `vfork` may clear the parent's mark there). Where it
+    /// cannot be told, [`FdTable::Own`] (the default).
+    fn fd_table(&self) -> FdTable {
+        FdTable::Own
+    }
+    /// Whether the open file description `fd` names carries a lock or
+    /// lease that the description's last close would release (`flock`,
+    /// an OFD lock, a lease: not POSIX record locks, which any close of
+    /// the file by the process releases), asked of the kernel without
+    /// changing anything. `None` where it cannot be told (then the engine
+    /// acts as if it did). Asked where [`Os::tracks_closes`], only when a
+    /// descriptor mappings were made through is closed and no hook saw a
+    /// lock taken through it.
+    fn description_locked(&self, _fd: i32) -> Option<bool> {
+        None
+    }
     /// `vm.max_map_count`, where there is one (asked once, before the
     /// first mapping is queued; see
     /// [`crate::engine::Engine::bound_entries_later`]).
@@ -177,6 +203,24 @@ pub trait Os {
     fn pause(&self) {
         core::hint::spin_loop();
     }
+}
+
+/// Whose descriptor table the calling thread uses (see [`Os::fd_table`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FdTable {
+    /// The process's: the one the engine's records describe.
+    Own,
+    /// A copy, in a `vfork` child sharing the parent's memory until it
+    /// execs or exits. The parent's table goes on existing meanwhile, so
+    /// none of the child's closes can be a last close of a description
+    /// the records know of.
+    VforkChild,
+    /// Maybe not the process's: some thread called
+    /// `unshare(CLONE_FILES)`, and which threads share which table since
+    /// cannot be told. The table the records describe may be gone (the
+    /// thread was its only user), so a close here may be a description's
+    /// last.
+    Unshared,
 }
 
 /// Where the calling thread runs, as far as its alternate signal stack

@@ -27,6 +27,13 @@
 //! call returns because the number is free for another `open` the moment
 //! the kernel has closed it, before the hook's second store.
 //!
+//! The claim is made after the `statx` that named the file: a close that
+//! ended before the claim, but after that `statx`, would let `F_GETFL`
+//! describe another description than `statx` did. The engine records an
+//! answer only if no close of the number began since before its `statx`
+//! (`crate::close_seq`), so that the identity and the access mode it keeps
+//! are about one description.
+//!
 //! A close of a descriptor costs one store before and one after (up to
 //! [`CACHED_FDS`] of each for a range).
 

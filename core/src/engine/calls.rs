@@ -3,8 +3,9 @@
 //! mlockall / munlockall.
 
 use super::{round_up, Effect, Engine, Span};
+use crate::close_seq::Seen;
 use crate::file::{readable_open_flags, trackable_open_flags, FileFacts};
-use crate::os::{Errno, Mmap, Os};
+use crate::os::{Errno, FdTable, Mmap, Os};
 use crate::queue::Queue;
 use crate::readonly_fds::identity;
 use crate::stats::Counter;
@@ -60,14 +61,22 @@ impl Engine {
             && (off as u64).is_multiple_of(page as u64)
             && self.payoff_engages(fd, off, len)
         {
+            // Before the first system call about `fd`: what the close hooks
+            // saw of it (None while one of its closes is under way), and
+            // whether this thread's descriptor table is the one the
+            // records describe (a vfork child's, or one unshared, is not:
+            // its numbers may name other files, so nothing is tracked).
+            let seen = self.close_seq.seen(fd).filter(|_| self.own_table(os));
             // A deleted file's mapping would keep its space once queued.
             // Where a mapping forgets its descriptor (macOS) the descriptor
             // is asked about only on a hit (`map_eligible`).
             let forgets = os.mapping_forgets_descriptor();
-            let file = os
-                .file_facts(fd)
-                .filter(|f| f.nlink > 0 && (forgets || self.read_only(os, fd, f)));
-            if let (Some(rlen), Some(file)) = (round_up(len, page), file) {
+            let file = seen.and_then(|seen| {
+                os.file_facts(fd)
+                    .filter(|f| f.nlink > 0 && (forgets || self.read_only(os, fd, f, seen)))
+                    .map(|f| (f, seen))
+            });
+            if let (Some(rlen), Some((file, seen))) = (round_up(len, page), file) {
                 self.stats.bump(Counter::Eligible);
                 let key = FileKey {
                     dev: file.dev,
@@ -77,7 +86,7 @@ impl Engine {
                     len: rlen,
                     stamp: file.stamp,
                 };
-                return self.map_eligible(os, key, len, fd, off);
+                return self.map_eligible(os, key, len, fd, off, seen);
             }
         }
         self.pass_ineligible(os, call)
@@ -120,8 +129,12 @@ impl Engine {
     /// Whether `fd`, whose file `statx` (or `fstat`) just found to be
     /// `file`, is open read-only: known from an earlier `F_GETFL` on the
     /// same description where closes are seen (see
-    /// [`crate::readonly_fds`]), else asked now.
-    fn read_only<O: Os>(&self, os: &O, fd: i32, file: &FileFacts) -> bool {
+    /// [`crate::readonly_fds`]), else asked now. An answer is used (and
+    /// kept) only if no hooked close of `fd` began since `seen`, taken
+    /// before the `statx`: else `statx` and `F_GETFL` may have described
+    /// two descriptions (a write-only one judged by a read-only one's
+    /// answer).
+    fn read_only<O: Os>(&self, os: &O, fd: i32, file: &FileFacts, seen: Seen) -> bool {
         if !os.tracks_closes() {
             return trackable_open_flags(os.open_flags(fd), os.path_only_flags());
         }
@@ -130,13 +143,38 @@ impl Engine {
             return true;
         }
         let claim = self.read_only_fds.claim(fd, os.this_thread());
-        let ok = trackable_open_flags(os.open_flags(fd), os.path_only_flags());
+        let ok = trackable_open_flags(os.open_flags(fd), os.path_only_flags())
+            && self.close_seq.unchanged(fd, seen);
         match claim {
             Some(c) if ok => self.read_only_fds.remember(c, id),
             Some(c) => self.read_only_fds.give_up(c),
             None => {}
         }
         ok
+    }
+
+    /// Whether the calling thread uses the descriptor table the engine's
+    /// per-descriptor records describe (see [`Os::fd_table`]).
+    #[inline]
+    fn own_table<O: Os>(&self, os: &O) -> bool {
+        os.fd_table() == FdTable::Own
+    }
+
+    /// After the real mmap of a miss: whether `fd` named, all along, the
+    /// file `key` describes, so that the new mapping shows that file. No
+    /// hooked close of it began since `seen` (taken before the first
+    /// `statx`), and the kernel still names the same file by it now
+    /// (which catches a close no hook saw, unless it was undone before
+    /// this second look).
+    fn confirm<O: Os>(&self, os: &O, fd: i32, key: &FileKey, seen: Seen) -> bool {
+        if !self.close_seq.unchanged(fd, seen) {
+            return false;
+        }
+        let now = os.file_facts(fd);
+        self.close_seq.unchanged(fd, seen)
+            && now.is_some_and(|f| {
+                f.nlink > 0 && (f.dev, f.ino, f.mnt) == (key.dev, key.ino, key.mnt)
+            })
     }
 
     /// The kernel handed out `[start, start + len)` to a call that let it
@@ -163,6 +201,7 @@ impl Engine {
         len: usize,
         fd: i32,
         off: i64,
+        seen: Seen,
     ) -> Result<usize, Errno> {
         let forgets = os.mapping_forgets_descriptor();
         if self.reuse.load(Relaxed) {
@@ -222,6 +261,15 @@ impl Engine {
                 off,
             ))
         })?;
+        // Recorded under `key` only if the mapping shows that file: were it
+        // another's (`fd` re-pointed by dup2 between the statx and the
+        // mmap), every later reuse of the window would hand it out.
+        if !self.confirm(os, fd, &key, seen) {
+            self.stats.bump(Counter::Unconfirmed);
+            // As for any mapping passed through: what we had there is gone.
+            self.placed_by_kernel(os, start, len);
+            return Ok(start);
+        }
         let Some(mut q) = self.lock(os) else {
             self.stats.bump(Counter::PassContention);
             return Ok(start);

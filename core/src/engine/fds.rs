@@ -11,82 +11,209 @@
 //! unmaps what it mapped, then maps the file again: that reuse is kept),
 //! unless the descriptor carried a lock, a lease or an OFD lock, which
 //! their mapping would keep past the close: those are forgotten, so their
-//! munmap goes to the kernel.
+//! munmap goes to the kernel. A lock belongs to the open file
+//! description, and may have been taken through a copy the hooks did not
+//! see made (SCM_RIGHTS, `pidfd_getfd`, a fork child's inherited
+//! descriptor, a raw system call): where no hook saw one, the kernel is
+//! asked ([`Os::description_locked`]) before live mappings are kept past
+//! the close.
+//!
+//! The records are the process's descriptor table's: a hook running on
+//! another ([`Os::fd_table`]: a vfork child, or after an unshare) neither
+//! uses nor changes them.
 
 use super::Engine;
 use crate::fds::FD_BITS;
-use crate::os::Os;
+use crate::os::{FdTable, Os};
 use crate::stats::Counter;
 use crate::table::{State, Table};
 use core::sync::atomic::Ordering::*;
 
+/// What [`Engine::closing`] did before a close-type call, for
+/// [`Engine::closed`] to finish, or to undo if the call failed.
+#[derive(Clone, Copy, Debug)]
+pub struct Closing {
+    lo: i32,
+    hi: i32,
+    table: FdTable,
+    /// One descriptor whose mapped bit was cleared.
+    mapped: bool,
+    /// One descriptor whose lock bit was cleared.
+    carrying: bool,
+    /// The sharing epoch when the close began (see [`crate::fresh_fds::FreshFds`]).
+    epoch: u64,
+}
+
+impl Closing {
+    /// Nothing to finish (no descriptor, or an empty range).
+    pub const NONE: Closing = Closing {
+        lo: -1,
+        hi: -1,
+        table: FdTable::VforkChild,
+        mapped: false,
+        carrying: false,
+        epoch: 0,
+    };
+}
+
 impl Engine {
     /// A lock (`flock`, an OFD lock) or lease was taken through `fd`.
     /// POSIX record locks need nothing: the kernel drops them at any close
-    /// of the file by the process, whatever still maps it.
-    pub fn fd_locked(&self, fd: i32) {
-        self.carrying_fds.set(fd);
+    /// of the file by the process, whatever still maps it. Ignored on
+    /// another descriptor table than the records' (its `fd` may name
+    /// another description): the kernel is asked at the close instead.
+    pub fn fd_locked<O: Os>(&self, os: &O, fd: i32) {
+        if os.fd_table() == FdTable::Own {
+            self.carrying_fds.set(fd);
+        }
     }
 
     /// `new` is now a duplicate of `old` (dup, dup2, dup3, F_DUPFD): it
-    /// carries what `old` carries.
-    pub fn fd_duplicated(&self, old: i32, new: i32) {
-        if new >= 0 && self.carrying_fds.get(old) {
+    /// carries what `old` carries, and names a description this process
+    /// alone holds if `old` does.
+    pub fn fd_duplicated<O: Os>(&self, os: &O, old: i32, new: i32) {
+        if new < 0 || os.fd_table() != FdTable::Own {
+            return;
+        }
+        if self.carrying_fds.get(old) {
             self.carrying_fds.set(new);
         }
+        self.fresh_fds.duplicated(old, new);
+    }
+
+    /// The process is about to share its descriptions with another
+    /// (fork, vfork, a spawn, descriptors sent or received over a socket,
+    /// `pidfd_getfd`): a lock may be taken on any of them through a copy
+    /// the hooks will not see, so every close from now on asks the kernel
+    /// until the number is closed again (see [`crate::fresh_fds::FreshFds`]).
+    #[inline]
+    pub fn descriptions_shared(&self) {
+        self.fresh_fds.shared();
     }
 
     /// The program is about to close every descriptor in `[lo, hi]`:
     /// releases what was mapped through them. Costs a bit test for a
-    /// descriptor nothing was mapped through, and a store (what `F_GETFL`
-    /// said of it is void from now on). Never waits: if the table is
-    /// busy, the closes are noted and the next holder of the table releases
-    /// those descriptors' mappings, conservatively (as if each carried a
-    /// lock). The hook calls [`Engine::closed`] once the real call returns.
-    pub fn closing<O: Os>(&self, os: &O, lo: i32, hi: i32) {
+    /// descriptor nothing was mapped through, and two stores and an atomic
+    /// add (what `F_GETFL` said of it is void from now on, and a mmap
+    /// through it racing with the close must not be recorded). Never
+    /// waits: if the table is busy, the closes are noted and the next
+    /// holder of the table releases those descriptors' mappings,
+    /// conservatively (as if each carried a lock). The hook calls
+    /// [`Engine::closed`] with the answer once the real call returns.
+    ///
+    /// In a vfork child (another table, the parent's still there) nothing
+    /// is done: none of its closes ends a description the records know
+    /// of. In a thread with a table of its own, the mappings made through
+    /// those numbers are released conservatively (its close may be the
+    /// last one of the description, or not) and no record changes.
+    pub fn closing<O: Os>(&self, os: &O, lo: i32, hi: i32) -> Closing {
         if lo < 0 || hi < lo {
-            return;
+            return Closing::NONE;
         }
+        let table = os.fd_table();
+        let mut c = Closing {
+            lo,
+            hi,
+            table,
+            mapped: false,
+            carrying: false,
+            epoch: self.fresh_fds.closing(),
+        };
+        match table {
+            FdTable::VforkChild => return c,
+            FdTable::Unshared => {
+                if self.mapped_fds.any(lo, hi) && self.active() {
+                    self.release_or_note(os, lo, hi, |_| true);
+                }
+                return c;
+            }
+            FdTable::Own => {}
+        }
+        self.close_seq.begin(lo, hi);
         self.read_only_fds.closing(lo, hi);
         let mapped = self.mapped_fds.any(lo, hi);
         if mapped && self.active() {
-            match self.lock(os) {
-                Some(mut q) => {
-                    let carrying = |fd: i32| fd as usize >= FD_BITS || self.carrying_fds.get(fd);
-                    self.release_fds(os, &mut q.table, lo, hi, carrying);
-                    self.publish_bounds(&q.table);
+            // A lock the hooks saw, or else one the kernel lists for the
+            // description (taken through a copy munmapq did not see made:
+            // SCM_RIGHTS, pidfd_getfd, a fork child's flock, a raw call),
+            // unless the description is known to be this process's alone.
+            // Asked once per descriptor, only for one with live mappings.
+            let asked = core::cell::Cell::new((-1, true));
+            let carrying = |fd: i32| {
+                if fd as usize >= FD_BITS || self.carrying_fds.get(fd) {
+                    return true;
                 }
-                None => {
-                    self.stats.bump(Counter::PassContention);
-                    let mut fd = lo;
-                    while let Some(f) = self.mapped_fds.first(fd, hi) {
-                        self.closed_busy.set(f);
-                        fd = f + 1;
-                    }
-                    if hi as usize >= FD_BITS {
-                        self.closed_busy.set(FD_BITS as i32);
-                    }
-                    self.closes_pending.store(true, Release);
+                if self.fresh_fds.fresh(fd) {
+                    return false;
                 }
-            }
+                if asked.get().0 != fd {
+                    asked.set((fd, os.description_locked(fd) != Some(false)));
+                }
+                asked.get().1
+            };
+            self.release_or_note(os, lo, hi, carrying);
         }
         if mapped {
+            c.mapped = lo == hi;
             self.mapped_fds.clear_range(lo, hi);
         }
         if self.carrying_fds.any(lo, hi) {
+            c.carrying = lo == hi;
             self.carrying_fds.clear_range(lo, hi);
+        }
+        c
+    }
+
+    /// Releases the mappings made through `[lo, hi]` now, or notes them
+    /// for the table's next holder if it is busy.
+    fn release_or_note<O: Os>(&self, os: &O, lo: i32, hi: i32, carrying: impl Fn(i32) -> bool) {
+        match self.lock(os) {
+            Some(mut q) => {
+                self.release_fds(os, &mut q.table, lo, hi, carrying);
+                self.publish_bounds(&q.table);
+            }
+            None => {
+                self.stats.bump(Counter::PassContention);
+                let mut fd = lo;
+                while let Some(f) = self.mapped_fds.first(fd, hi) {
+                    self.closed_busy.set(f);
+                    fd = f + 1;
+                }
+                if hi as usize >= FD_BITS {
+                    self.closed_busy.set(FD_BITS as i32);
+                }
+                self.closes_pending.store(true, Release);
+            }
         }
     }
 
-    /// The real close of `[lo, hi]` (announced by [`Engine::closing`])
-    /// returned, whether it succeeded or not: the numbers may name new
-    /// descriptions, about which `F_GETFL` may be asked again.
-    #[inline]
-    pub fn closed(&self, lo: i32, hi: i32) {
-        if lo < 0 || hi < lo {
+    /// The real call announced by [`Engine::closing`] returned; `ok`
+    /// unless it failed without closing anything (`dup2` from a bad
+    /// descriptor, bad flags): then the descriptor keeps what it carried
+    /// and the live mappings made through it are its own again. Either
+    /// way the numbers may name new descriptions now, about which
+    /// `F_GETFL` may be asked again.
+    pub fn closed<O: Os>(&self, os: &O, c: Closing, ok: bool) {
+        if c.table != FdTable::Own {
             return;
         }
-        self.read_only_fds.closed(lo, hi);
+        self.read_only_fds.closed(c.lo, c.hi);
+        self.close_seq.end(c.lo, c.hi);
+        if ok {
+            self.fresh_fds.closed(c.lo, c.hi, c.epoch);
+            return;
+        }
+        if c.carrying {
+            self.carrying_fds.set(c.lo);
+        }
+        if c.mapped {
+            self.mapped_fds.set(c.lo);
+            // A busy table leaves them orphans: their munmap may then be
+            // deferred though the descriptor stays open (README, Limits).
+            if let Some(mut q) = self.lock(os) {
+                q.table.reattach(c.lo);
+            }
+        }
     }
 
     /// Applies the closes that found the table busy (see

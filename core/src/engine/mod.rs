@@ -8,9 +8,11 @@
 //! prints: the table is taken with `try_lock`, and a call that finds it taken
 //! goes straight to the kernel (see [`crate::dirty`]).
 
+use crate::close_seq::CloseSeq;
 use crate::config::Config;
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::fds::FdBits;
+use crate::fresh_fds::FreshFds;
 use crate::holder::{TableGuard, TableLock, Taken};
 use crate::names::LostNames;
 use crate::os::Os;
@@ -87,6 +89,12 @@ pub struct Engine {
     /// Unlinks, renames and unmounts that found the table busy, for its
     /// next holder (`names.rs`).
     lost_names: LostNames,
+    /// Closes begun and returned, per descriptor: whether the answers an
+    /// eligible mmap got were about one description (`calls.rs`).
+    close_seq: CloseSeq,
+    /// Descriptors whose description is known to be this process's alone
+    /// (`fds.rs`).
+    fresh_fds: FreshFds,
     /// The table was taken before a fork (`process.rs`), and what its
     /// guard gives back.
     fork_kept: AtomicBool,
@@ -129,6 +137,8 @@ impl Engine {
             closes_pending: AtomicBool::new(false),
             read_only_fds: ReadOnlyFds::new(),
             lost_names: LostNames::new(),
+            close_seq: CloseSeq::new(),
+            fresh_fds: FreshFds::new(),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
             payoff: Payoff::new(),
@@ -383,6 +393,7 @@ impl Engine {
 mod calls;
 mod fds;
 mod names;
+pub use fds::Closing;
 mod process;
 #[cfg(test)]
 mod tests;

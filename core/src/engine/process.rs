@@ -64,6 +64,12 @@ impl Engine {
     /// change. Not if this thread holds it (a fork from a signal handler
     /// that interrupted a hook), nor past a bounded wait.
     pub fn before_fork<O: Os>(&self, os: &O) {
+        // A parent back from a vfork forgets the mark it left for the
+        // child (see `Os::fd_table`): the fork child, its own process,
+        // must not take itself for a vfork child.
+        let _ = os.fd_table();
+        // The child inherits every description.
+        self.descriptions_shared();
         if !self.active() {
             return;
         }

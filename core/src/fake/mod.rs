@@ -21,7 +21,7 @@ pub(crate) mod cold;
 mod space;
 
 use crate::file::{FileFacts, FileStamp};
-use crate::os::{Errno, Mmap, Os, PerThread, SignalStack, Usage};
+use crate::os::{Errno, FdTable, Mmap, Os, PerThread, SignalStack, Usage};
 use core::cell::RefCell;
 pub use space::Log;
 use space::{Range, Space};
@@ -51,6 +51,9 @@ pub struct Traced {
     /// The file behind the descriptor (None: not a readable regular file).
     pub file: Option<FileFacts>,
 }
+
+/// What a test runs during a call about a descriptor (see `FakeOs::racing`).
+pub type Racing<const N: usize> = fn(&FakeOs<N>, i32);
 
 /// The fake kernel, holding at most `N` mappings; the counters and the
 /// munmap log are for tests to read, the other public fields say what it
@@ -116,6 +119,19 @@ pub struct FakeOs<const N: usize = 256> {
     /// Called first in `munmap`, `drop_pages` and `usage` with the call's
     /// name and range: what another thread does meanwhile, for a test.
     pub meanwhile: Option<fn(&'static str, usize, usize)>,
+    /// What `fd_table` answers.
+    pub fd_table: RefCell<FdTable>,
+    /// Descriptors whose description the kernel lists a lock for (bit
+    /// per descriptor): what `description_locked` answers.
+    pub locked: RefCell<u64>,
+    /// `description_locked` calls.
+    pub fdinfo_reads: RefCell<usize>,
+    /// The inode each descriptor names, where a test re-pointed it (0: the
+    /// descriptor's own number, as the fake names files).
+    pub inode: RefCell<[u64; FDS]>,
+    /// Called at the start of each `mmap` and `open_flags`, with the
+    /// descriptor: a test's other thread (a `dup2` racing with the call).
+    pub racing: RefCell<Option<Racing<N>>>,
 }
 
 impl Default for FakeOs {
@@ -153,6 +169,19 @@ impl<const N: usize> FakeOs<N> {
             macos: false,
             peak_reads: RefCell::new(0),
             meanwhile: None,
+            fd_table: RefCell::new(FdTable::Own),
+            locked: RefCell::new(0),
+            fdinfo_reads: RefCell::new(0),
+            inode: RefCell::new([0; FDS]),
+            racing: RefCell::new(None),
+        }
+    }
+
+    /// Runs the test's `racing`, if any.
+    fn race(&self, fd: i32) {
+        let f = *self.racing.borrow();
+        if let Some(f) = f {
+            f(self, fd);
         }
     }
 
@@ -225,6 +254,7 @@ impl<const N: usize> Os for FakeOs<N> {
             ..
         } = call;
         *self.mmaps.borrow_mut() += 1;
+        self.race(fd);
         if let Some(t) = self.traced.filter(|t| t.result < 0) {
             return Err(-t.result as Errno);
         }
@@ -282,9 +312,13 @@ impl<const N: usize> Os for FakeOs<N> {
             .get(fd as usize)
             .copied()
             .unwrap_or(0);
+        let ino = match self.inode.borrow().get(fd as usize) {
+            Some(&i) if i != 0 => i,
+            _ => fd as u64,
+        };
         (fd >= 0).then_some(FileFacts {
             dev: 1,
-            ino: fd as u64,
+            ino,
             mnt: 1,
             nlink: 1,
             stamp: FileStamp {
@@ -298,6 +332,7 @@ impl<const N: usize> Os for FakeOs<N> {
     /// A traced call's file was checked when it was traced.
     fn open_flags(&self, fd: i32) -> i32 {
         *self.fcntls.borrow_mut() += 1;
+        self.race(fd);
         match fd {
             _ if self.traced.is_some() => libc::O_RDONLY,
             WRITE_ONLY_FD => libc::O_WRONLY,
@@ -325,6 +360,16 @@ impl<const N: usize> Os for FakeOs<N> {
 
     fn drops_free_memory(&self) -> bool {
         !self.macos
+    }
+
+    fn fd_table(&self) -> FdTable {
+        *self.fd_table.borrow()
+    }
+
+    fn description_locked(&self, fd: i32) -> Option<bool> {
+        *self.fdinfo_reads.borrow_mut() += 1;
+        let bit = u32::try_from(fd).ok().filter(|&f| f < 64)?;
+        Some(*self.locked.borrow() & (1 << bit) != 0)
     }
 
     fn max_map_count(&self) -> Option<usize> {

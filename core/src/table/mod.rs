@@ -112,6 +112,11 @@ pub struct Entry {
 /// An entry's descriptor after the program closed it.
 pub const NO_FD: i32 = -1;
 
+/// In a slot's `fd1`: the program closed that descriptor (the entry has
+/// [`NO_FD`]), kept so that a close that turns out to have failed can
+/// give the entry back its descriptor ([`Table::reattach`]).
+const DETACHED: u32 = 1 << 31;
+
 impl Entry {
     pub fn end(&self) -> usize {
         self.start + self.len
@@ -142,6 +147,9 @@ struct Slot {
 
 impl Slot {
     fn fd(&self) -> i32 {
+        if self.fd1 & DETACHED != 0 {
+            return NO_FD;
+        }
         self.fd1.wrapping_sub(1) as i32
     }
 
@@ -393,12 +401,7 @@ impl Table {
             ..Slot::EMPTY
         };
         if fd != NO_FD {
-            if self.with_fd < FD_SET && !self.fd_overflow {
-                self.fd_slots[self.with_fd] = slot;
-            } else {
-                self.fd_overflow = true;
-            }
-            self.with_fd += 1;
+            self.list_fd(slot);
         }
         let pos = self.lower_bound(start);
         self.by_addr.copy_within(pos..self.used, pos + 1);
@@ -435,15 +438,28 @@ impl Table {
 
     /// The program closed the descriptor `slot` was mapped through.
     pub fn orphan(&mut self, slot: u16) {
-        self.drop_fd(slot);
+        if self.unlist_fd(slot) {
+            self.slots[slot as usize].fd1 |= DETACHED;
+        }
     }
 
-    /// `slot` no longer has the program's descriptor.
-    fn drop_fd(&mut self, slot: u16) {
-        if self.slots[slot as usize].fd1 == 0 {
-            return;
+    /// Lists `slot` among the entries with an open descriptor.
+    fn list_fd(&mut self, slot: u16) {
+        if self.with_fd < FD_SET && !self.fd_overflow {
+            self.fd_slots[self.with_fd] = slot;
+        } else {
+            self.fd_overflow = true;
         }
-        self.slots[slot as usize].fd1 = 0;
+        self.with_fd += 1;
+    }
+
+    /// Takes `slot` off the entries with an open descriptor; whether it was
+    /// one of them (it has a descriptor, not detached).
+    fn unlist_fd(&mut self, slot: u16) -> bool {
+        let fd1 = self.slots[slot as usize].fd1;
+        if fd1 == 0 || fd1 & DETACHED != 0 {
+            return false;
+        }
         if !self.fd_overflow {
             let n = self.with_fd;
             if let Some(i) = self.fd_slots[..n].iter().position(|&s| s == slot) {
@@ -453,6 +469,27 @@ impl Table {
         self.with_fd -= 1;
         if self.with_fd == 0 {
             self.fd_overflow = false;
+        }
+        true
+    }
+
+    /// A close of `fd` failed (nothing was closed): entries orphaned as
+    /// mapped through that number are its own again. Entries orphaned by
+    /// an earlier, successful close of the same number come back too:
+    /// that only makes the descriptor's next close release them.
+    pub fn reattach(&mut self, fd: i32) {
+        let Some(fd1) = u32::try_from(fd).ok().and_then(|f| f.checked_add(1)) else {
+            return;
+        };
+        if fd1 & DETACHED != 0 {
+            return;
+        }
+        for i in 0..self.used {
+            let slot = self.by_addr[i];
+            if self.slots[slot as usize].fd1 == fd1 | DETACHED {
+                self.slots[slot as usize].fd1 = fd1;
+                self.list_fd(slot);
+            }
         }
     }
 
@@ -480,7 +517,8 @@ impl Table {
     }
 
     fn release_slot(&mut self, slot: u16) {
-        self.drop_fd(slot);
+        self.unlist_fd(slot);
+        self.slots[slot as usize].fd1 = 0;
         let s = &mut self.slots[slot as usize];
         s.state = State::Free;
         s.next = self.free;

@@ -196,6 +196,7 @@ fn attach_span(id: c_int, addr: usize, flags: c_int) -> Option<Span> {
 }
 
 pub use super::lastclose::*;
+pub use super::sharing::*;
 
 /// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
 pub use crate::hooks::mmap as mmap64;

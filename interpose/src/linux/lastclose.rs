@@ -3,30 +3,55 @@
 //! `engine/fds.rs`). Each lets the engine release first, then makes the
 //! real call with the caller's errno put back, so its result and errno are
 //! the kernel's. A call that ends descriptions tells the engine again once
-//! it returns (`Engine::closed`): what `F_GETFL` said of those numbers may
-//! be asked again (`core/src/readonly_fds.rs`).
+//! it returns (`Engine::closed`), with whether it closed anything: what
+//! `F_GETFL` said of those numbers may be asked again
+//! (`core/src/readonly_fds.rs`), and a call that failed without closing
+//! anything (a bad source descriptor, bad flags) gives the descriptor back
+//! what the engine took from it before the call. `unshare(CLONE_FILES)`
+//! and `close_range(CLOSE_RANGE_UNSHARE)` tell `table_owner.rs` that the
+//! process's threads may no longer share one table.
 
 use super::os::RealOs;
 use super::real;
 use super::shm::{shm_path, ShmPath};
 use crate::{errno, ENGINE};
 use libc::{c_char, c_int, c_long, c_uint, FILE};
+use munmapq_core::engine::Closing;
 
 /// The engine's work before a call, errno kept as the caller left it.
-fn before(work: impl FnOnce()) {
+fn before<T>(work: impl FnOnce() -> T) -> T {
     let saved = errno::get();
-    work();
+    let r = work();
     errno::set(saved);
+    r
+}
+
+/// What [`ENGINE`] does before a call that ends the descriptors
+/// `[lo, hi]`; hand its answer to [`closed`].
+fn closing(lo: c_int, hi: c_int) -> Closing {
+    before(|| ENGINE.closing(&RealOs, lo, hi))
+}
+
+/// After that call: `ok` unless it failed without closing anything.
+/// The caller's errno (the call's) is kept.
+fn closed(c: Closing, ok: bool) {
+    before(|| ENGINE.closed(&RealOs, c, ok));
+}
+
+/// Whether a failed `close` closed nothing: only EBADF says so (Linux
+/// frees the number before anything else can fail, `fs/open.c`).
+fn close_failed_with_nothing_closed(r: c_int) -> bool {
+    r != 0 && errno::get() == libc::EBADF
 }
 
 /// # Safety
 /// As for C `close`.
 #[inline(always)]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    before(|| ENGINE.closing(&RealOs, fd, fd));
+    let c = closing(fd, fd);
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::close(fd) };
-    ENGINE.closed(fd, fd);
+    closed(c, !close_failed_with_nothing_closed(r));
     r
 }
 
@@ -34,37 +59,72 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 /// As for C `close_range`.
 #[inline(always)]
 pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
-    let range = closed_range(first, last, flags);
-    if let Some((lo, hi)) = range {
-        before(|| ENGINE.closing(&RealOs, lo, hi));
-    }
+    let c = closing_range(first, last, flags);
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::close_range(first, last, flags) };
-    if let Some((lo, hi)) = range {
-        ENGINE.closed(lo, hi);
-    }
+    closed(c, r == 0);
     r
 }
 
+/// Before `close_range(first, last, flags)`: with `CLOSE_RANGE_UNSHARE`
+/// the thread gets a table of its own first (the closes are made there).
+fn closing_range(first: c_uint, last: c_uint, flags: c_int) -> Closing {
+    if flags as c_uint & libc::CLOSE_RANGE_UNSHARE != 0 && valid_range(first, last, flags) {
+        unsharing();
+    }
+    match closed_range(first, last, flags) {
+        Some((lo, hi)) => closing(lo, hi),
+        None => Closing::NONE,
+    }
+}
+
+/// Whether the kernel accepts `close_range`'s arguments (`fs/file.c`:
+/// no unknown flag, `first <= last`): one it refuses closes nothing.
+fn valid_range(first: c_uint, last: c_uint, flags: c_int) -> bool {
+    let known = libc::CLOSE_RANGE_CLOEXEC | libc::CLOSE_RANGE_UNSHARE;
+    flags as c_uint & !known == 0 && first <= last
+}
+
 /// The descriptors `close_range(first, last, flags)` closes now: none with
-/// `CLOSE_RANGE_CLOEXEC` (at exec the whole address space goes anyway).
+/// `CLOSE_RANGE_CLOEXEC` (at exec the whole address space goes anyway),
+/// nor with arguments the kernel refuses.
 pub(super) fn closed_range(first: c_uint, last: c_uint, flags: c_int) -> Option<(c_int, c_int)> {
-    (flags as c_uint & libc::CLOSE_RANGE_CLOEXEC == 0).then(|| {
-        (
-            c_int::try_from(first).unwrap_or(c_int::MAX),
-            c_int::try_from(last).unwrap_or(c_int::MAX),
-        )
-    })
+    (flags as c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 && valid_range(first, last, flags)).then(
+        || {
+            (
+                c_int::try_from(first).unwrap_or(c_int::MAX),
+                c_int::try_from(last).unwrap_or(c_int::MAX),
+            )
+        },
+    )
+}
+
+/// The calling thread is about to get a descriptor table of its own
+/// (`table_owner.rs`); where no word is kept, nothing is marked.
+fn unsharing() {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    super::table_owner::unsharing();
+}
+
+/// # Safety
+/// As for C `unshare`.
+#[inline(always)]
+pub unsafe extern "C" fn unshare(flags: c_int) -> c_int {
+    if flags & libc::CLONE_FILES != 0 {
+        unsharing();
+    }
+    // SAFETY: the caller's own arguments.
+    unsafe { real::unshare(flags) }
 }
 
 /// # Safety
 /// As for C `closefrom` (glibc's closes through the raw system call).
 #[inline(always)]
 pub unsafe extern "C" fn closefrom(lo: c_int) {
-    before(|| ENGINE.closing(&RealOs, lo.max(0), c_int::MAX));
+    let c = closing(lo.max(0), c_int::MAX);
     // SAFETY: the caller's own arguments.
     unsafe { real::closefrom(lo) };
-    ENGINE.closed(lo.max(0), c_int::MAX);
+    closed(c, true);
 }
 
 /// The descriptors `syscall(nr, a1, a2, a3)` closes (or replaces), for
@@ -95,14 +155,28 @@ pub(super) fn around_syscall(
     a3: c_long,
     call: impl FnOnce() -> c_long,
 ) -> c_long {
+    if nr == libc::SYS_unshare && a1 & libc::CLONE_FILES as c_long != 0 {
+        unsharing();
+    }
+    if super::sharing::shares_descriptions(nr) {
+        ENGINE.descriptions_shared();
+    }
+    if nr == libc::SYS_close_range {
+        let c = closing_range(a1 as c_uint, a2 as c_uint, a3 as c_int);
+        let r = call();
+        closed(c, r == 0);
+        return r;
+    }
     let Some((lo, hi)) = closed_by_syscall(nr, a1, a2, a3) else {
         return call();
     };
-    before(|| ENGINE.closing(&RealOs, lo, hi));
+    let c = closing(lo, hi);
     let r = call();
-    ENGINE.closed(lo, hi);
-    if nr != libc::SYS_close && nr != libc::SYS_close_range {
-        ENGINE.fd_duplicated(a1 as c_int, r as c_int);
+    if nr == libc::SYS_close {
+        closed(c, !close_failed_with_nothing_closed(r as c_int));
+    } else {
+        closed(c, r >= 0);
+        ENGINE.fd_duplicated(&RealOs, a1 as c_int, r as c_int);
     }
     r
 }
@@ -113,7 +187,7 @@ pub(super) fn around_syscall(
 pub unsafe extern "C" fn dup(old: c_int) -> c_int {
     // SAFETY: the caller's own arguments.
     let new = unsafe { real::dup(old) };
-    ENGINE.fd_duplicated(old, new);
+    ENGINE.fd_duplicated(&RealOs, old, new);
     new
 }
 
@@ -121,14 +195,16 @@ pub unsafe extern "C" fn dup(old: c_int) -> c_int {
 /// As for C `dup2`: `new` is closed first when it is open and not `old`.
 #[inline(always)]
 pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
-    if old != new {
-        before(|| ENGINE.closing(&RealOs, new, new));
-    }
+    let c = if old != new {
+        closing(new, new)
+    } else {
+        Closing::NONE
+    };
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::dup2(old, new) };
+    closed(c, r >= 0);
     if old != new {
-        ENGINE.closed(new, new);
-        ENGINE.fd_duplicated(old, r);
+        ENGINE.fd_duplicated(&RealOs, old, r);
     }
     r
 }
@@ -137,15 +213,15 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 /// As for C `dup3`.
 #[inline(always)]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
-    if old != new {
-        before(|| ENGINE.closing(&RealOs, new, new));
-    }
+    let c = if old != new {
+        closing(new, new)
+    } else {
+        Closing::NONE
+    };
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::dup3(old, new, flags) };
-    if old != new {
-        ENGINE.closed(new, new);
-    }
-    ENGINE.fd_duplicated(old, r);
+    closed(c, r >= 0);
+    ENGINE.fd_duplicated(&RealOs, old, r);
     r
 }
 
@@ -154,17 +230,19 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 /// through `close`.
 #[inline(always)]
 pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
-    let mut fd = -1;
-    if !fp.is_null() {
+    let c = if fp.is_null() {
+        Closing::NONE
+    } else {
         before(|| {
             // SAFETY: the caller's stream, about to be closed.
-            fd = unsafe { libc::fileno(fp) };
-            ENGINE.closing(&RealOs, fd, fd);
-        });
-    }
+            let fd = unsafe { libc::fileno(fp) };
+            ENGINE.closing(&RealOs, fd, fd)
+        })
+    };
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::fclose(fp) };
-    ENGINE.closed(fd, fd);
+    // glibc closes the descriptor whatever the flush answered.
+    closed(c, true);
     r
 }
 
@@ -174,7 +252,7 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
 pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     // Noted before the call: a lock granted is then never missed.
     if op & (libc::LOCK_SH | libc::LOCK_EX) != 0 {
-        ENGINE.fd_locked(fd);
+        ENGINE.fd_locked(&RealOs, fd);
     }
     // SAFETY: the caller's own arguments.
     unsafe { real::flock(fd, op) }
@@ -186,15 +264,15 @@ fn fcntl_before(fd: c_int, cmd: c_int, arg: usize) {
         // An OFD lock belongs to the open file, like flock's. Its type is
         // not read (the pointer is the kernel's to check): an unlock only
         // makes the descriptor's later close more cautious.
-        libc::F_OFD_SETLK | libc::F_OFD_SETLKW => ENGINE.fd_locked(fd),
-        libc::F_SETLEASE if arg as c_int != libc::F_UNLCK => ENGINE.fd_locked(fd),
+        libc::F_OFD_SETLK | libc::F_OFD_SETLKW => ENGINE.fd_locked(&RealOs, fd),
+        libc::F_SETLEASE if arg as c_int != libc::F_UNLCK => ENGINE.fd_locked(&RealOs, fd),
         _ => {}
     }
 }
 
 fn fcntl_after(fd: c_int, cmd: c_int, r: c_int) {
     if matches!(cmd, libc::F_DUPFD | libc::F_DUPFD_CLOEXEC) {
-        ENGINE.fd_duplicated(fd, r);
+        ENGINE.fd_duplicated(&RealOs, fd, r);
     }
 }
 

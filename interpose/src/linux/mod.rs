@@ -16,8 +16,12 @@ mod policy;
 mod proc;
 pub mod real;
 mod sandbox;
+mod sharing;
 mod shm;
 mod syscall;
+/// Whether a hook runs on the process's descriptor table (vfork, unshare).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub mod table_owner;
 pub use sandbox::seccomp_mode;
 pub(crate) mod sys;
 
@@ -75,6 +79,20 @@ macro_rules! hook_table {
             // a reuse (policy.rs). mbind is libnuma's (a system call).
             mbind(start: *mut c_void, len: c_ulong, mode: c_int, nodemask: *const c_ulong, maxnode: c_ulong, flags: c_uint) -> c_long, [syscall SYS_mbind];
             process_madvise(pidfd: c_int, iov: *const iovec, n: size_t, advice: c_int, flags: c_uint) -> ssize_t, [syscall SYS_process_madvise];
+            // A thread that unshares its descriptor table leaves the one
+            // the engine's records describe (table_owner.rs).
+            unshare(flags: c_int) -> c_int, [syscall SYS_unshare];
+            // Descriptions held elsewhere from now on: a lock may be taken
+            // through a copy no hook sees (sharing.rs).
+            posix_spawn(pid: *mut pid_t, path: *const c_char, actions: *const posix_spawn_file_actions_t, attr: *const posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int, [spawn_fallback];
+            posix_spawnp(pid: *mut pid_t, file: *const c_char, actions: *const posix_spawn_file_actions_t, attr: *const posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int, [spawn_fallback];
+            system(command: *const c_char) -> c_int, [system_fallback];
+            popen(command: *const c_char, mode: *const c_char) -> *mut FILE, [popen_fallback];
+            sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t, [syscall SYS_sendmsg];
+            recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t, [syscall SYS_recvmsg];
+            sendmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int) -> c_int, [syscall SYS_sendmmsg];
+            recvmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int, timeout: *mut timespec) -> c_int, [syscall SYS_recvmmsg];
+            pidfd_getfd(pidfd: c_int, fd: c_int, flags: c_uint) -> c_int, [syscall SYS_pidfd_getfd];
             // A seccomp filter may kill on munmapq's own calls (sandbox.rs).
             // Both variadic in C: see mremap; `syscall`'s sixth variadic
             // argument is on the stack on x86_64 as a seventh fixed one's.

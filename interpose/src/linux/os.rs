@@ -3,6 +3,8 @@
 
 use super::{file, proc};
 use munmapq_core::file::FileFacts;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use munmapq_core::os::FdTable;
 use munmapq_core::os::Usage;
 use munmapq_core::os::{Os, PerThread};
 
@@ -33,6 +35,19 @@ impl Os for RealOs {
     /// hooks of `lastclose.rs` and `syscall`'s (`sandbox.rs`).
     fn tracks_closes(&self) -> bool {
         true
+    }
+
+    /// A thread-local word (`table_owner.rs`): one load, and a `getpid`
+    /// only between a `vfork` and the parent's next hook.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[inline]
+    fn fd_table(&self) -> FdTable {
+        super::table_owner::fd_table()
+    }
+
+    /// The `lock:` lines of `/proc/thread-self/fdinfo/FD` (`file.rs`).
+    fn description_locked(&self, fd: i32) -> Option<bool> {
+        proc::description_locked(fd)
     }
 
     fn max_map_count(&self) -> Option<usize> {

@@ -8,8 +8,10 @@ use core::sync::atomic::Ordering;
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
 // The types of sandbox.rs's hooks.
 use libc::{c_long, pid_t, rlimit};
-// The types of policy.rs's hooks.
-use libc::{iovec, ssize_t};
+// The types of policy.rs's and sharing.rs's hooks.
+use libc::{
+    iovec, mmsghdr, msghdr, posix_spawn_file_actions_t, posix_spawnattr_t, ssize_t, timespec,
+};
 
 /// For each entry of `hook_table!` with a stand-in: a slot, filled by
 /// `resolve`, and a function of the entry's name that calls through it.
@@ -27,6 +29,7 @@ macro_rules! real_functions {
         /// Resolves every real function. Called once, from the constructor.
         pub fn resolve() {
             $( real_functions!(@resolve $name [$($stand_in)*]); )*
+            resolve_vfork();
         }
 
         $( real_functions!(@function $name ($($arg: $ty),*) -> $ret, [$($stand_in)*]); )*
@@ -77,6 +80,46 @@ macro_rules! real_functions {
 }
 
 super::hook_table!(real_functions);
+
+/// Stand-ins for sharing.rs's spawns before `resolve` (nothing spawns
+/// that early): the call fails as if the system had no room.
+fn spawn_fallback(
+    _: *mut pid_t,
+    _: *const c_char,
+    _: *const posix_spawn_file_actions_t,
+    _: *const posix_spawnattr_t,
+    _: *const *mut c_char,
+    _: *const *mut c_char,
+) -> c_int {
+    libc::EAGAIN
+}
+
+fn system_fallback(_: *const c_char) -> c_int {
+    -1
+}
+
+fn popen_fallback(_: *const c_char, _: *const c_char) -> *mut FILE {
+    core::ptr::null_mut()
+}
+
+/// The real `vfork`, for `table_owner.rs`'s trampoline (not in
+/// `hook_table!`: its export cannot be an ordinary function).
+static VFORK: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+fn resolve_vfork() {
+    // SAFETY: dlsym with a NUL-terminated name (see `resolve`).
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"vfork".as_ptr()) };
+    VFORK.store(f as usize, Ordering::Release);
+}
+
+/// The real `vfork`'s address, 0 before `resolve` (or if none resolved).
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
+pub fn vfork_address() -> usize {
+    VFORK.load(Ordering::Acquire)
+}
 
 /// glibc's posix_madvise: DONTNEED is ignored, errors are returned, not set.
 fn posix_madvise_fallback(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {

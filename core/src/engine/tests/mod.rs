@@ -17,6 +17,7 @@ mod meanwhile;
 mod payoff;
 mod process;
 mod recovery;
+mod truth;
 
 /// The defaults on a stock Linux kernel without RLIMIT_AS.
 fn linux_defaults() -> Config {

@@ -22,8 +22,8 @@ fn read_object(e: &Engine, os: &FakeOs, i: usize, len: usize) {
             Mmap::new(0, len, libc::PROT_READ, libc::MAP_PRIVATE, fd, off),
         )
         .unwrap();
-    e.closing(os, fd, fd);
-    e.closed(fd, fd);
+    let c = e.closing(os, fd, fd);
+    e.closed(os, c, true);
     e.munmap(os, a, len).unwrap();
 }
 

@@ -1,0 +1,174 @@
+//! What the engine believes about a descriptor must be what the kernel
+//! says: a number re-pointed between the engine's questions and the real
+//! mmap (`close_seq.rs`), a hook running on another descriptor table
+//! (`Os::fd_table`), a close that failed, a lock munmapq did not see taken.
+
+use super::*;
+use crate::os::FdTable;
+
+/// Each test's own engine, for the fake's `racing` (a plain `fn`).
+static REPOINTED: Engine = Engine::new();
+static ASKED: Engine = Engine::new();
+
+/// Another thread's `dup2` of file 77 onto `fd`, as the hooks report it.
+fn dup2_other_file(e: &Engine, os: &FakeOs, fd: i32) {
+    *os.racing.borrow_mut() = None;
+    let c = e.closing(os, fd, fd);
+    os.inode.borrow_mut()[fd as usize] = 77;
+    e.closed(os, c, true);
+}
+
+#[test]
+fn a_mapping_made_after_the_number_switched_files_is_not_recorded() {
+    let os = started(&REPOINTED);
+    let e = &REPOINTED;
+    map_unmap(e, &os, 3, 0); // F_GETFL asked and kept for fd 3
+                             // The dup2 lands between the statx and the real mmap of a miss.
+    *os.racing.borrow_mut() = Some(|os, fd| dup2_other_file(&REPOINTED, os, fd));
+    let a = map(e, &os, 3, PAGE as i64 * 4);
+    assert_eq!(e.stats.get(Counter::Unconfirmed), 1);
+    unmap(e, &os, a);
+    assert_eq!(os.mapped(a), None, "untracked: its munmap is real");
+}
+
+#[test]
+fn an_access_mode_asked_after_the_number_switched_is_neither_used_nor_kept() {
+    let os = started(&ASKED);
+    let e = &ASKED;
+    // The dup2 lands between the statx and the F_GETFL.
+    *os.racing.borrow_mut() = Some(|os, fd| dup2_other_file(&ASKED, os, fd));
+    let fcntls = *os.fcntls.borrow();
+    let a = map(e, &os, 3, 0);
+    assert_eq!(*os.fcntls.borrow(), fcntls + 1);
+    assert_eq!(e.stats.get(Counter::Eligible), 0, "not judged by it");
+    unmap(e, &os, a);
+    assert_eq!(os.mapped(a), None);
+    map_unmap(e, &os, 3, 0);
+    assert_eq!(*os.fcntls.borrow(), fcntls + 2, "nothing was kept");
+}
+
+#[test]
+fn a_vfork_child_neither_uses_nor_changes_the_records() {
+    let (e, os) = fresh();
+    e.fd_locked(&os, 3);
+    let a = map(e, &os, 3, 0);
+    let b = map_unmap(e, &os, 4, 0);
+    *os.fd_table.borrow_mut() = FdTable::VforkChild;
+    // The child closes everything before its exec...
+    let c = e.closing(&os, 0, i32::MAX);
+    e.closed(&os, c, true);
+    assert_eq!(
+        os.mapped(b),
+        Some((4, 0)),
+        "none of its closes is a last one"
+    );
+    // ... and maps through numbers of its own: nothing tracked or learned.
+    let fcntls = *os.fcntls.borrow();
+    let x = map(e, &os, 5, 0);
+    unmap(e, &os, x);
+    assert_eq!(os.mapped(x), None);
+    e.fd_locked(&os, 4);
+    *os.fd_table.borrow_mut() = FdTable::Own;
+    map_unmap(e, &os, 5, 0);
+    assert_eq!(
+        *os.fcntls.borrow(),
+        fcntls + 1,
+        "the parent asks: nothing learned"
+    );
+    // The parent's records are whole: fd 3's lock, fd 4's queued window.
+    let c = e.closing(&os, 3, 3);
+    e.closed(&os, c, true);
+    unmap(e, &os, a);
+    assert_eq!(os.mapped(a), None, "the lock goes with the munmap");
+    let c = e.closing(&os, 4, 4);
+    e.closed(&os, c, true);
+    assert_eq!(os.mapped(b), None, "released at the parent's close");
+}
+
+#[test]
+fn a_thread_with_its_own_table_releases_conservatively_and_learns_nothing() {
+    let (e, os) = fresh();
+    let a = map(e, &os, 3, 0);
+    let b = map_unmap(e, &os, 4, 0);
+    *os.fd_table.borrow_mut() = FdTable::Unshared;
+    let c = e.closing(&os, 3, 4);
+    e.closed(&os, c, true);
+    assert_eq!(os.mapped(b), None, "maybe the last close: released");
+    unmap(e, &os, a);
+    assert_eq!(os.mapped(a), None, "forgotten: its munmap is real");
+    let fcntls = *os.fcntls.borrow();
+    let x = map_unmap(e, &os, 5, 0);
+    assert_eq!(os.mapped(x), None);
+    *os.fd_table.borrow_mut() = FdTable::Own;
+    map_unmap(e, &os, 5, 0);
+    assert_eq!(*os.fcntls.borrow(), fcntls + 1, "nothing learned");
+}
+
+#[test]
+fn a_failed_close_keeps_the_lock_and_the_mappings_of_its_descriptor() {
+    let (e, os) = fresh();
+    e.fd_locked(&os, 3);
+    let a = map(e, &os, 3, 0);
+    // dup2(-1, 3): EBADF, nothing closed.
+    let c = e.closing(&os, 3, 3);
+    e.closed(&os, c, false);
+    // The real close, then the munmap.
+    let c = e.closing(&os, 3, 3);
+    e.closed(&os, c, true);
+    unmap(e, &os, a);
+    assert_eq!(os.mapped(a), None, "the lock bit survived the failed call");
+    // Without a lock: the live mapping is fd 3's again, so a queued one
+    // made from it is released at fd 3's real close.
+    *os.locked.borrow_mut() = 0;
+    let b = map(e, &os, 3, 0);
+    let c = e.closing(&os, 3, 3);
+    e.closed(&os, c, false);
+    unmap(e, &os, b);
+    assert_eq!(os.mapped(b), Some((3, 0)), "queued");
+    let c = e.closing(&os, 3, 3);
+    e.closed(&os, c, true);
+    assert_eq!(os.mapped(b), None, "released at the real close");
+}
+
+#[test]
+fn a_lock_the_hooks_did_not_see_is_asked_of_the_kernel_at_the_close() {
+    let (e, os) = fresh();
+    // Number 3 was never closed through a hook: its description may be
+    // inherited, received or copied. A flock through a copy munmapq did
+    // not see made (SCM_RIGHTS).
+    let a = map(e, &os, 3, 0);
+    *os.locked.borrow_mut() = 1 << 3;
+    let c = e.closing(&os, 3, 3);
+    e.closed(&os, c, true);
+    assert_eq!(*os.fdinfo_reads.borrow(), 1);
+    unmap(e, &os, a);
+    assert_eq!(os.mapped(a), None, "not deferred: the lock goes with it");
+    // Opened again after that close, and nothing shared since: the
+    // description is the process's alone, nothing is asked, and the
+    // mapping is deferred as before.
+    *os.locked.borrow_mut() = 0;
+    let b = map(e, &os, 3, 0);
+    let c = e.closing(&os, 3, 3);
+    e.closed(&os, c, true);
+    unmap(e, &os, b);
+    assert_eq!(os.mapped(b), Some((3, 0)), "deferred");
+    assert_eq!(*os.fdinfo_reads.borrow(), 1);
+    // A fork (or a spawn, a descriptor passed): asked again, until the
+    // number is closed once more; a dup carries what its source is.
+    let x = map(e, &os, 3, PAGE as i64 * 2);
+    e.descriptions_shared();
+    e.fd_duplicated(&os, 3, 6);
+    let c = e.closing(&os, 3, 3);
+    e.closed(&os, c, true);
+    assert_eq!(*os.fdinfo_reads.borrow(), 2);
+    unmap(e, &os, x);
+    let y = map(e, &os, 6, 0);
+    let c = e.closing(&os, 6, 6);
+    e.closed(&os, c, true);
+    assert_eq!(*os.fdinfo_reads.borrow(), 3, "a copy of a shared one");
+    unmap(e, &os, y);
+    // A close of a descriptor nothing live was mapped through asks nothing.
+    let c = e.closing(&os, 8, 8);
+    e.closed(&os, c, true);
+    assert_eq!(*os.fdinfo_reads.borrow(), 3);
+}

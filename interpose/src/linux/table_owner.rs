@@ -1,0 +1,163 @@
+//! Linux: whether the calling thread uses the descriptor table the
+//! engine's per-descriptor records describe (`Os::fd_table`).
+//!
+//! Two ways a hook can run on another table in munmapq's memory:
+//!
+//! - a `vfork` child (Python's `subprocess`, anything calling `vfork`,
+//!   then `close_range`/`close`/`dup2` before `execve`) runs on the
+//!   parent's memory, the parent's thread's stack and TLS included, with
+//!   a copy of the table. `vfork` is exported here as a two-instruction
+//!   trampoline (it cannot be an ordinary function: the child returns
+//!   from it first and reuses its stack frame before the parent does):
+//!   it writes the process's pid into a thread-local word, then jumps to
+//!   the real `vfork`. The child inherits the word (same TLS memory): a
+//!   hook that finds it set asks `getpid`; another pid is the child. The
+//!   parent's first such hook after the child exec'd or exited finds its
+//!   own pid and clears the word. So the common path costs one
+//!   thread-local load, and a `getpid` is made only between a `vfork`
+//!   and the parent's next hook.
+//! - a thread that called `unshare(CLONE_FILES)`, or `close_range` with
+//!   `CLOSE_RANGE_UNSHARE`, has a table of its own for good, and so do
+//!   the threads it creates afterwards (which munmapq does not see made).
+//!   So from then on no thread of the process is trusted to use the table
+//!   the records describe: a process-wide flag, set before the call (a
+//!   call that fails costs the process munmapq's per-descriptor records,
+//!   never a wrong answer).
+//!
+//! The word is an 8-byte initial-exec `.tbss` object, as `frames.rs`'s
+//! cells are. Other architectures keep no word: every thread counts as
+//! using the process's table (README, Limits).
+
+use munmapq_core::os::FdTable;
+
+core::arch::global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".p2align 3",
+    ".globl munmapq_table_owner",
+    ".hidden munmapq_table_owner",
+    ".type munmapq_table_owner, @tls_object",
+    ".size munmapq_table_owner, 8",
+    "munmapq_table_owner:",
+    ".zero 8",
+    ".popsection",
+);
+
+/// Some thread unshared its descriptor table (see the module's text).
+static UNSHARED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// The calling thread's word: 0, or the pid of the process that called
+/// `vfork` on this thread.
+fn word() -> &'static core::sync::atomic::AtomicUsize {
+    let at: usize;
+    // SAFETY: reads the thread pointer and the GOT slot holding the
+    // object's offset from it (initial-exec model); nothing is written.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::asm!(
+            "mov {at}, qword ptr [rip + munmapq_table_owner@GOTTPOFF]",
+            "add {at}, qword ptr fs:[0]",
+            at = out(reg) at,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    // SAFETY: as above, for aarch64.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        core::arch::asm!(
+            "mrs {at}, tpidr_el0",
+            "adrp {off}, :gottprel:munmapq_table_owner",
+            "ldr {off}, [{off}, #:gottprel_lo12:munmapq_table_owner]",
+            "add {at}, {at}, {off}",
+            at = out(reg) at,
+            off = out(reg) _,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    // SAFETY: 8 zero-initialised, aligned bytes of this thread's TLS block,
+    // alive as long as the thread; an atomic because a vfork child writes
+    // nothing to it but reads what its parent's thread wrote.
+    unsafe { &*(at as *const core::sync::atomic::AtomicUsize) }
+}
+
+fn getpid() -> usize {
+    // SAFETY: getpid takes no arguments and cannot fail.
+    unsafe { super::sys::call(libc::SYS_getpid, &[]) as usize }
+}
+
+/// Whose table the calling thread uses now.
+#[inline]
+pub fn fd_table() -> FdTable {
+    use core::sync::atomic::Ordering::Relaxed;
+    let w = word();
+    match w.load(Relaxed) {
+        0 => {}
+        pid if pid == getpid() => {
+            // The parent, back from its vfork: the child has exec'd or
+            // exited, and the table is its own again.
+            w.store(0, Relaxed);
+        }
+        _ => return FdTable::VforkChild,
+    }
+    if UNSHARED.load(Relaxed) {
+        return FdTable::Unshared;
+    }
+    FdTable::Own
+}
+
+/// A thread is about to get a table of its own, for good.
+pub fn unsharing() {
+    UNSHARED.store(true, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// The `vfork` trampoline's first step: marks the thread (unless it is a
+/// vfork child already) and answers where to
+/// jump: the real `vfork`, or before `resolve` libc's `fork` (nothing
+/// calls vfork that early; a fork child shares no memory at all).
+extern "C" fn vfork_prepare() -> usize {
+    if fd_table() != FdTable::VforkChild {
+        word().store(getpid(), core::sync::atomic::Ordering::Relaxed);
+    }
+    // The child inherits every description (sharing.rs).
+    crate::ENGINE.descriptions_shared();
+    match super::real::vfork_address() {
+        0 => libc::fork as *const () as usize,
+        f => f,
+    }
+}
+
+/// # Safety
+/// As for C `vfork`: the child may only call `execve` or `_exit` (and,
+/// in practice, async-signal-safe functions such as `close` and `dup2`).
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn vfork() -> libc::pid_t {
+    // The stack is 8 bytes off 16 at entry; the call needs it aligned.
+    // `vfork_prepare` returns before the real vfork runs, and the jump
+    // leaves the caller's return address where the real one expects it.
+    core::arch::naked_asm!(
+        "sub rsp, 8",
+        "call {prepare}",
+        "add rsp, 8",
+        "jmp rax",
+        prepare = sym vfork_prepare,
+    )
+}
+
+/// # Safety
+/// As for C `vfork` (see the x86_64 version). The jump goes through x16,
+/// which a `bti c` landing pad accepts from `br`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn vfork() -> libc::pid_t {
+    core::arch::naked_asm!(
+        "stp x29, x30, [sp, #-16]!",
+        "mov x29, sp",
+        "bl {prepare}",
+        "ldp x29, x30, [sp], #16",
+        "mov x16, x0",
+        "br x16",
+        prepare = sym vfork_prepare,
+    )
+}

@@ -1,0 +1,141 @@
+/* A lock belongs to the open file description, wherever it was taken
+ * (tests/fd_table.rs).
+ *
+ *   fdlocks DIR HOW
+ *       Three rounds of: open DIR/file read-only as D, lock it with
+ *       flock(LOCK_EX | LOCK_NB), then HOW, then map a window through the
+ *       descriptor HOW left, close it (the description's last close) and
+ *       unmap the window; another description's flock(LOCK_EX | LOCK_NB)
+ *       must then say "lock granted". HOW:
+ *         dup2-ebadf      dup2(-1, D) fails (EBADF): D stays open
+ *         dup3-flags      dup3(0, D, bad flags) fails (EINVAL)
+ *         range-flags     close_range(D, D, bad flags) fails (EINVAL)
+ *         syscall-dup3    syscall(SYS_dup3, 0, D, bad flags) fails
+ *         scm-rights      D sent to this very process over a socketpair
+ *                         (SCM_RIGHTS): the copy received is mapped, D
+ *                         closed first
+ *         pidfd-getfd     a copy of D made with pidfd_getfd on itself
+ *         fork-flock      the lock is taken by a fork child through its
+ *                         inherited D, not by the parent */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define WINDOW (16 * 1024)
+
+static void die(const char *what) {
+    printf("%s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+/* D received back through a unix socket: a new descriptor, same file
+ * description. */
+static int scm_copy(int d) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+        die("socketpair");
+    char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec io = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl,
+                       .msg_controllen = sizeof ctl};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &d, sizeof d);
+    if (sendmsg(sv[0], &m, 0) != 1)
+        die("sendmsg");
+    memset(ctl, 0, sizeof ctl);
+    if (recvmsg(sv[1], &m, 0) != 1)
+        die("recvmsg");
+    int copy;
+    memcpy(&copy, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof copy);
+    close(sv[0]);
+    close(sv[1]);
+    return copy;
+}
+
+/* The descriptor to map through after HOW. */
+static int after(const char *how, int d) {
+    errno = 0;
+    if (!strcmp(how, "dup2-ebadf")) {
+        if (dup2(-1, d) != -1 || errno != EBADF)
+            die("dup2 did not fail");
+    } else if (!strcmp(how, "dup3-flags")) {
+        if (dup3(0, d, 0x4000) != -1)
+            die("dup3 did not fail");
+    } else if (!strcmp(how, "range-flags")) {
+        if (close_range(d, d, 0x40) != -1)
+            die("close_range did not fail");
+    } else if (!strcmp(how, "syscall-dup3")) {
+        if (syscall(SYS_dup3, 0, d, 0x4000) != -1)
+            die("syscall(SYS_dup3) did not fail");
+    } else if (!strcmp(how, "scm-rights")) {
+        int copy = scm_copy(d);
+        close(d);
+        return copy;
+    } else if (!strcmp(how, "pidfd-getfd")) {
+        int pidfd = syscall(SYS_pidfd_open, getpid(), 0);
+        if (pidfd < 0)
+            die("pidfd_open");
+        int copy = syscall(SYS_pidfd_getfd, pidfd, d, 0);
+        if (copy < 0)
+            die("pidfd_getfd");
+        close(pidfd);
+        close(d);
+        return copy;
+    }
+    return d;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3)
+        return 2;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/file", argv[1]);
+    const char *how = argv[2];
+    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    static char buf[4 * WINDOW];
+    memset(buf, 'x', sizeof buf);
+    if (f < 0 || write(f, buf, sizeof buf) != sizeof buf)
+        die("create");
+    close(f);
+    for (int round = 0; round < 3; round++) {
+        int d = open(path, O_RDONLY);
+        if (d < 0)
+            die("open");
+        if (!strcmp(how, "fork-flock")) {
+            pid_t pid = fork();
+            if (pid == 0)
+                _exit(flock(d, LOCK_EX | LOCK_NB) != 0);
+            int status;
+            if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
+                die("the child's flock");
+        } else if (flock(d, LOCK_EX | LOCK_NB) != 0) {
+            die("flock");
+        }
+        int m = after(how, d);
+        char *p = mmap(NULL, WINDOW, PROT_READ, MAP_PRIVATE, m, 0);
+        if (p == MAP_FAILED)
+            die("mmap");
+        (void)*(volatile char *)p;
+        close(m);
+        munmap(p, WINDOW);
+        int other = open(path, O_RDONLY);
+        if (flock(other, LOCK_EX | LOCK_NB) == 0)
+            printf("round %d: lock granted\n", round);
+        else
+            printf("round %d: %s\n", round, strerror(errno));
+        close(other);
+    }
+    return 0;
+}

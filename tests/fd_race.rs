@@ -1,0 +1,55 @@
+//! A descriptor number re-pointed by `dup2` while other threads map
+//! through it (`tests/c/fdrace.c`), without and with the library, under
+//! the defaults and `MUNMAPQ_MAX_ENTRIES=1` (`common::same_as_without`).
+//!
+//! An eligible mmap asks `statx` about the number, maybe `F_GETFL`, then
+//! makes the real `mmap`: the answers must be about the file the kernel
+//! mapped (`core/src/close_seq.rs`, `Engine::confirm`). The library on
+//! main (4781e2d) recorded a mapping of b under a's key when the number
+//! switched between the `statx` and the `mmap`: after the race, mappings
+//! of a through a descriptor nobody touched showed b's bytes ("wrong:
+//! 100" to "wrong: 4000" in 4 of 6 runs of 1.5 s on a loaded 2-core
+//! machine); and it judged b's write-only description by a's read-only
+//! one's `F_GETFL` answer, handing out b's queued window through it (1-4
+//! mappings a run, in nearly every run).
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// A run killed after this is a hang.
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn race(mode: &str, ms: u32, expect: &str) {
+    let build = scratch(&format!("fd-race-{mode}"));
+    let exe = c_program("fdrace", &build);
+    let runs = same_as_without(
+        &format!("fd-race-{mode}"),
+        |dir: &Path| {
+            let mut c = Command::new(&exe);
+            c.arg(dir).arg(mode).arg(ms.to_string());
+            c
+        },
+        &[],
+        LIMIT,
+    );
+    for r in runs {
+        assert_contains(&r.out.stdout, expect);
+    }
+}
+
+/// After the race, every mapping through a stable descriptor shows its
+/// own file's bytes.
+#[test]
+fn a_window_mapped_while_the_number_switched_files_shows_its_own_file() {
+    race("bytes", 2500, "wrong: 0\n");
+}
+
+/// No mapping of b through b's write-only description.
+#[test]
+fn a_write_only_description_switched_in_never_gets_a_mapping() {
+    race("writeonly", 1500, "b through a write-only descriptor: 0\n");
+}

@@ -1,0 +1,171 @@
+//! What munmapq keeps per descriptor (which ones carry a lock, which ones
+//! mappings were made through, what `F_GETFL` said) describes the
+//! process's descriptor table, and a lock belongs to the open file
+//! description. Each scenario runs without and with the library, under
+//! the defaults and `MUNMAPQ_MAX_ENTRIES=1` (`common::same_as_without`).
+//!
+//! - `tests/c/fdtable.c`: hooks running on another table, a vfork child's
+//!   (Python's `subprocess`, or `vfork` + `close_range`/`closefrom`/
+//!   `close`/`dup2` + `execve`) or a thread's after `unshare(CLONE_FILES)`,
+//!   must neither clear the process's records (then the parent's map,
+//!   close and unmap leave the file locked) nor teach it what their own
+//!   numbers name (then the parent's write-only descriptor gets a mapping
+//!   where the kernel says EACCES).
+//! - `tests/c/fdlocks.c`: a close-type call that fails closes nothing and
+//!   must clear nothing; a lock taken through a copy munmapq did not see
+//!   made (SCM_RIGHTS to itself, `pidfd_getfd` on itself) or by a fork
+//!   child through its inherited descriptor must be released at the last
+//!   close all the same (the kernel is asked: `/proc/thread-self/fdinfo`).
+//!
+//! The library on main (4781e2d) fails every one: "round 0: Resource
+//! temporarily unavailable" (the lock still held after the last close),
+//! or "mmap through the write-only descriptor succeeded".
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// A run killed after this is a hang.
+const LIMIT: Duration = Duration::from_secs(30);
+
+const GRANTED: &str = "round 0: lock granted\nround 1: lock granted\nround 2: lock granted\n";
+
+/// `tests/c/PROGRAM.c DIR ARGS...`, the same without and with the library.
+fn scenario(program: &str, args: &[&str], expect: &str) {
+    let name = format!("{program}-{}", args.join("-"));
+    let build = scratch(&name);
+    let exe = c_program(program, &build);
+    for r in same_as_without(
+        &name,
+        |dir: &Path| {
+            let mut c = Command::new(&exe);
+            c.arg(dir).args(args);
+            c
+        },
+        &[],
+        LIMIT,
+    ) {
+        assert_contains(&r.out.stdout, expect);
+    }
+}
+
+#[test]
+fn a_vfork_childs_close_range_leaves_the_parents_lock_bit() {
+    scenario("fdtable", &["lock", "close_range"], GRANTED);
+}
+
+#[test]
+fn a_vfork_childs_closefrom_leaves_the_parents_lock_bit() {
+    scenario("fdtable", &["lock", "closefrom"], GRANTED);
+}
+
+#[test]
+fn a_vfork_childs_close_leaves_the_parents_lock_bit() {
+    scenario("fdtable", &["lock", "close"], GRANTED);
+}
+
+#[test]
+fn a_vfork_childs_dup2_leaves_the_parents_lock_bit() {
+    scenario("fdtable", &["lock", "dup2"], GRANTED);
+}
+
+#[test]
+fn an_unshared_threads_close_leaves_the_process_lock_bit() {
+    scenario("fdtable", &["lock", "unshare"], GRANTED);
+}
+
+const EACCES: &str = "mmap through the write-only descriptor: Permission denied\n";
+
+#[test]
+fn a_vfork_child_reopening_a_number_teaches_the_parent_nothing() {
+    scenario("fdtable", &["reopen", "vfork"], EACCES);
+}
+
+#[test]
+fn an_unshared_thread_reopening_a_number_teaches_the_process_nothing() {
+    scenario("fdtable", &["reopen", "unshare"], EACCES);
+}
+
+/// Python 3.10+'s `subprocess` (vfork, then `close_range` in the child)
+/// between a flock and a map, close and unmap. The system's Python: a
+/// build that does not use vfork shows nothing.
+#[test]
+fn python_subprocess_between_a_flock_and_a_map_leaves_no_lock() {
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(python) = python else {
+        println!("SKIPPED: no python3");
+        return;
+    };
+    let script = r#"
+import fcntl, mmap, os, subprocess, sys
+path = os.path.join(sys.argv[1], "locked")
+with open(path, "wb") as f:
+    f.write(b"x" * 65536)
+for round in range(3):
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    subprocess.run(["/bin/true"], check=True)
+    m = mmap.mmap(fd, 16384, mmap.MAP_PRIVATE, mmap.PROT_READ)
+    os.close(fd)
+    m.close()
+    other = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print("round", round, "lock granted")
+    except BlockingIOError:
+        print("round", round, "EAGAIN: the lock is still held")
+    os.close(other)
+"#;
+    for r in same_as_without(
+        "python-subprocess-flock",
+        |dir: &Path| {
+            let mut c = Command::new(python);
+            c.args(["-c", script]).arg(dir);
+            c
+        },
+        &[],
+        LIMIT,
+    ) {
+        assert_contains(&r.out.stdout, "round 2 lock granted\n");
+    }
+}
+
+#[test]
+fn a_failed_dup2_keeps_the_lock_bit() {
+    scenario("fdlocks", &["dup2-ebadf"], GRANTED);
+}
+
+#[test]
+fn a_failed_dup3_keeps_the_lock_bit() {
+    scenario("fdlocks", &["dup3-flags"], GRANTED);
+}
+
+#[test]
+fn a_failed_close_range_keeps_the_lock_bit() {
+    scenario("fdlocks", &["range-flags"], GRANTED);
+}
+
+#[test]
+fn a_failed_syscall_dup3_keeps_the_lock_bit() {
+    scenario("fdlocks", &["syscall-dup3"], GRANTED);
+}
+
+#[test]
+fn a_lock_taken_before_an_scm_rights_copy_is_released_at_the_last_close() {
+    scenario("fdlocks", &["scm-rights"], GRANTED);
+}
+
+#[test]
+fn a_lock_taken_before_a_pidfd_getfd_copy_is_released_at_the_last_close() {
+    scenario("fdlocks", &["pidfd-getfd"], GRANTED);
+}
+
+#[test]
+fn a_fork_childs_flock_is_released_at_the_parents_last_close() {
+    scenario("fdlocks", &["fork-flock"], GRANTED);
+}
