@@ -10,7 +10,7 @@
 //!
 //! The library on main (352f0c0) failed every one. Scenarios 6-9 pass
 //! now; the two less common ones still fail and stay `#[ignore]`d, each
-//! described in README's Limits; run them with
+//! described in docs/guarantees.md's Limits; run them with
 //! `cargo test --test sandbox -- --ignored --nocapture`.
 #![cfg(target_os = "linux")]
 
@@ -205,7 +205,7 @@ fn fork_child_finds_the_parents_queue_unmapped() {
 // child (or the parent) dies of SIGSEGV, or the parent hangs.
 
 #[test]
-#[ignore = "a known difference, described in README Limits"]
+#[ignore = "a known difference, described in docs/guarantees.md, Limits"]
 fn clone_vm_without_settls() {
     c_scenario("clonevm", "clonevm", 64, &[], &[]);
 }
@@ -216,7 +216,7 @@ fn clone_vm_without_settls() {
 // thousands of claims fail with EEXIST.
 
 #[test]
-#[ignore = "a known difference, described in README Limits"]
+#[ignore = "a known difference, described in docs/guarantees.md, Limits"]
 fn signal_handler_claims_a_freed_range_during_a_hook() {
     c_scenario("sigclaim", "sigclaim", 64, &[], &[]);
 }

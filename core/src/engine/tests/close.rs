@@ -170,9 +170,9 @@ fn the_same_number_on_another_file_asks_again() {
 
 #[test]
 fn a_reopen_munmapq_did_not_see_keeps_the_old_answer() {
-    // The residual case the cache cannot see (README, Limits): a write-only
-    // reopen of the same file on the same number by a close munmapq did
-    // not see is still taken for read-only.
+    // The residual case the cache cannot see (docs/guarantees.md, Limits):
+    // a write-only reopen of the same file on the same number by a close
+    // munmapq did not see is still taken for read-only.
     let (e, os) = fresh();
     let a = map_unmap(e, &os, 3, 0);
     *os.open_mode.borrow_mut() = libc::O_WRONLY;

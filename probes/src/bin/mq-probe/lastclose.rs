@@ -620,7 +620,7 @@ pub fn fork_queued(file: &str, other: &str, children: usize) -> i32 {
     eprintln!("fork: {taken} children found another mapping the kernel had put there");
     // Rare with munmapq under load (a child that could not claim the freed
     // range or died): not explained yet, so kept out of the compared
-    // output and written down in README Limits.
+    // output and written down in docs/guarantees.md's Limits.
     eprintln!("fork: could not claim the freed range: {other_fail}; died: {died}");
     0
 }
