@@ -3,7 +3,7 @@
 //! first. Each export records its frame for the longjmp recovery, then runs
 //! the hook.
 
-use super::hooks as linux_hooks;
+use super::hook_index as linux_hooks;
 use crate::hooks as shared_hooks;
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
 use libc::{c_long, pid_t, rlimit};
@@ -24,7 +24,8 @@ macro_rules! hook_frame {
 }
 
 /// `#[no_mangle]` exports of the table's hooks: the shared ones run
-/// `hooks.rs`'s function of the same name, Linux's own `linux/hooks.rs`'s.
+/// `hooks.rs`'s function of the same name, Linux's own the function
+/// `linux/hook_index.rs` names.
 macro_rules! exports {
     (shared { $($shared:tt)* } platform { $($platform:tt)* }) => {
         exports!(@from shared_hooks $($shared)*);

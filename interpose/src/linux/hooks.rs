@@ -194,17 +194,3 @@ fn attach_span(id: c_int, addr: usize, flags: c_int) -> Option<Span> {
         .map_or(ADDRESS_TOP, |e| (e & !(HUGE - 1)).min(ADDRESS_TOP));
     span(start as *const c_void, end.saturating_sub(start), effect)
 }
-
-pub use super::lastclose::*;
-pub use super::sharing::*;
-
-/// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
-pub use crate::hooks::mmap as mmap64;
-
-/// Memory policy and advice given by other means (`policy.rs`).
-pub use super::policy::{mbind, process_madvise};
-/// What the program sets up around itself (`sandbox.rs`).
-pub use super::sandbox::{prctl, prlimit, prlimit64, setrlimit, setrlimit64};
-/// libc's `syscall`, which routes what it would otherwise let past the
-/// other hooks (`syscall.rs`).
-pub use super::syscall::syscall;

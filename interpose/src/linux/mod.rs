@@ -9,6 +9,7 @@ mod file;
 /// Per-thread hook frames for the longjmp recovery (ELF TLS, by assembly).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod frames;
+mod hook_index;
 pub mod hooks;
 pub mod lastclose;
 pub mod os;
@@ -25,8 +26,8 @@ pub mod table_owner;
 pub use sandbox::seccomp_mode;
 pub(crate) mod sys;
 
-/// Every hook Linux has: `crate::shared_hooks!` and those below, whose
-/// bodies are in `hooks.rs`. In brackets, what stands in for the real
+/// Every hook Linux has: `crate::shared_hooks!` and those below, each
+/// named in `hook_index.rs`. In brackets, what stands in for the real
 /// function until the constructor has found it: `syscall SYS_NAME` (the raw
 /// system call with the same arguments), a function of `real.rs` called
 /// with them, or nothing (the hook has no real function of its own).

@@ -14,6 +14,7 @@
 //! `IORING_OP_UNLINKAT`, `IORING_OP_RENAMEAT`, ...).
 
 use super::hooks as own;
+use super::lastclose as names;
 use super::policy::{changing, everything, policy_span};
 use super::real;
 use super::sandbox::{installs_seccomp, seccomp_coming};
@@ -44,7 +45,7 @@ pub unsafe extern "C" fn syscall(
     if let Some(r) = unsafe { routed(nr, [a1, a2, a3, a4, a5, a6], raw) } {
         return r;
     }
-    super::lastclose::around_syscall(nr, a1, a2, a3, raw)
+    names::around_syscall(nr, a1, a2, a3, raw)
 }
 
 /// The hook that serves system call `nr`, if munmapq has one, called with
@@ -87,14 +88,16 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
             }
             libc::SYS_process_madvise => changing(&[everything()], raw),
             #[cfg(target_arch = "x86_64")]
-            libc::SYS_unlink => own::unlink(s(0)) as c_long,
-            libc::SYS_unlinkat => own::unlinkat(i(0), s(1), i(2)) as c_long,
+            libc::SYS_unlink => names::unlink(s(0)) as c_long,
+            libc::SYS_unlinkat => names::unlinkat(i(0), s(1), i(2)) as c_long,
             #[cfg(target_arch = "x86_64")]
-            libc::SYS_rename => own::rename(s(0), s(1)) as c_long,
+            libc::SYS_rename => names::rename(s(0), s(1)) as c_long,
             #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-            libc::SYS_renameat => own::renameat(i(0), s(1), i(2), s(3)) as c_long,
-            libc::SYS_renameat2 => own::renameat2(i(0), s(1), i(2), s(3), a[4] as c_uint) as c_long,
-            libc::SYS_umount2 => own::umount2(s(0), i(1)) as c_long,
+            libc::SYS_renameat => names::renameat(i(0), s(1), i(2), s(3)) as c_long,
+            libc::SYS_renameat2 => {
+                names::renameat2(i(0), s(1), i(2), s(3), a[4] as c_uint) as c_long
+            }
+            libc::SYS_umount2 => names::umount2(s(0), i(1)) as c_long,
             _ => return None,
         }
     };
