@@ -179,9 +179,11 @@ with the caller's argv[0]). It decides in this order.
   said on stderr and taken as unset; munmapq doctor git says it too);
   else munmapq pays where git's pack settings make it map and unmap its
   pack windows over and over (core.packedGitLimit below the packs' size,
-  or core.packedGitWindowSize under 1 MiB), or with more than 6700 loose
-  objects (git's gc --auto threshold, estimated as git does);
-  anywhere else, and outside a repository, git runs as it is.
+  or core.packedGitWindowSize under 1 MiB); on macOS also with more than
+  6700 loose objects (git's gc --auto threshold, estimated as git does),
+  each of whose munmaps is dear there (on Linux they are cheap, and loose
+  objects alone do not turn munmapq on); anywhere else, and outside a
+  repository, git runs as it is. munmapq doctor git names the rule.
 
 The decision is cached per repository in ~/.cache/munmapq/git, with the
 identity of every file it came from (each configuration file git reads or
