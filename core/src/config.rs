@@ -22,6 +22,10 @@ pub struct Config {
     /// `RLIMIT_AS` at start-up, if set (re-read as the queue grows).
     pub address_space_limit: Option<usize>,
     pub reuse: bool,
+    /// `MUNMAPQ_STEP_ASIDE`: small mappings pass through where the queue
+    /// does not pay for them (`crate::payoff`); `0` keeps them all in the
+    /// engine (to measure what the queue costs, or to test it).
+    pub step_aside: bool,
     /// How a full queue is evicted (`MUNMAPQ_EVICT`).
     pub evict: Evict,
     pub stats: bool,
@@ -60,6 +64,7 @@ impl Config {
             map_count_limit: sys.max_map_count,
             address_space_limit: sys.address_space_limit,
             reuse: true,
+            step_aside: true,
             evict: Evict::Aged,
             stats: false,
             seccomp_trust: false,
@@ -78,6 +83,7 @@ pub const VAR_DISABLE: &str = "MUNMAPQ_DISABLE";
 pub const VAR_MAX_ENTRIES: &str = "MUNMAPQ_MAX_ENTRIES";
 pub const VAR_MAX_BYTES: &str = "MUNMAPQ_MAX_BYTES";
 pub const VAR_REUSE: &str = "MUNMAPQ_REUSE";
+pub const VAR_STEP_ASIDE: &str = "MUNMAPQ_STEP_ASIDE";
 pub const VAR_EVICT: &str = "MUNMAPQ_EVICT";
 pub const VAR_STATS: &str = "MUNMAPQ_STATS";
 pub const VAR_SECCOMP: &str = "MUNMAPQ_SECCOMP";
@@ -87,11 +93,12 @@ pub const VAR_STATS_FILE: &str = "MUNMAPQ_STATS_FILE";
 pub const VAR_TRACE: &str = "MUNMAPQ_TRACE";
 
 /// Every variable munmapq reads, with what it accepts (for `--help`).
-pub const VARIABLES: [(&str, &str); 9] = [
+pub const VARIABLES: [(&str, &str); 10] = [
     (VAR_DISABLE, ACCEPTS_BOOL),
     (VAR_MAX_ENTRIES, ACCEPTS_ENTRIES),
     (VAR_MAX_BYTES, ACCEPTS_BYTES),
     (VAR_REUSE, ACCEPTS_BOOL),
+    (VAR_STEP_ASIDE, ACCEPTS_BOOL),
     (VAR_EVICT, ACCEPTS_EVICT),
     (VAR_STATS, ACCEPTS_BOOL),
     (VAR_SECCOMP, ACCEPTS_SECCOMP),
@@ -140,6 +147,9 @@ pub fn parse<'a>(
     }
     if let Some(v) = get(VAR_REUSE) {
         cfg.reuse = parse_bool(v).ok_or(err(VAR_REUSE, ACCEPTS_BOOL))?;
+    }
+    if let Some(v) = get(VAR_STEP_ASIDE) {
+        cfg.step_aside = parse_bool(v).ok_or(err(VAR_STEP_ASIDE, ACCEPTS_BOOL))?;
     }
     if let Some(v) = get(VAR_EVICT) {
         cfg.evict = match v {
@@ -248,6 +258,8 @@ mod tests {
         assert!(!with(&[("MUNMAPQ_DISABLE", "1")]).unwrap().enabled);
         assert!(with(&[("MUNMAPQ_SECCOMP", "trust")]).unwrap().seccomp_trust);
         assert!(!with(&[("MUNMAPQ_SECCOMP", "auto")]).unwrap().seccomp_trust);
+        assert!(with(&[]).unwrap().step_aside);
+        assert!(!with(&[("MUNMAPQ_STEP_ASIDE", "0")]).unwrap().step_aside);
     }
 
     #[test]
@@ -261,6 +273,7 @@ mod tests {
             ("MUNMAPQ_MAX_BYTES", "M"),
             ("MUNMAPQ_MAX_BYTES", "99999999999999999999999"),
             ("MUNMAPQ_REUSE", "yes"),
+            ("MUNMAPQ_STEP_ASIDE", "no"),
             ("MUNMAPQ_EVICT", "newest"),
             ("MUNMAPQ_STATS", "true"),
             ("MUNMAPQ_DISABLE", " 1"),

@@ -152,7 +152,8 @@ impl Engine {
         self.page.store(page, Relaxed);
         self.reuse.store(cfg.reuse, Relaxed);
         // Without reuse nothing is measured: every miss would look a loss.
-        self.payoff.start(cfg.reuse && steps_aside());
+        self.payoff
+            .start(cfg.reuse && cfg.step_aside && steps_aside());
         // Free: no hook takes the table before the engine is active (below).
         if let Taken::Got(mut q) = self.table.try_lock_unhooked() {
             q.start(cfg);
