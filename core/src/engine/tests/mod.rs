@@ -12,6 +12,7 @@ use std::vec::Vec;
 
 mod caps;
 mod close;
+mod page_sizes;
 mod process;
 mod recovery;
 
