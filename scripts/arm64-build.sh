@@ -81,6 +81,8 @@ fi
 # Warnings are errors: the aarch64 code paths compile clean.
 RUSTFLAGS="-D warnings" nice "${cargo[@]}" build -q --release --workspace --all-targets "${flags[@]}" \
   --target $T --target-dir $out
+# And clippy's lints on the aarch64 code paths (x86_64's are .ci/run's).
+nice "${cargo[@]}" clippy -q --workspace --all-targets "${flags[@]}" --target $T --target-dir $out -- -D warnings
 for f in libmunmapq.so munmapq mq-probe; do
   # e_machine (bytes 18-19): 0xb7, EM_AARCH64.
   [ "$(od -An -tx1 -j18 -N2 $out/$T/release/$f | tr -d ' ')" = b700 ] || {
