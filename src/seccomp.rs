@@ -70,10 +70,11 @@ pub fn probe() -> Sandbox {
 #[cfg(target_os = "linux")]
 unsafe fn calls() -> bool {
     use libc::{c_long, syscall as sc};
-    let page = 4096usize.max(
-        // SAFETY: no memory-safety preconditions.
-        unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize,
-    );
+    // SAFETY: no memory-safety preconditions.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 => p as usize,
+        _ => return false,
+    };
     let mut buf = [0u8; 512];
     // SAFETY: raw system calls on our own buffers, our own descriptor and
     // our own fresh mapping.

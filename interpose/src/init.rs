@@ -96,6 +96,48 @@ extern "C" fn init() {
         }
         Err(e) => report_config_error(e),
     }
+    register_fork_handlers();
+    // SAFETY: registers a plain function, run at exit (on Linux the
+    // `.fini_array` entry below does this without registration).
+    #[cfg(target_os = "macos")]
+    unsafe {
+        libc::atexit(at_exit)
+    };
+}
+
+/// Installs the handlers run around fork. glibc's `pthread_atfork` is a
+/// static function of `libc_nonshared.a` calling `__register_atfork` with the
+/// caller's `__dso_handle`; libc.so.6 exports it only as a compatibility
+/// symbol on some architectures (x86_64) and not at all on others (aarch64),
+/// and the library is linked without libc, so it calls what that function
+/// calls.
+#[cfg(target_os = "linux")]
+fn register_fork_handlers() {
+    type Handler = Option<extern "C" fn()>;
+    extern "C" {
+        fn __register_atfork(
+            prepare: Handler,
+            parent: Handler,
+            child: Handler,
+            dso: *mut core::ffi::c_void,
+        ) -> core::ffi::c_int;
+        // Defined by the C runtime's crtbeginS.o in every shared object.
+        static __dso_handle: u8;
+    }
+    // SAFETY: registers plain functions, called around fork; the handle is
+    // this library's own, which only names it (unregistered if unloaded).
+    unsafe {
+        __register_atfork(
+            Some(before_fork),
+            Some(after_fork_in_parent),
+            Some(after_fork_in_child),
+            core::ptr::addr_of!(__dso_handle) as *mut core::ffi::c_void,
+        )
+    };
+}
+
+#[cfg(not(target_os = "linux"))]
+fn register_fork_handlers() {
     // SAFETY: registers plain functions, called around fork.
     unsafe {
         libc::pthread_atfork(
@@ -103,12 +145,6 @@ extern "C" fn init() {
             Some(after_fork_in_parent),
             Some(after_fork_in_child),
         )
-    };
-    // SAFETY: registers a plain function, run at exit (on Linux the
-    // `.fini_array` entry below does this without registration).
-    #[cfg(target_os = "macos")]
-    unsafe {
-        libc::atexit(at_exit)
     };
 }
 

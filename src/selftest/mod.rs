@@ -26,7 +26,8 @@ fn system() -> String {
         let b: Vec<u8> = f
             .iter()
             .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
+            // c_char is i8 on x86_64 and u8 on arm64: its byte either way.
+            .map(|&c| c.to_ne_bytes()[0])
             .collect();
         String::from_utf8_lossy(&b).into_owned()
     };

@@ -3,7 +3,8 @@
  * often inside munmap. Then the program checks that what it freed is
  * freed. Prints only what is the same on every run; exit 0.
  *
- *   longjmp FILE   (FILE: a data file of at least 64 pages, mq-probe mkfile) */
+ *   longjmp FILE [USEC]   (FILE: a data file of at least 64 pages, mq-probe
+ *   mkfile; USEC: the alarm's period, 43 microseconds unless given) */
 #define _GNU_SOURCE
 #define ALARM_JUMPS
 #include "alarm.h"
@@ -34,7 +35,8 @@ static void unmapped(char *p) {
 int main(int argc, char **argv) {
     int fd = open_data(argc, argv, O_RDONLY);
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    struct jumps n = jump_loop(fd, pg, 43, touch, unmapped);
+    long usec = argc > 2 ? atol(argv[2]) : 43;
+    struct jumps n = jump_loop(fd, pg, usec, touch, unmapped);
 
     /* Every window is unmapped now, as far as the program knows. */
     unsigned long still = 0;

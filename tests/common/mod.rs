@@ -475,7 +475,10 @@ pub fn probe_repo(dir: &Path, commits: usize, files: usize, git: impl Fn(&Path) 
 pub fn c_program(name: &str, dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
     let exe = dir.join(name);
-    let out = Command::new("cc")
+    // MUNMAPQ_TEST_CC: a cross compiler, where the tests run under
+    // emulation (scripts/arm64-test.sh).
+    let cc = std::env::var("MUNMAPQ_TEST_CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(cc)
         .args(["-O1", "-Wall", "-Werror", "-o"])
         .arg(&exe)
         .arg(&src)

@@ -211,10 +211,9 @@ impl Engine {
 
     #[inline]
     fn page(&self) -> usize {
-        match self.page.load(Relaxed) {
-            0 => 4096,
-            p => p,
-        }
+        // Not started: every call passes through (no span is acted on), so
+        // no page size is assumed; `start` stores the system's.
+        self.page.load(Relaxed).max(1)
     }
 
     /// The pages `[addr, addr + len)` covers, if it is a range at all.

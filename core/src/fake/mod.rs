@@ -95,10 +95,11 @@ pub struct FakeOs<const N: usize = 256> {
     pub traced: Option<Traced>,
     /// The one thread's cells, where a test gives it some.
     pub cells: Option<&'static PerThread>,
-    /// What mmap and munmap round lengths to and munmap wants addresses
-    /// aligned to: [`PAGE`], or a multiple of it (16 KiB, as macOS on
-    /// arm64, for `mq-replay --rules macos`; the bookkeeping stays in
-    /// [`PAGE`] units).
+    /// The system's page size ([`FakeOs::with_page`]): what mmap and munmap
+    /// round lengths to, and mmap wants offsets, munmap and `drop_pages`
+    /// addresses aligned to: [`PAGE`], or a multiple of it (16 KiB as
+    /// macOS on arm64 and Asahi Linux, 64 KiB as RHEL on arm64; the
+    /// bookkeeping stays in [`PAGE`] units).
     pub page: usize,
     /// `open_flags` calls (`F_GETFL`).
     pub fcntls: RefCell<usize>,
@@ -185,6 +186,15 @@ impl<const N: usize> FakeOs<N> {
         }
     }
 
+    /// A fake kernel whose pages are `page` bytes (a multiple of [`PAGE`]).
+    pub fn with_page(page: usize) -> Self {
+        assert!(page.is_power_of_two() && page >= PAGE);
+        FakeOs {
+            page,
+            ..Self::new()
+        }
+    }
+
     /// What is mapped at `addr`: the descriptor and file page (-1 and the
     /// page's number in the mapping for anonymous memory).
     pub fn mapped(&self, addr: usize) -> Option<(i32, i64)> {
@@ -258,7 +268,9 @@ impl<const N: usize> Os for FakeOs<N> {
         if let Some(t) = self.traced.filter(|t| t.result < 0) {
             return Err(-t.result as Errno);
         }
-        if len == 0 {
+        // The kernel's EINVAL for an offset that is not a page's (traced
+        // calls were answered by the real kernel).
+        if len == 0 || (self.traced.is_none() && !(off as u64).is_multiple_of(self.page as u64)) {
             return Err(libc::EINVAL);
         }
         if self.macos && fd >= 0 && !self.macos_can_read(fd) {
@@ -421,7 +433,12 @@ impl<const N: usize> Os for FakeOs<N> {
             f("drop", addr, len);
         }
         *self.drops.borrow_mut() += 1;
-        let ok = self.can_drop && self.cold.borrow_mut().add(addr, addr + len);
+        // madvise and mprotect refuse an address that is not a page's and
+        // act on whole pages.
+        let end = round_up(len, self.page).and_then(|l| addr.checked_add(l));
+        let ok = self.can_drop
+            && addr.is_multiple_of(self.page)
+            && end.is_some_and(|end| self.cold.borrow_mut().add(addr, end));
         if !ok {
             self.failed_drops.borrow_mut().push((addr, len));
         }

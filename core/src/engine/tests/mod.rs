@@ -14,6 +14,7 @@ mod caps;
 mod close;
 mod macos;
 mod meanwhile;
+mod page_sizes;
 mod payoff;
 mod process;
 mod recovery;
