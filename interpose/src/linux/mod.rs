@@ -23,6 +23,9 @@ mod syscall;
 /// Whether a hook runs on the process's descriptor table (vfork, unshare).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub mod table_owner;
+/// Thread-locals by assembly (initial-exec ELF TLS).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod tls;
 pub use sandbox::seccomp_mode;
 pub(crate) mod sys;
 

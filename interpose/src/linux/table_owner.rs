@@ -24,23 +24,14 @@
 //!   call that fails costs the process munmapq's per-descriptor records,
 //!   never a wrong answer).
 //!
-//! The word is an 8-byte initial-exec `.tbss` object, as `frames.rs`'s
-//! cells are. Other architectures keep no word: every thread counts as
+//! The word is an 8-byte initial-exec thread-local (`tls.rs`), as
+//! `frames.rs`'s cells are. Other architectures keep no word: every thread counts as
 //! using the process's table (README, Limits).
 
+use super::tls::{tls_address, tls_object};
 use munmapq_core::os::FdTable;
 
-core::arch::global_asm!(
-    ".pushsection .tbss,\"awT\",@nobits",
-    ".p2align 3",
-    ".globl munmapq_table_owner",
-    ".hidden munmapq_table_owner",
-    ".type munmapq_table_owner, @tls_object",
-    ".size munmapq_table_owner, 8",
-    "munmapq_table_owner:",
-    ".zero 8",
-    ".popsection",
-);
+tls_object!("munmapq_table_owner", 8);
 
 /// Some thread unshared its descriptor table (see the module's text).
 static UNSHARED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
@@ -48,31 +39,7 @@ static UNSHARED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool
 /// The calling thread's word: 0, or the pid of the process that called
 /// `vfork` on this thread.
 fn word() -> &'static core::sync::atomic::AtomicUsize {
-    let at: usize;
-    // SAFETY: reads the thread pointer and the GOT slot holding the
-    // object's offset from it (initial-exec model); nothing is written.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        core::arch::asm!(
-            "mov {at}, qword ptr [rip + munmapq_table_owner@GOTTPOFF]",
-            "add {at}, qword ptr fs:[0]",
-            at = out(reg) at,
-            options(nostack, readonly, preserves_flags),
-        );
-    }
-    // SAFETY: as above, for aarch64.
-    #[cfg(target_arch = "aarch64")]
-    unsafe {
-        core::arch::asm!(
-            "mrs {at}, tpidr_el0",
-            "adrp {off}, :gottprel:munmapq_table_owner",
-            "ldr {off}, [{off}, #:gottprel_lo12:munmapq_table_owner]",
-            "add {at}, {at}, {off}",
-            at = out(reg) at,
-            off = out(reg) _,
-            options(nostack, readonly, preserves_flags),
-        );
-    }
+    let at = tls_address!("munmapq_table_owner");
     // SAFETY: 8 zero-initialised, aligned bytes of this thread's TLS block,
     // alive as long as the thread; an atomic because a vfork child writes
     // nothing to it but reads what its parent's thread wrote.
