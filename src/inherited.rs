@@ -122,3 +122,21 @@ impl Restore {
         }
     }
 }
+
+/// Execs `cmd` with what the caller gave put back (signal mask, SIGPIPE,
+/// closed stdio); returns only if the exec failed, with SIGPIPE ignored
+/// again so that the launcher can say why.
+pub fn exec(cmd: &mut std::process::Command) -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    let restore = restore(signal_mask());
+    // SAFETY: only async-signal-safe calls before the exec (Restore).
+    unsafe {
+        cmd.pre_exec(move || {
+            restore.apply();
+            Ok(())
+        });
+    }
+    let err = cmd.exec();
+    restore.undo();
+    err
+}

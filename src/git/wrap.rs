@@ -68,16 +68,7 @@ pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
     // Rust's exec empties the signal mask and resets SIGPIPE, and its
     // runtime put /dev/null where the caller had closed stdio: put back
     // what the caller gave.
-    let restore = crate::inherited::restore(crate::inherited::signal_mask());
-    // SAFETY: only async-signal-safe calls before the exec (Restore).
-    unsafe {
-        cmd.pre_exec(move || {
-            restore.apply();
-            Ok(())
-        });
-    }
-    let err = cmd.exec();
-    restore.undo();
+    let err = crate::inherited::exec(&mut cmd);
     fail(&format!("git: {}: {err}", git.display()), 126)
 }
 

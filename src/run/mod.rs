@@ -26,7 +26,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::{ErrorKind, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -177,16 +177,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
         for (k, v) in &vars {
             std::env::set_var(k, v);
         }
-        let restore = inherited::restore(inherited::signal_mask());
-        // SAFETY: only async-signal-safe calls before the exec (Restore).
-        unsafe {
-            cmd.pre_exec(move || {
-                restore.apply();
-                Ok(())
-            });
-        }
-        let err = cmd.exec();
-        restore.undo();
+        let err = inherited::exec(&mut cmd);
         return cannot_run(&name, program.as_deref(), &err);
     };
     cmd.envs(vars);
