@@ -126,11 +126,14 @@ impl Replay {
     fn new(rules: Rules) -> Self {
         let mut os = FakeOs::new();
         os.page = rules.page();
-        // The trace does not record the process's mapping count (no
-        // `vm.max_map_count` room is replayed; the count cap is) nor its
-        // address-space limit; dropping pages changes no counter a replay
-        // compares. The resident set is the one the traced run had at each
-        // munmap (its records carry it).
+        // The trace does not record the process's mapping count nor its
+        // address-space limit: the count is the replay's own mappings (a
+        // readable /proc, as the traced run had, whose room under
+        // `vm.max_map_count` a program's few hundred other mappings do not
+        // bind; the count cap is replayed). Dropping pages changes no
+        // counter a replay compares. The resident set is the one the traced
+        // run had at each munmap (its records carry it).
+        os.map_count = Some(0);
         os.can_drop = rules != Rules::MacosUnmap;
         os.usage = Some(Usage {
             size: 0,
