@@ -202,7 +202,7 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
+    let mut child = spawn_copied(cmd);
     let stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
     let read = |mut s: Box<dyn std::io::Read + Send>| {
@@ -573,3 +573,36 @@ pub fn same_as_without(
     runs
 }
 pub mod repo;
+
+/// Waits for `child` at most a minute; past that it is killed and the
+/// test fails (a command that should have ended did not).
+pub fn wait_a_minute(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if start.elapsed() > MINUTE {
+            let _ = child.kill();
+            panic!("the command did not end within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `cmd.spawn()` for a program a test has just written (a copy of the
+/// launcher): while another test thread forks, its child holds the copy's
+/// descriptor (close-on-exec, not yet closed) until it execs, and an exec
+/// of the copy meanwhile fails with ETXTBSY. It is tried again then.
+pub fn spawn_copied(cmd: &mut Command) -> std::process::Child {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return r.expect("spawn"),
+        }
+    }
+}
