@@ -51,20 +51,6 @@ fn start(
     (child, first.trim().to_string(), out)
 }
 
-fn wait(child: &mut Child) -> std::process::ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if start.elapsed() > MINUTE {
-            let _ = child.kill();
-            panic!("did not end");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 fn kill(pid: i32, sig: i32) {
     // SAFETY: kill has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill {pid} {sig}");
@@ -91,7 +77,7 @@ fn every_catchable_signal_reaches_the_command_as_through_env() {
             let (mut child, first, _out) = start(&front, &["bash", "-c", &script], &tmp);
             assert_eq!(first, "ready");
             kill(child.id() as i32, sig);
-            let s = wait(&mut child);
+            let s = wait_a_minute(&mut child);
             // As through env (42, the trap's status; bash's own rules for
             // SIGCHLD).
             let expected = *env_status.get_or_insert(s);
@@ -128,7 +114,7 @@ fn a_signal_to_the_process_group_arrives_once() {
         kill(pgid, libc::SIGUSR1);
         std::thread::sleep(Duration::from_millis(100));
         kill(pgid, libc::SIGRTMIN() + 1);
-        let s = wait(&mut child);
+        let s = wait_a_minute(&mut child);
         let lines: Vec<String> = out.lines().map(|l| l.unwrap()).collect();
         assert_eq!(s.code(), Some(0), "{front:?}: {s:?} {lines:?}");
         assert_eq!(lines, [format!("{usr1} 2"), format!("{rt} 2")], "{front:?}");
@@ -175,7 +161,7 @@ fn the_command_stops_and_continues_with_the_launcher() {
         becomes(l, &['S', 'R'], "munmapq after SIGCONT");
     }
     kill(l, libc::SIGTERM);
-    assert_eq!(wait(&mut child).signal(), Some(libc::SIGTERM));
+    assert_eq!(wait_a_minute(&mut child).signal(), Some(libc::SIGTERM));
     println!(
         "munmapq --stats: SIGTSTP and SIGSTOP to munmapq stop the command, SIGCONT continues both"
     );
@@ -242,7 +228,7 @@ fn nothing_left_after_sigkill_or_by_a_detached_child() {
         let tmp = scratch("exec-left-kill");
         let (mut child, _first, _out) = start(&front, &["sh", "-c", "echo $$; sleep 30"], &tmp);
         kill(child.id() as i32, libc::SIGKILL);
-        wait(&mut child);
+        wait_a_minute(&mut child);
         assert_eq!(
             left_in(&tmp),
             Vec::<String>::new(),

@@ -91,16 +91,20 @@ fn seed_setting_windows_are_deferred_and_reused_by_default() {
 #[test]
 fn stats_and_doctor_name_the_setting() {
     let (repo, home) = seed_repo();
-    let out = Command::new(launcher())
-        .arg("--stats")
-        .arg("git")
-        .args(["-C", repo.to_str().unwrap(), "log", "--raw"])
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", &home)
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    // The report (on stderr) of git log --raw run with `stats`.
+    let report = |stats: &str| {
+        let out = Command::new(launcher())
+            .arg(stats)
+            .arg("git")
+            .args(["-C", repo.to_str().unwrap(), "log", "--raw"])
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &home)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = report("--stats");
     let last = err.lines().last().unwrap_or("");
     println!("{last}");
     assert!(
@@ -109,16 +113,7 @@ fn stats_and_doctor_name_the_setting() {
     );
     assert!(last.contains("git's defaults would map this"), "{last}");
     // The same advice in the JSON report, as fields.
-    let out = Command::new(launcher())
-        .arg("--stats=json")
-        .arg("git")
-        .args(["-C", repo.to_str().unwrap(), "log", "--raw"])
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", &home)
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
-    let json = String::from_utf8_lossy(&out.stderr);
+    let json = report("--stats=json");
     for field in [
         "\"git\":{\"window_maps\":",
         "\"window_bytes\":67108864,\"settings\":[{\"key\":\"core.packedGitLimit\",\"value\":\"128m\",\"origin\":\"~/.gitconfig:4\"}],\"advice\":\"",

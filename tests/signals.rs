@@ -65,20 +65,6 @@ fn line(out: &mut Lines) -> String {
     }
 }
 
-fn wait(child: &mut Child) -> std::process::ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if start.elapsed() > MINUTE {
-            let _ = child.kill();
-            panic!("the launcher did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 fn kill(pid: u32, sig: libc::c_int) {
     // SAFETY: kill has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
@@ -148,7 +134,7 @@ fn a_hangup_ignored_by_the_caller_is_survived() {
     assert_eq!(line(&mut out), "ready");
     kill(child.id(), libc::SIGHUP);
     assert_eq!(line(&mut out), "alive");
-    let status = wait(&mut child);
+    let status = wait_a_minute(&mut child);
     assert_eq!(status.code(), Some(0), "{status:?}");
     println!("kill -HUP under nohup: the command ran to its end");
 }
@@ -177,7 +163,7 @@ fn signals_sent_to_the_launcher_reach_the_command() {
     }
     kill(child.id(), libc::SIGTERM);
     assert_eq!(line(&mut out), "got TERM");
-    let status = wait(&mut child);
+    let status = wait_a_minute(&mut child);
     assert_eq!(status.code(), Some(3), "{status:?}");
     println!(
         "HUP INT QUIT USR1 USR2 WINCH CONT TERM forwarded, each once; exit status 3 passed through"
@@ -188,7 +174,7 @@ fn signals_sent_to_the_launcher_reach_the_command() {
     assert_eq!(line(&mut out), "ready");
     std::thread::sleep(Duration::from_millis(100));
     kill(child.id(), libc::SIGUSR1);
-    assert_eq!(wait(&mut child).signal(), Some(libc::SIGUSR1));
+    assert_eq!(wait_a_minute(&mut child).signal(), Some(libc::SIGUSR1));
 }
 
 /// State of a process ('Z' zombie, 'S' sleeping...), None once reaped.
@@ -202,7 +188,7 @@ fn killing_the_launcher_kills_the_command() {
     let (mut child, mut out) = launch("echo $$; exec sleep 30", &[]);
     let pid: u32 = line(&mut out).parse().unwrap();
     kill(child.id(), libc::SIGKILL);
-    assert_eq!(wait(&mut child).signal(), Some(libc::SIGKILL));
+    assert_eq!(wait_a_minute(&mut child).signal(), Some(libc::SIGKILL));
     let start = Instant::now();
     while !matches!(state(pid), None | Some('Z') | Some('X')) {
         assert!(
@@ -253,7 +239,7 @@ fn a_terminal_interrupt_reaches_the_command_once() {
     std::thread::sleep(Duration::from_millis(500));
     kill(child.id(), libc::SIGTERM);
     assert_eq!(line(&mut out), "", "a second SIGINT reached the command");
-    assert_eq!(wait(&mut child).code(), Some(5));
+    assert_eq!(wait_a_minute(&mut child).code(), Some(5));
     // SAFETY: closing our own descriptors.
     unsafe {
         libc::close(master);

@@ -37,6 +37,8 @@ static void die(const char *what) {
     exit(1);
 }
 
+#include "lockround.h"
+
 /* D received back through a unix socket: a new descriptor, same file
  * description. */
 static int scm_copy(int d) {
@@ -123,19 +125,7 @@ int main(int argc, char **argv) {
         } else if (flock(d, LOCK_EX | LOCK_NB) != 0) {
             die("flock");
         }
-        int m = after(how, d);
-        char *p = mmap(NULL, WINDOW, PROT_READ, MAP_PRIVATE, m, 0);
-        if (p == MAP_FAILED)
-            die("mmap");
-        (void)*(volatile char *)p;
-        close(m);
-        munmap(p, WINDOW);
-        int other = open(path, O_RDONLY);
-        if (flock(other, LOCK_EX | LOCK_NB) == 0)
-            printf("round %d: lock granted\n", round);
-        else
-            printf("round %d: %s\n", round, strerror(errno));
-        close(other);
+        map_close_unmap_then_lock(path, after(how, d), WINDOW, round);
     }
     return 0;
 }

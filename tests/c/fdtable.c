@@ -43,6 +43,8 @@ static void die(const char *what) {
     exit(1);
 }
 
+#include "lockround.h"
+
 static void make(const char *dir) {
     snprintf(path, sizeof path, "%s/file", dir);
     int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -130,18 +132,7 @@ int main(int argc, char **argv) {
             if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0)
                 die("flock");
             elsewhere("lock");
-            char *p = mmap(NULL, WINDOW, PROT_READ, MAP_PRIVATE, fd, 0);
-            if (p == MAP_FAILED)
-                die("mmap");
-            (void)*(volatile char *)p;
-            close(fd);
-            munmap(p, WINDOW);
-            int other = open(path, O_RDONLY);
-            if (flock(other, LOCK_EX | LOCK_NB) == 0)
-                printf("round %d: lock granted\n", round);
-            else
-                printf("round %d: %s\n", round, strerror(errno));
-            close(other);
+            map_close_unmap_then_lock(path, fd, WINDOW, round);
         }
         return 0;
     }

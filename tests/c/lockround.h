@@ -1,0 +1,28 @@
+/* One round of the last-close check, after the caller took or shared a
+ * flock on `fd`'s open file: a window mapped through `fd` is touched, `fd`
+ * closed and the window unmapped; then another open of `path` asks for the
+ * lock, which the kernel grants once the locked file's last reference is
+ * gone. Prints "round N: lock granted" or why not. Needs the includer's
+ * die(). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static void map_close_unmap_then_lock(const char *path, int fd, size_t window, int round) {
+    char *p = mmap(NULL, window, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED)
+        die("mmap");
+    (void)*(volatile char *)p;
+    close(fd);
+    munmap(p, window);
+    int other = open(path, O_RDONLY);
+    if (flock(other, LOCK_EX | LOCK_NB) == 0)
+        printf("round %d: lock granted\n", round);
+    else
+        printf("round %d: %s\n", round, strerror(errno));
+    close(other);
+}
