@@ -323,18 +323,23 @@ fn launcher_stopped(pid: libc::pid_t) -> bool {
 /// Closes every descriptor but `keep`: the sentinel holds no pipe or
 /// terminal of the caller's open (`$(munmapq --stats ...)` would wait).
 fn close_all_but(keep: &[libc::c_int]) {
-    let highest = keep.iter().copied().max().unwrap_or(2);
     // SAFETY: getdtablesize has no preconditions.
-    let mut max = unsafe { libc::getdtablesize() }.clamp(3, 65536);
+    let table = unsafe { libc::getdtablesize() }.clamp(3, 65536);
+    // Linux closes everything above the highest kept in one call.
     #[cfg(target_os = "linux")]
-    {
+    let max = {
+        let highest = keep.iter().copied().max().unwrap_or(2);
         // SAFETY: close_range takes two numbers and flags; it closes
         // descriptors of this process only.
         let r = unsafe { libc::syscall(libc::SYS_close_range, highest + 1, u32::MAX, 0) };
         if r == 0 {
-            max = highest + 1;
+            highest + 1
+        } else {
+            table
         }
-    }
+    };
+    #[cfg(not(target_os = "linux"))]
+    let max = table;
     for fd in 0..max {
         if !keep.contains(&fd) {
             // SAFETY: closing descriptors of this process, which uses none
