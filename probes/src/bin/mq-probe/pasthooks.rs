@@ -73,9 +73,14 @@ fn shm_or(dir: &str) -> String {
 pub fn raw_unlink(dir: &str) {
     let at = shm_or(dir);
     let pid = std::process::id();
-    let mut calls: Vec<(&str, libc::c_long)> = vec![("unlinkat", libc::SYS_unlinkat)];
+    // SYS_unlink exists on x86_64 only (aarch64 has unlinkat alone).
     #[cfg(target_arch = "x86_64")]
-    calls.push(("unlink", libc::SYS_unlink));
+    let calls = [
+        ("unlinkat", libc::SYS_unlinkat),
+        ("unlink", libc::SYS_unlink),
+    ];
+    #[cfg(not(target_arch = "x86_64"))]
+    let calls = [("unlinkat", libc::SYS_unlinkat)];
     for (name, nr) in calls {
         let path = format!("{at}/munmapq-raw-{name}-{pid}.bin");
         sys::make_file(&path, 1024);
