@@ -154,15 +154,20 @@ fn read_window(e: &Engine, os: &FakeOs, win: usize, stride: usize, i: usize) -> 
     a
 }
 
+/// `os` where every page read is resident and pages can be dropped.
+fn resident_as_read(os: FakeOs) -> FakeOs {
+    FakeOs {
+        rss_per_page: Some(crate::fake::PAGE),
+        can_drop: true,
+        ..os
+    }
+}
+
 #[test]
 fn the_resident_budget_drops_whole_pages_and_keeps_the_mappings() {
     at_each_page(|e, os, page| {
         // Every page read is resident; the budget is the 4 MiB floor.
-        let os = FakeOs {
-            rss_per_page: Some(crate::fake::PAGE),
-            can_drop: true,
-            ..os
-        };
+        let os = resident_as_read(os);
         start_at(e, page, |_| {});
         // Windows of 256 KiB and half a page; 64 of them are far over the
         // budget.
@@ -192,11 +197,7 @@ fn the_resident_budget_drops_whole_pages_and_keeps_the_mappings() {
 #[test]
 fn a_window_over_the_budget_keeps_whole_pages_of_its_start() {
     at_each_page(|e, os, page| {
-        let os = FakeOs {
-            rss_per_page: Some(crate::fake::PAGE),
-            can_drop: true,
-            ..os
-        };
+        let os = resident_as_read(os);
         start_at(e, page, |_| {});
         // 8 MiB and a half page windows, all read, under the 4 MiB floor:
         // each one alone is over the budget, so part of its pages go.
