@@ -105,12 +105,7 @@ int main(int argc, char **argv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/file", argv[1]);
     const char *how = argv[2];
-    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    static char buf[4 * WINDOW];
-    memset(buf, 'x', sizeof buf);
-    if (f < 0 || write(f, buf, sizeof buf) != sizeof buf)
-        die("create");
-    close(f);
+    make_lock_file(path, 4 * WINDOW);
     for (int round = 0; round < 3; round++) {
         int d = open(path, O_RDONLY);
         if (d < 0)

@@ -47,12 +47,7 @@ static void die(const char *what) {
 
 static void make(const char *dir) {
     snprintf(path, sizeof path, "%s/file", dir);
-    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    static char buf[4 * WINDOW];
-    memset(buf, 'x', sizeof buf);
-    if (f < 0 || write(f, buf, sizeof buf) != sizeof buf)
-        die("create");
-    close(f);
+    make_lock_file(path, 4 * WINDOW);
 }
 
 static void map_unmap(int f) {

@@ -12,6 +12,18 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* The file the rounds lock: `len` bytes of 'x' at `path`. */
+static void make_lock_file(const char *path, size_t len) {
+    static char buf[1 << 20];
+    if (len > sizeof buf)
+        die("create: too long");
+    memset(buf, 'x', len);
+    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (f < 0 || write(f, buf, len) != (ssize_t)len)
+        die("create");
+    close(f);
+}
+
 static void map_close_unmap_then_lock(const char *path, int fd, size_t window, int round) {
     char *p = mmap(NULL, window, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED)
