@@ -6,6 +6,7 @@ configurations alternating, and prints markdown tables."""
 import argparse
 import ctypes
 import hashlib
+import math
 import os
 import re
 import statistics
@@ -121,15 +122,30 @@ def lib_counters(cfg):
     return total
 
 
+# A half of the rounds holds at least this much CPU time of each
+# configuration: a workload of a fifth of a second runs more rounds than 9
+# (up to MAX_ROUNDS a half), else its median moves with a few scheduler
+# ticks of a shared machine.
+MIN_HALF_CPU = 4.0
+MAX_ROUNDS = 40
+
+
 def measure(w):
     """Times `w`'s configurations, 2 x rounds rounds alternating (two halves,
-    one CPU median each), then counts one run of each exactly."""
+    one CPU median each; more rounds where runs are short, decided after the
+    first), then counts one run of each exactly. Answers the results, the
+    output's hash and the rounds of a half."""
     cfgs, rounds, n = w["configs"], ARGS.rounds, len(w["configs"])
     runs = {c.key: [[], []] for c in cfgs}
-    for r in range(2 * rounds):
+    r = 0
+    while r < 2 * rounds:
         for k in range(n):
             c = cfgs[(k + r) % n]
             runs[c.key][r // rounds].append(run(c))
+        if r == 0 and not ARGS.quick:
+            fastest = min(runs[c.key][0][0]["cpu"] for c in cfgs)
+            rounds = max(rounds, min(MAX_ROUNDS, math.ceil(MIN_HALF_CPU / max(fastest, 1e-3))))
+        r += 1
     res, hashes = {}, set()
     for c in cfgs:
         both = runs[c.key][0] + runs[c.key][1]
@@ -143,7 +159,7 @@ def measure(w):
             count(w, c, res[c.key], hashes)
     if len(hashes) != 1:
         die(f"{w['title']}: outputs differ between runs or configurations ({len(hashes)} distinct sha256)")
-    return res, hashes.pop()
+    return res, hashes.pop(), rounds
 
 
 def count(w, c, r, hashes):
@@ -184,10 +200,10 @@ def fmt(v, digits=3):
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def report(w, res, digest, secs):
+def report(w, res, digest, secs, rounds):
     micro = w.get("micro")
     print(f"\n## {w['title']}\n")
-    print(f"`{w['command']}`; {2 * ARGS.rounds} rounds alternating ({ARGS.rounds} + {ARGS.rounds}: "
+    print(f"`{w['command']}`; {2 * rounds} rounds alternating ({rounds} + {rounds}: "
           f"one CPU median each half); output sha256 {digest[:16]}, identical in every run; {secs:.0f} s.\n")
     print("| configuration | CPU s (median 1 / median 2) | median wall s | peak RSS KiB (max) | page faults (one run) | page faults (timed runs: min-max) | syscalls (strace -f -c, one run) |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -367,7 +383,8 @@ def main():
     ARGS.file = ARGS.work + "/micro.bin"
     parts = ARGS.only or ["micro", "git", "seed", "loose", "nothing"]
     print(f"# bench-compare: old = {ARGS.old_name}, new = {ARGS.new_name}; {2 * ARGS.rounds} rounds "
-          f"({ARGS.rounds} + {ARGS.rounds}){' (quick)' if ARGS.quick else ''}; {os.cpu_count()} cores, "
+          f"({ARGS.rounds} + {ARGS.rounds}{'' if ARGS.quick else f', more where a half would hold under {MIN_HALF_CPU:.0f} s of a configuration'})"
+          f"{' (quick)' if ARGS.quick else ''}; {os.cpu_count()} cores, "
           f"{' '.join(os.uname()[i] for i in (0, 2, 4))}, "
           f"{subprocess.run(['git', '--version'], capture_output=True, text=True).stdout.strip()}")
     print("\nCPU: user+sys of the child (getrusage); the seconds shown are two medians, one of each half of the "
@@ -384,8 +401,8 @@ def main():
         for w in make():
             log(f"{w['title']}")
             t = time.monotonic()
-            res, digest = measure(w)
-            report(w, res, digest, time.monotonic() - t)
+            res, digest, rounds = measure(w)
+            report(w, res, digest, time.monotonic() - t, rounds)
 
 
 if __name__ == "__main__":
