@@ -101,6 +101,47 @@ pub const HOT: [Counter; 8] = [
     Counter::PassContention,
 ];
 
+/// A call passed straight to the kernel, counted with one add instead of
+/// one per counter it stands for ([`Straight::implies`]; [`Stats::get`]
+/// reads them back): the calls the engine steps aside for are most of
+/// some programs' calls, and each locked add costs as much as a dozen
+/// plain instructions.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(usize)]
+pub enum Straight {
+    /// An mmap not of the deferrable kind.
+    Mmap,
+    /// A small mmap of the deferrable kind passed before the `statx`
+    /// (`payoff.rs`).
+    Payoff,
+    /// A munmap of no range the engine tracks.
+    Munmap,
+}
+
+impl Straight {
+    const ALL: [Straight; 3] = [Straight::Mmap, Straight::Payoff, Straight::Munmap];
+
+    /// Whether one call of this kind counts one in `c`.
+    pub const fn implies(self, c: Counter) -> bool {
+        use Counter::*;
+        match self {
+            Straight::Mmap => matches!(c, MmapCalls | PassIneligible | MmapSyscalls),
+            Straight::Payoff => {
+                matches!(c, MmapCalls | PassIneligible | MmapSyscalls | PassPayoff)
+            }
+            Straight::Munmap => matches!(c, MunmapCalls | PassUntracked | MunmapSyscalls),
+        }
+    }
+
+    /// Its slot in a stripe, after the hot counters'.
+    const fn slot(self) -> usize {
+        HOT.len() + self as usize
+    }
+}
+
+/// Slots in a stripe: the hot counters, then the straight calls.
+const STRIPE_SLOTS: usize = HOT.len() + Straight::ALL.len();
+
 /// Where a counter sits among [`HOT`]'s.
 const fn hot_slot(c: Counter) -> Option<usize> {
     let mut i = 0;
@@ -130,7 +171,7 @@ pub const STRIPES: usize = 8;
 /// prefetcher fetches together (as crossbeam-utils' `CachePadded` pads for
 /// x86_64 and aarch64).
 #[repr(C, align(128))]
-struct Stripe([AtomicU64; HOT.len()]);
+struct Stripe([AtomicU64; STRIPE_SLOTS]);
 
 /// The other counters, on lines of their own (not shared with the engine's
 /// lock word or a stripe).
@@ -162,7 +203,7 @@ impl Default for Stats {
 impl Stats {
     pub const fn new() -> Self {
         Stats {
-            hot: [const { Stripe([const { AtomicU64::new(0) }; HOT.len()]) }; STRIPES],
+            hot: [const { Stripe([const { AtomicU64::new(0) }; STRIPE_SLOTS]) }; STRIPES],
             values: Cold([const { AtomicU64::new(0) }; COUNTERS]),
         }
     }
@@ -187,6 +228,17 @@ impl Stats {
         self.add(c, 1);
     }
 
+    /// One call passed straight to the kernel (see [`Straight`]).
+    #[inline]
+    pub fn straight(&self, how: Straight) {
+        self.straight_in(stripe(), how);
+    }
+
+    #[inline(always)]
+    fn straight_in(&self, s: usize, how: Straight) {
+        self.hot[s % STRIPES].0[how.slot()].fetch_add(1, Relaxed);
+    }
+
     /// For the `Peak` counters (never hot).
     #[inline]
     pub fn peak(&self, c: Counter, v: u64) {
@@ -196,15 +248,22 @@ impl Stats {
         }
     }
 
-    #[inline]
+    /// A counter's value: its own adds, and the straight calls it stands
+    /// in for.
     pub fn get(&self, c: Counter) -> u64 {
-        match hot_slot(c) {
-            Some(h) => self
-                .hot
+        let slot = |h: usize| {
+            self.hot
                 .iter()
-                .fold(0u64, |sum, s| sum.wrapping_add(s.0[h].load(Relaxed))),
+                .fold(0u64, |sum, s| sum.wrapping_add(s.0[h].load(Relaxed)))
+        };
+        let own = match hot_slot(c) {
+            Some(h) => slot(h),
             None => self.values.0[c as usize].load(Relaxed),
-        }
+        };
+        Straight::ALL
+            .iter()
+            .filter(|s| s.implies(c))
+            .fold(own, |sum, s| sum.wrapping_add(slot(s.slot())))
     }
 
     pub fn reset(&self) {
@@ -389,6 +448,32 @@ mod tests {
         let v = parse_line(line).unwrap();
         assert_eq!(v[Counter::MmapCalls as usize], expect(0));
         assert_eq!(v[Counter::OtherCalls as usize], expect(2) + 5);
+        s.reset();
+        assert!(Counter::ALL.iter().all(|&c| s.get(c) == 0));
+    }
+
+    #[test]
+    fn a_straight_call_reads_as_each_counter_it_stands_for() {
+        let s = Stats::new();
+        s.straight_in(0, Straight::Mmap);
+        s.straight_in(3, Straight::Payoff);
+        s.straight_in(5, Straight::Payoff);
+        s.straight_in(7, Straight::Munmap);
+        s.add(Counter::MmapCalls, 10);
+        s.add(Counter::PassPayoff, 100);
+        assert_eq!(s.get(Counter::MmapCalls), 13);
+        assert_eq!(s.get(Counter::PassIneligible), 3);
+        assert_eq!(s.get(Counter::MmapSyscalls), 3);
+        assert_eq!(s.get(Counter::PassPayoff), 102);
+        assert_eq!(s.get(Counter::MunmapCalls), 1);
+        assert_eq!(s.get(Counter::PassUntracked), 1);
+        assert_eq!(s.get(Counter::MunmapSyscalls), 1);
+        assert_eq!(s.get(Counter::Eligible), 0);
+        let mut buf = [0u8; 1024];
+        let n = s.write_line(1, &mut buf);
+        let v = parse_line(core::str::from_utf8(&buf[..n]).unwrap()).unwrap();
+        assert_eq!(v[Counter::MmapCalls as usize], 13);
+        assert_eq!(v[Counter::PassPayoff as usize], 102);
         s.reset();
         assert!(Counter::ALL.iter().all(|&c| s.get(c) == 0));
     }

@@ -8,7 +8,7 @@ use crate::file::{readable_open_flags, trackable_open_flags, FileFacts};
 use crate::os::{Errno, FdTable, Mmap, Os};
 use crate::queue::Queue;
 use crate::readonly_fds::identity;
-use crate::stats::Counter;
+use crate::stats::{Counter, Straight};
 use crate::table::{Entry, FileKey, Lookup, State, Table};
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -38,7 +38,6 @@ impl Engine {
         if !self.active() {
             return os.mmap(call);
         }
-        self.stats.bump(Counter::MmapCalls);
         let (addr, len, fd, off) = (call.addr, call.len, call.fd, call.off);
         let fixed = call.flags & libc::MAP_FIXED != 0;
         if addr != 0 {
@@ -52,67 +51,76 @@ impl Engine {
             }
         }
         let page = self.page();
-        if addr == 0
+        let deferrable_kind = addr == 0
             && call.prot == libc::PROT_READ
             && call.flags == libc::MAP_PRIVATE
             && fd >= 0
             && len > 0
             && off >= 0
-            && (off as u64).is_multiple_of(page as u64)
-            && self.payoff_engages(fd, off, len)
-        {
-            // Before the first system call about `fd`: what the close hooks
-            // saw of it (None while one of its closes is under way), and
-            // whether this thread's descriptor table is the one the
-            // records describe (a vfork child's, or one unshared, is not:
-            // its numbers may name other files, so nothing is tracked).
-            let seen = self.close_seq.seen(fd).filter(|_| self.own_table(os));
-            // A deleted file's mapping would keep its space once queued.
-            // Where a mapping forgets its descriptor (macOS) the descriptor
-            // is asked about only on a hit (`map_eligible`).
-            let forgets = os.mapping_forgets_descriptor();
-            let file = seen.and_then(|seen| {
-                os.file_facts(fd)
-                    .filter(|f| f.nlink > 0 && (forgets || self.read_only(os, fd, f, seen)))
-                    .map(|f| (f, seen))
-            });
-            if let (Some(rlen), Some((file, seen))) = (round_up(len, page), file) {
-                self.stats.bump(Counter::Eligible);
-                let key = FileKey {
-                    dev: file.dev,
-                    ino: file.ino,
-                    mnt: file.mnt,
-                    off: off as u64,
-                    len: rlen,
-                    stamp: file.stamp,
-                };
-                return self.map_eligible(os, key, len, fd, off, seen);
-            }
+            && (off as u64).is_multiple_of(page as u64);
+        if !deferrable_kind {
+            return self.pass_straight(os, call, Straight::Mmap);
+        }
+        // Where the queue may not pay for small mappings (`payoff.rs`),
+        // they pass before the `statx`.
+        if !self.payoff.engage(fd, off, len) {
+            return self.pass_straight(os, call, Straight::Payoff);
+        }
+        self.stats.bump(Counter::MmapCalls);
+        // Before the first system call about `fd`: what the close hooks
+        // saw of it (None while one of its closes is under way), and
+        // whether this thread's descriptor table is the one the
+        // records describe (a vfork child's, or one unshared, is not:
+        // its numbers may name other files, so nothing is tracked).
+        let seen = self.close_seq.seen(fd).filter(|_| self.own_table(os));
+        // A deleted file's mapping would keep its space once queued.
+        // Where a mapping forgets its descriptor (macOS) the descriptor
+        // is asked about only on a hit (`map_eligible`).
+        let forgets = os.mapping_forgets_descriptor();
+        let file = seen.and_then(|seen| {
+            os.file_facts(fd)
+                .filter(|f| f.nlink > 0 && (forgets || self.read_only(os, fd, f, seen)))
+                .map(|f| (f, seen))
+        });
+        if let (Some(rlen), Some((file, seen))) = (round_up(len, page), file) {
+            self.stats.bump(Counter::Eligible);
+            let key = FileKey {
+                dev: file.dev,
+                ino: file.ino,
+                mnt: file.mnt,
+                off: off as u64,
+                len: rlen,
+                stamp: file.stamp,
+            };
+            return self.map_eligible(os, key, len, fd, off, seen);
         }
         self.pass_ineligible(os, call)
     }
 
-    /// An mmap munmapq does not track: the real call.
+    /// An mmap of the deferrable kind that munmapq does not track after
+    /// all (counted as a call already): the real call.
     fn pass_ineligible<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
         self.stats.bump(Counter::PassIneligible);
         self.stats.bump(Counter::MmapSyscalls);
+        self.kernel_mmap(os, call)
+    }
+
+    /// An mmap that goes to the kernel with nothing asked before it,
+    /// counted with one add.
+    fn pass_straight<O: Os>(&self, os: &O, call: Mmap, how: Straight) -> Result<usize, Errno> {
+        self.stats.straight(how);
+        self.kernel_mmap(os, call)
+    }
+
+    /// The real mmap, and what the kernel's choice of place means for the
+    /// table.
+    #[inline]
+    fn kernel_mmap<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
         let r = self.retry_enomem(os, || os.mmap(call));
         if let (Ok(start), false) = (r, call.flags & libc::MAP_FIXED != 0) {
             self.placed_by_kernel(os, start, call.len);
         }
         r
-    }
-
-    /// Whether an mmap of the eligible kind goes through the engine, where
-    /// the queue may not pay for small mappings (`payoff.rs`): if not, it
-    /// passes through before the `statx`, counted.
-    #[inline]
-    fn payoff_engages(&self, fd: i32, off: i64, len: usize) -> bool {
-        let engaged = self.payoff.engage(fd, off, len);
-        if !engaged {
-            self.stats.bump(Counter::PassPayoff);
-        }
-        engaged
     }
 
     /// Where a mapping forgets its descriptor (macOS), whether `fd` may be
@@ -295,28 +303,29 @@ impl Engine {
         if !self.active() {
             return os.munmap(addr, len);
         }
-        self.stats.bump(Counter::MunmapCalls);
         // Each munmap is counted once: deferred, or passed through as not
         // queueable, untracked, or for contention.
-        let passed = match self
+        let Some(s) = self
             .span(addr, len, Effect::Modify)
-            .filter(|s| s.start == addr)
-        {
-            Some(s) if !self.untracked(s.start, s.end) => match self.lock(os) {
-                Some(mut q) => match self.try_defer(os, &mut q, s) {
-                    Ok(()) => return Ok(()),
-                    Err(why) => {
-                        self.release(os, &mut q.table, s);
-                        self.publish_bounds(&q.table);
-                        why
-                    }
-                },
-                None => {
-                    self.dirty.record(s.start, s.end);
-                    Counter::PassContention
+            .filter(|s| s.start == addr && !self.untracked(s.start, s.end))
+        else {
+            self.stats.straight(Straight::Munmap);
+            return self.retry_enomem(os, || os.munmap(addr, len));
+        };
+        self.stats.bump(Counter::MunmapCalls);
+        let passed = match self.lock(os) {
+            Some(mut q) => match self.try_defer(os, &mut q, s) {
+                Ok(()) => return Ok(()),
+                Err(why) => {
+                    self.release(os, &mut q.table, s);
+                    self.publish_bounds(&q.table);
+                    why
                 }
             },
-            _ => Counter::PassUntracked,
+            None => {
+                self.dirty.record(s.start, s.end);
+                Counter::PassContention
+            }
         };
         self.stats.bump(passed);
         self.stats.bump(Counter::MunmapSyscalls);
