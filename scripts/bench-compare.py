@@ -122,7 +122,7 @@ def lib_counters(cfg):
     return total
 
 
-# A half of the rounds holds at least this much CPU time of each
+# A half of the rounds holds at least this much CPU time of the longest
 # configuration: a workload of a fifth of a second runs more rounds than 9
 # (up to MAX_ROUNDS a half), else its median moves with a few scheduler
 # ticks of a shared machine.
@@ -143,8 +143,8 @@ def measure(w):
             c = cfgs[(k + r) % n]
             runs[c.key][r // rounds].append(run(c))
         if r == 0 and not ARGS.quick:
-            fastest = min(runs[c.key][0][0]["cpu"] for c in cfgs)
-            rounds = max(rounds, min(MAX_ROUNDS, math.ceil(MIN_HALF_CPU / max(fastest, 1e-3))))
+            longest = max(runs[c.key][0][0]["cpu"] for c in cfgs)
+            rounds = max(rounds, min(MAX_ROUNDS, math.ceil(MIN_HALF_CPU / max(longest, 1e-3))))
         r += 1
     res, hashes = {}, set()
     for c in cfgs:
@@ -383,7 +383,7 @@ def main():
     ARGS.file = ARGS.work + "/micro.bin"
     parts = ARGS.only or ["micro", "git", "seed", "loose", "nothing"]
     print(f"# bench-compare: old = {ARGS.old_name}, new = {ARGS.new_name}; {2 * ARGS.rounds} rounds "
-          f"({ARGS.rounds} + {ARGS.rounds}{'' if ARGS.quick else f', more where a half would hold under {MIN_HALF_CPU:.0f} s of a configuration'})"
+          f"({ARGS.rounds} + {ARGS.rounds}{'' if ARGS.quick else f', more where a half would hold under {MIN_HALF_CPU:.0f} s of its longest configuration'})"
           f"{' (quick)' if ARGS.quick else ''}; {os.cpu_count()} cores, "
           f"{' '.join(os.uname()[i] for i in (0, 2, 4))}, "
           f"{subprocess.run(['git', '--version'], capture_output=True, text=True).stdout.strip()}")
