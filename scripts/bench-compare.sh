@@ -33,10 +33,11 @@
 # Each workload runs without preload, with the old and with the new library
 # (and the floor or reference), alternating, 2 x N rounds (N = --rounds,
 # default 9; raised after the first round, up to 40, until a half holds 4 s
-# of CPU of the longest configuration): CPU (user+sys of the child, getrusage) is shown as two medians,
-# one of each half of the rounds; a CPU ratio is paired, the median of the
-# rounds' ratios (a round runs every configuration back to back, so the
-# machine's drift cancels in it), the worse of the two halves';
+# of CPU of the longest configuration): CPU (user+sys of the child,
+# getrusage) is shown as two medians, one of each half of the rounds; a CPU
+# ratio is paired, the median of the rounds' ratios (a round runs every
+# configuration back to back, so the machine's drift cancels in it), the
+# worse of the two halves';
 # then the median wall, the peak RSS (largest ru_maxrss), the page faults of
 # one run (minflt+majflt), the system calls of one run (strace -f -c), the
 # library's counters (MUNMAPQ_STATS_FILE), and for the micro-benchmarks the
