@@ -40,8 +40,10 @@ pub struct Outcome {
     pub caps: Vec<usize>,
     /// Eligible mmaps the program made (window maps).
     pub window_maps: u64,
-    /// Real munmaps that removed the last mapping of a file ([`crate::lastmap`]).
+    /// Files whose last mapping a real munmap removed ([`crate::lastmap`]).
     pub last_unmaps: u64,
+    /// Files still mapped after the last record: the exit tears them down.
+    pub mapped_at_end: u64,
 }
 
 /// Which system's rules the engine and the fake kernel follow.
@@ -49,12 +51,15 @@ pub struct Outcome {
 pub enum Rules {
     /// As traced: 4 KiB pages.
     Linux,
-    /// macOS on arm64: 16 KiB pages; no map-count limit and dropping pages
-    /// works (as on Linux), see `interpose/src/macos/os.rs`.
+    /// macOS on arm64: 16 KiB pages, no map-count limit, and no resident
+    /// budget: a queued mapping's pages are clean file pages outside the
+    /// footprint the system charges, so the library neither drops nor
+    /// unmaps them for memory (`drops_free_memory` false in
+    /// `interpose/src/macos/os.rs`).
     Macos,
-    /// As [`Rules::Macos`] where pages cannot be dropped (the library before
-    /// `interpose/src/macos/pages.rs`, or when its `mprotect` fails): over
-    /// the resident budget the queue unmaps its oldest mappings.
+    /// An older macOS library, which kept the resident budget and could
+    /// not drop pages: over the budget the queue unmaps its oldest
+    /// mappings.
     MacosUnmap,
 }
 
@@ -72,6 +77,12 @@ impl Rules {
             Rules::Macos => "macos",
             Rules::MacosUnmap => "macos-unmap",
         }
+    }
+
+    /// Whether dropping a queued mapping's pages frees memory the system
+    /// charges, so that a resident budget is kept (see [`Rules::Macos`]).
+    fn drops_free_memory(self) -> bool {
+        self != Rules::Macos
     }
 
     /// Where the replay puts what the traced program had at `addr`, when
@@ -99,6 +110,7 @@ pub fn run(recs: &[Rec], cfg: Config, pid: u32, rules: Rules) -> Outcome {
     let g = |c| s.get(c);
     let mut buf = [0u8; 1024];
     let n = s.write_line(pid as u64, &mut buf);
+    let maps = replay.maps.take();
     Outcome {
         misses: g(Counter::Eligible) - g(Counter::Reused),
         evict_munmaps: g(Counter::MunmapSyscalls)
@@ -109,7 +121,8 @@ pub fn run(recs: &[Rec], cfg: Config, pid: u32, rules: Rules) -> Outcome {
         stats_line: String::from_utf8_lossy(&buf[..n]).into_owned(),
         caps,
         window_maps: g(Counter::Eligible),
-        last_unmaps: replay.maps.take().last_unmaps,
+        last_unmaps: maps.last_unmaps,
+        mapped_at_end: maps.files_mapped(),
     }
 }
 
@@ -184,6 +197,7 @@ impl Replay {
         let os = &Watched {
             os: &self.os,
             maps: &self.maps,
+            drops_free_memory: self.rules.drops_free_memory(),
         };
         match r.kind {
             trace::KIND_MMAP => {

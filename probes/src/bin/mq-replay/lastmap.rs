@@ -1,8 +1,9 @@
-//! Counting the real munmaps that remove the last mapping of a file: on
-//! macOS that is the costly one (the mapping's private copy object is
+//! Counting the files whose last mapping a real munmap removes: on macOS
+//! that is the costly unmap (the mapping's private copy object is
 //! terminated and the file's `ubc_unmap` runs; the next mmap of the file
 //! builds a copy object again, `vm_object_copy_delayed`), where unmapping
-//! one window of a file that stays mapped elsewhere is not.
+//! one window of a file that stays mapped elsewhere is not. The cost is per
+//! file: one munmap over the queued windows of ten files tears ten down.
 //!
 //! [`Watched`] is the fake kernel seen through a record of which file each
 //! replayed mapping (live or queued) shows: every munmap the engine makes,
@@ -24,7 +25,7 @@ pub struct FileMaps {
     /// Start -> (end, file).
     ranges: BTreeMap<usize, (usize, File)>,
     count: HashMap<File, usize>,
-    /// Real munmaps that removed the last mapping of some file.
+    /// Files whose last mapping a real munmap removed (each time it did).
     pub last_unmaps: u64,
 }
 
@@ -34,9 +35,14 @@ impl FileMaps {
         *self.count.entry(file).or_default() += 1;
     }
 
-    /// Forgets `[start, end)`; answers whether that left some file it
-    /// covered without any mapping.
-    fn remove(&mut self, start: usize, end: usize) -> bool {
+    /// Files that still have a mapping.
+    pub fn files_mapped(&self) -> u64 {
+        self.count.len() as u64
+    }
+
+    /// Forgets `[start, end)`; answers how many files it covered that
+    /// it left without any mapping.
+    fn remove(&mut self, start: usize, end: usize) -> u64 {
         let hit: Vec<(usize, (usize, File))> = self
             .ranges
             .range(..end)
@@ -56,11 +62,11 @@ impl FileMaps {
             }
             touched.push(file);
         }
-        let mut last = false;
+        let mut last = 0;
         for file in touched {
             if self.count.get(&file) == Some(&0) {
                 self.count.remove(&file);
-                last = true;
+                last += 1;
             }
         }
         last
@@ -72,6 +78,8 @@ impl FileMaps {
 pub struct Watched<'a, const N: usize> {
     pub os: &'a FakeOs<N>,
     pub maps: &'a RefCell<FileMaps>,
+    /// What [`Os::drops_free_memory`] answers under the replayed rules.
+    pub drops_free_memory: bool,
 }
 
 impl<const N: usize> Watched<'_, N> {
@@ -97,9 +105,7 @@ impl<const N: usize> Os for Watched<'_, N> {
         self.os.munmap(addr, len)?;
         let end = self.end(addr, len);
         let mut maps = self.maps.borrow_mut();
-        if maps.remove(addr, end) {
-            maps.last_unmaps += 1;
-        }
+        maps.last_unmaps += maps.remove(addr, end);
         Ok(())
     }
 
@@ -139,6 +145,10 @@ impl<const N: usize> Os for Watched<'_, N> {
         self.os.drop_pages(addr, len)
     }
 
+    fn drops_free_memory(&self) -> bool {
+        self.drops_free_memory
+    }
+
     fn thread_cells(&self) -> Option<&'static PerThread> {
         self.os.thread_cells()
     }
@@ -162,10 +172,23 @@ mod tests {
         m.insert(0, 10, (1, 1));
         m.insert(20, 30, (1, 1));
         m.insert(30, 40, (1, 2));
-        assert!(!m.remove(0, 10), "file 1 is still mapped at 20");
-        assert!(!m.remove(22, 24), "a hole in the middle keeps both ends");
-        assert!(!m.remove(20, 22));
-        assert!(m.remove(24, 35), "file 1's last range");
-        assert!(m.remove(35, 40), "file 2's last range");
+        assert_eq!(m.remove(0, 10), 0, "file 1 is still mapped at 20");
+        assert_eq!(m.remove(22, 24), 0, "a hole in the middle keeps both ends");
+        assert_eq!(m.remove(20, 22), 0);
+        assert_eq!(m.remove(24, 35), 1, "file 1's last range");
+        assert_eq!(m.files_mapped(), 1);
+        assert_eq!(m.remove(35, 40), 1, "file 2's last range");
+        assert_eq!(m.files_mapped(), 0);
+    }
+
+    #[test]
+    fn one_munmap_over_several_files_tears_each_down() {
+        let mut m = FileMaps::default();
+        m.insert(0, 10, (1, 1));
+        m.insert(10, 20, (1, 2));
+        m.insert(20, 30, (1, 3));
+        m.insert(40, 50, (1, 3));
+        assert_eq!(m.remove(0, 30), 2, "files 1 and 2; file 3 stays at 40");
+        assert_eq!(m.files_mapped(), 1);
     }
 }

@@ -14,11 +14,13 @@
 //! policy's counters line as the library writes it at exit (per process).
 //! `--distances` prints reuse-distance percentiles. `--rules macos` replays
 //! as macOS on arm64 would run it ([`engine_replay::Rules::Macos`]: 16 KiB
-//! pages, no `vm.max_map_count`; `macos-unmap`: the same where pages cannot
-//! be dropped, so the queue unmaps over its resident budget). Under the
-//! table it prints how many real munmaps removed the last mapping of a
-//! file, the munmap macOS charges most for ([`lastmap`]), with `today`'s
-//! policy and without munmapq.
+//! pages, no `vm.max_map_count`, no resident budget; `macos-unmap`: as an
+//! older library ran there, which kept the budget and, unable to drop
+//! pages, unmapped over it). Under the
+//! table it prints how many times a real munmap removed a file's last
+//! mapping, the unmap macOS charges most for ([`lastmap`]), and how many
+//! files are still mapped at the end (the exit tears those down), with
+//! `today`'s policy and without munmapq.
 //!
 //! Each process (pid) is replayed on its own, from an empty queue. A forked
 //! child really starts with its parent's queue (and the fork handler clears
@@ -87,8 +89,10 @@ fn main() {
         Some("macos-unmap") => Rules::MacosUnmap,
         Some(r) => panic!("--rules {r}: linux, macos or macos-unmap"),
     };
-    // Window maps, and last-mapping unmaps with `today` and without munmapq.
+    // Window maps, and last-mapping unmaps (and files mapped at the end)
+    // with `today` and without munmapq.
     let (mut window_maps, mut last_today, mut last_none) = (0u64, 0u64, 0u64);
+    let (mut end_today, mut end_none) = (0u64, 0u64);
     let data = std::fs::read(path).expect("read trace");
     let by_pid = trace::by_process(&data);
     let mut totals: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
@@ -111,6 +115,7 @@ fn main() {
                 caps = o.caps.clone();
                 window_maps += o.window_maps;
                 last_today += o.last_unmaps;
+                end_today += o.mapped_at_end;
             }
             let t = totals.entry(name).or_default();
             t.0 += o.misses;
@@ -121,7 +126,9 @@ fn main() {
         let mut off = config(cap, rules);
         off.enabled = false;
         let rc = recs.clone();
-        last_none += big_stack(move || engine_replay::run(&rc, off, pid, rules)).last_unmaps;
+        let none = big_stack(move || engine_replay::run(&rc, off, pid, rules));
+        last_none += none.last_unmaps;
+        end_none += none.mapped_at_end;
         let windows = models::windows(&recs);
         let max_n = config(cap, rules).max_entries;
         for (name, o) in [
@@ -165,7 +172,7 @@ fn main() {
     }
     let pct = |n: u64| 100.0 * n as f64 / window_maps.max(1) as f64;
     println!(
-        "\nlast-mapping unmaps: {last_today} of {window_maps} window maps ({:.2}%) under {} rules; without munmapq: {last_none} ({:.2}%)",
+        "\nlast-mapping unmaps: {last_today} of {window_maps} window maps ({:.2}%) under {} rules, and {end_today} files mapped at exit; without munmapq: {last_none} ({:.2}%), and {end_none} at exit",
         pct(last_today),
         rules.name(),
         pct(last_none)
