@@ -70,7 +70,7 @@ counters! {
     PassNotQueued = "pass_not_queued" Sum: "munmaps of one whole tracked mapping passed through: larger than the byte cap, or mlockall(MCL_FUTURE) in force",
     PassContention = "pass_contention" Sum: "calls passed through because another thread or a signal handler held the queue",
     PassTableFull = "pass_table_full" Sum: "eligible mmaps left untracked: table full",
-    PassPayoff = "pass_payoff" Sum: "of pass_ineligible, small mmaps passed through before the statx: reuse too rare in this process to pay for the queue (Linux)",
+    PassPayoff = "pass_payoff" Sum: "of pass_ineligible, small mmaps passed through before the statx: reuse too rare in this process to pay for the queue",
     EnomemRetries = "enomem_retries" Sum: "calls that failed with ENOMEM, were retried after a full flush",
     Released = "released" Sum: "queued mappings unmapped early because a call touched their range",
     Forgotten = "forgotten" Sum: "live entries dropped: their range changed while the queue was busy",

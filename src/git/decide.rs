@@ -82,10 +82,10 @@ pub struct LooseRule {
 /// CPU with munmapq (413k -> 475k syscalls), `git log --stat` 1.01x. Since
 /// then a close no longer walks the table and the library steps aside where
 /// fewer than a quarter of the small maps are reused (core/src/payoff.rs):
-/// on a generated loose repository (`scripts/bench-loose.sh`) it measured
-/// 0.86-0.90x CPU for `blame` and `log --stat`, ~1.0x for `prune`, with
-/// more system calls (a `statx` and an `F_GETFL` a map) and half the page
-/// faults. Until that holds on a real clone, loose objects alone do not
+/// on a generated loose repository (`scripts/bench-loose.sh`, BENCHMARKS.md
+/// "The whole set") it measured 0.87-0.92x CPU for `blame` and `log
+/// --stat`, 1.00x for `prune`, with more system calls (a `statx` a map, two
+/// a miss) and half the page faults. Until that holds on a real clone, loose objects alone do not
 /// turn the wrapper on here (`git config munmapq.enable true` does).
 pub const LINUX_LOOSE: LooseRule = LooseRule {
     platform: "linux",
@@ -99,15 +99,22 @@ pub const LINUX_LOOSE: LooseRule = LooseRule {
 /// object is torn down and `ubc_unmap` runs, then rebuilt at the next map:
 /// probes/src/bin/mq-replay/lastmap.rs), and every loose object git reads
 /// is unmapped as its file's last mapping. The seed measured that cost
-/// (518 min of window munmaps against 2 min 26 s queued), and the replay
-/// under macOS rules (`mq-replay --rules macos`, BENCHMARKS.md "A reuse at
-/// one system call") shows the queue removes every such last unmap; the
-/// Mac CI job runs the library there. No loose-object timing on macOS yet.
+/// (518 min of window munmaps against 2 min 26 s queued). The queue saves
+/// such a teardown where the object is read again while its mapping is
+/// queued, and otherwise only defers it: replayed under macOS's rules
+/// (`mq-replay --rules macos`, BENCHMARKS.md "Loose objects under macOS's
+/// rules"), `git log --stat` on the generated loose repository makes
+/// 25,250 teardowns with the queue (and 2,863 at exit) against 59,183,
+/// `git blame` 15,277 (2,179) against 29,532; `git prune`, with no reuse,
+/// 65,536 (3,292) against 68,829, and there the library steps aside
+/// (core/src/payoff.rs). The Mac CI job runs the library there; no
+/// loose-object timing on macOS yet.
 pub const MACOS_LOOSE: LooseRule = LooseRule {
     platform: "macos",
     pays: true,
     why: "on macOS each loose object's munmap is its file's last mapping, the dear case \
-          there, and the queue saves it",
+          there, and each object read again saves one (replayed: 25,250 against 59,183 \
+          for git log --stat); where reuse is rare the library steps aside",
 };
 
 /// This platform's rule for loose objects.

@@ -16,7 +16,7 @@ use crate::fresh_fds::FreshFds;
 use crate::holder::{TableGuard, TableLock, Taken};
 use crate::names::LostNames;
 use crate::os::Os;
-use crate::payoff::{steps_aside, Payoff};
+use crate::payoff::Payoff;
 use crate::readonly_fds::ReadOnlyFds;
 use crate::sizing::Sizing;
 use crate::stats::{Counter, Stats};
@@ -152,8 +152,7 @@ impl Engine {
         self.page.store(page, Relaxed);
         self.reuse.store(cfg.reuse, Relaxed);
         // Without reuse nothing is measured: every miss would look a loss.
-        self.payoff
-            .start(cfg.reuse && cfg.step_aside && steps_aside());
+        self.payoff.start(cfg.reuse && cfg.step_aside);
         // Free: no hook takes the table before the engine is active (below).
         if let Taken::Got(mut q) = self.table.try_lock_unhooked() {
             q.start(cfg);
@@ -163,7 +162,7 @@ impl Engine {
     }
 
     /// Whether small mappings may pass through where reuse is too rare to
-    /// pay (`payoff.rs`; on by default where [`steps_aside`] says so). A
+    /// pay (`payoff.rs`; on by default, `MUNMAPQ_STEP_ASIDE`). A
     /// replay of the queue's policy turns it off: every mapping then meets
     /// the queue.
     pub fn set_steps_aside(&self, on: bool) {

@@ -183,3 +183,29 @@ fn unlink_rename_and_unmount_release_under_macos_rules() {
     assert_eq!(e.stats.get(Counter::ReleasedAtClose), 2);
     assert_eq!(fcntls(&os), 0, "no F_GETFL on the way");
 }
+
+/// Small mappings of files never mapped again pass through here too: the
+/// queue would only defer their last-mapping teardowns (`payoff.rs`), and
+/// the pass-through asks nothing.
+#[test]
+fn small_files_never_reused_pass_through() {
+    use crate::payoff::WINDOW;
+    let (e, os) = engine();
+    let n = 4 * WINDOW as usize;
+    for i in 0..n {
+        let call = Mmap::new(
+            0,
+            PAGE,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            3,
+            (i * PAGE) as i64,
+        );
+        let a = e.mmap(&os, call).unwrap();
+        e.munmap(&os, a, PAGE).unwrap();
+    }
+    let passed = e.stats.get(Counter::PassPayoff) as usize;
+    assert!(passed >= n - 2 * WINDOW as usize, "{passed} of {n} passed");
+    let statxs = *os.statxs.borrow();
+    assert!(statxs <= WINDOW as usize, "{statxs} fstat for {n} maps");
+}
