@@ -22,6 +22,12 @@
 //! - **Aside**: every small call passes straight to the kernel, before the
 //!   `statx`: exactly the call the program made, as when the table is
 //!   busy, so nothing is traded for it (a pass-through is always right).
+//!   On the turn the engine unmaps the small mappings still queued (by the
+//!   verdict they would hardly be reused) and queues no small one at its
+//!   munmap: with nothing of them in the table, the calls that pass through
+//!   leave it alone too (the tracked bound answers them without the lock:
+//!   `Engine::untracked`), where the queued ones kept every later call
+//!   searching it.
 //!   What is counted instead costs no system call: a *signature* of each
 //!   call (descriptor number, offset, length) in a small table. A call whose
 //!   signature is there was very likely made before on the same file, so a
@@ -70,6 +76,9 @@ const MAX_BACKOFF: u32 = 5;
 pub struct Payoff {
     on: AtomicBool,
     aside: AtomicBool,
+    /// Turned aside, and the engine has not yet let go of the small
+    /// mappings it queued.
+    turned: AtomicBool,
     /// Small calls in this window.
     calls: AtomicU32,
     /// Engaged: reuses in this window; aside: signatures seen before.
@@ -98,6 +107,7 @@ impl Payoff {
         Payoff {
             on: AtomicBool::new(false),
             aside: AtomicBool::new(false),
+            turned: AtomicBool::new(false),
             calls: AtomicU32::new(0),
             hits: AtomicU32::new(0),
             skip: AtomicU32::new(0),
@@ -109,6 +119,7 @@ impl Payoff {
     /// Measures from now on if `on` (and engages).
     pub fn start(&self, on: bool) {
         self.aside.store(false, Relaxed);
+        self.turned.store(false, Relaxed);
         self.calls.store(0, Relaxed);
         self.hits.store(0, Relaxed);
         self.on.store(on, Relaxed);
@@ -154,8 +165,22 @@ impl Payoff {
     }
 
     /// Whether small mmaps now pass through.
+    #[inline]
     pub fn is_aside(&self) -> bool {
         self.aside.load(Relaxed)
+    }
+
+    /// Whether the engine should let go of its queued small mappings now:
+    /// true once per turn aside (again after [`Payoff::retry_turn`]).
+    #[inline]
+    pub fn take_turn(&self) -> bool {
+        self.turned.load(Relaxed) && self.turned.swap(false, Relaxed)
+    }
+
+    /// The engine could not act on [`Payoff::take_turn`] (the table was
+    /// busy): it asks again at the next call.
+    pub fn retry_turn(&self) {
+        self.turned.store(true, Relaxed);
     }
 
     /// The verdict on a full window.
@@ -184,6 +209,7 @@ impl Payoff {
             self.skip.store((1 << (2 * b)) - 1, Relaxed);
             self.backoff.store((b + 1).min(MAX_BACKOFF), Relaxed);
             self.aside.store(true, Relaxed);
+            self.turned.store(true, Relaxed);
         }
     }
 }

@@ -133,6 +133,12 @@ impl Queue {
         self.flush_marked(os, books);
     }
 
+    /// Unmaps every queued mapping of at most `len` bytes.
+    pub fn flush_up_to<O: Os>(&mut self, os: &O, books: Books, len: usize) {
+        self.table.mark_up_to(len);
+        self.flush_marked(os, books);
+    }
+
     /// Unmaps the entries marked for eviction, one munmap per run of
     /// touching ones.
     pub fn flush_marked<O: Os>(&mut self, os: &O, books: Books) {

@@ -6,6 +6,7 @@ use super::{round_up, Effect, Engine, Span};
 use crate::close_seq::Seen;
 use crate::file::{readable_open_flags, trackable_open_flags, FileFacts};
 use crate::os::{Errno, FdTable, Mmap, Os};
+use crate::payoff::SMALL;
 use crate::queue::Queue;
 use crate::readonly_fds::identity;
 use crate::stats::{Counter, Straight};
@@ -64,6 +65,9 @@ impl Engine {
         // Where the queue may not pay for small mappings (`payoff.rs`),
         // they pass before the `statx`.
         if !self.payoff.engage(fd, off, len) {
+            if self.payoff.take_turn() {
+                self.let_go_of_small(os);
+            }
             return self.pass_straight(os, call, Straight::Payoff);
         }
         self.stats.bump(Counter::MmapCalls);
@@ -95,6 +99,21 @@ impl Engine {
             return self.map_eligible(os, key, len, fd, off, seen);
         }
         self.pass_ineligible(os, call)
+    }
+
+    /// On stepping aside (`payoff.rs`): the small mappings queued are
+    /// unmapped, as by the verdict they would hardly be reused, and the
+    /// tracked bound narrowed, so that the small calls passing through from
+    /// now on are answered by it without the lock. A busy table leaves it
+    /// to the next small call.
+    fn let_go_of_small<O: Os>(&self, os: &O) {
+        match self.lock(os) {
+            Some(mut q) => {
+                q.flush_up_to(os, self.books(), SMALL);
+                self.publish_bounds(&q.table);
+            }
+            None => self.payoff.retry_turn(),
+        }
     }
 
     /// An mmap of the deferrable kind that munmapq does not track after
@@ -339,6 +358,11 @@ impl Engine {
             Some(e) if e.state == State::Live && e.end() == s.end => e,
             _ => return Err(Counter::PassUntracked),
         };
+        // Stepped aside: a small mapping would only keep the table in the
+        // way of the calls passing through (see `let_go_of_small`).
+        if e.len <= SMALL && self.payoff.is_aside() {
+            return Err(Counter::PassNotQueued);
+        }
         if self.locked_future.load(Relaxed) {
             return Err(Counter::PassNotQueued);
         }

@@ -317,6 +317,20 @@ impl Table {
         while self.mark_oldest() {}
     }
 
+    /// Marks every queued entry of at most `len` bytes for
+    /// [`Table::evict_marked`].
+    pub fn mark_up_to(&mut self, len: usize) {
+        let mut slot = self.oldest;
+        while slot != NIL {
+            // Read before the detach, which relinks its neighbours only.
+            let s = self.slots[slot as usize];
+            if s.len <= len {
+                self.detach_as(slot, State::Evicting);
+            }
+            slot = s.newer;
+        }
+    }
+
     /// Removes every marked entry in one pass over the address index and
     /// calls `unmap` once per run of marked entries that touch each other.
     /// Each run stays marked until its unmap has returned (in flight while

@@ -70,3 +70,47 @@ fn reused_small_windows_and_large_mappings_stay_in_the_queue() {
     assert_eq!(e.stats.get(Counter::PassPayoff), 0);
     assert_eq!(e.stats.get(Counter::Eligible) as usize, 2 * WINDOW as usize);
 }
+
+#[test]
+fn stepping_aside_lets_go_of_small_queued_mappings_and_keeps_large_ones() {
+    let (e, _) = fresh();
+    // Room for every mapping of the measured window.
+    start(e, 1024);
+    let os = FakeOs::default();
+    // A large mapping queued before: a pack window, say.
+    let big = SMALL + PAGE;
+    let b = e
+        .mmap(
+            &os,
+            Mmap::new(0, big, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0),
+        )
+        .unwrap();
+    e.munmap(&os, b, big).unwrap();
+    // A small one the program still has mapped when the engine turns.
+    let held = e
+        .mmap(
+            &os,
+            Mmap::new(0, PAGE, libc::PROT_READ, libc::MAP_PRIVATE, 5, 0),
+        )
+        .unwrap();
+    // Distinct small files, none read twice: the engine steps aside.
+    let mut i = 0;
+    while !e.payoff.is_aside() {
+        read_object(e, &os, i, PAGE);
+        i += 1;
+    }
+    read_object(e, &os, i, PAGE);
+    assert_eq!(e.queued(&os), Some((1, big)), "only the large one stays");
+    let munmaps = os.munmap_count();
+    e.munmap(&os, held, PAGE).unwrap();
+    assert_eq!(os.munmap_count(), munmaps + 1, "unmapped, not queued");
+    assert_eq!(e.queued(&os), Some((1, big)));
+    // The large window is still reused.
+    let again = e
+        .mmap(
+            &os,
+            Mmap::new(0, big, libc::PROT_READ, libc::MAP_PRIVATE, 4, 0),
+        )
+        .unwrap();
+    assert_eq!(again, b);
+}
