@@ -110,6 +110,20 @@ fn objects_and_reader(name: &str) -> (Scratch, PathBuf) {
     (dir, exe)
 }
 
+/// `measure` of reading half the files and all of them, without the
+/// library and with it (in that order); the outputs must agree.
+fn counted<T: Copy>(measure: impl Fn(usize, bool) -> (T, String)) -> [T; 4] {
+    let runs = [
+        (FILES / 2, false),
+        (FILES, false),
+        (FILES / 2, true),
+        (FILES, true),
+    ]
+    .map(|(count, preload)| measure(count, preload));
+    assert_eq!((&runs[2].1, &runs[3].1), (&runs[0].1, &runs[1].1), "output");
+    runs.map(|(n, _)| n)
+}
+
 /// Once the library has stepped aside, what it adds to a file read (its
 /// open is not hooked; its mmap, close and munmap are) is the hooks'
 /// bookkeeping, never a search of the queue. The reads land between the
@@ -123,11 +137,8 @@ fn objects_and_reader(name: &str) -> (Scratch, PathBuf) {
 fn loose_object_reads_cost_few_instructions_once_aside() {
     let (dir, exe) = objects_and_reader("payoff-instructions");
     let half = FILES / 2;
-    let (without_few, out_few) = instructions(&exe, &dir, half, false);
-    let (without_all, out_all) = instructions(&exe, &dir, FILES, false);
-    let (with_few, lib_few) = instructions(&exe, &dir, half, true);
-    let (with_all, lib_all) = instructions(&exe, &dir, FILES, true);
-    assert_eq!((&lib_few, &lib_all), (&out_few, &out_all), "output");
+    let [without_few, without_all, with_few, with_all] =
+        counted(|count, preload| instructions(&exe, &dir, count, preload));
     let reads = (half + half / 16) as u64;
     let (without, with) = (without_all - without_few, with_all - with_few);
     let added = with.saturating_sub(without) / reads;
@@ -142,11 +153,8 @@ fn loose_object_reads_cost_few_instructions_once_aside() {
 fn loose_object_reads_make_no_more_system_calls_than_without() {
     let (dir, exe) = objects_and_reader("payoff-loose");
     let half = FILES / 2;
-    let (without_few, out_few) = calls(&exe, &dir, half, false);
-    let (without_all, out_all) = calls(&exe, &dir, FILES, false);
-    let (with_few, lib_few) = calls(&exe, &dir, half, true);
-    let (with_all, lib_all) = calls(&exe, &dir, FILES, true);
-    assert_eq!((&lib_few, &lib_all), (&out_few, &out_all), "output");
+    let [without_few, without_all, with_few, with_all] =
+        counted(|count, preload| calls(&exe, &dir, count, preload));
     let (without, with) = (without_all - without_few, with_all - with_few);
     println!(
         "loose reads: {half} more files (one in 16 twice): {without} system calls without the \
