@@ -129,8 +129,7 @@ impl Queue {
 
     /// Unmaps every queued mapping.
     pub fn flush_all<O: Os>(&mut self, os: &O, books: Books) {
-        self.table.mark_all();
-        self.flush_marked(os, books);
+        self.flush_up_to(os, books, usize::MAX);
     }
 
     /// Unmaps every queued mapping of at most `len` bytes.

@@ -314,7 +314,7 @@ impl Table {
 
     /// Marks every queued entry for [`Table::evict_marked`].
     pub fn mark_all(&mut self) {
-        while self.mark_oldest() {}
+        self.mark_up_to(usize::MAX);
     }
 
     /// Marks every queued entry of at most `len` bytes for
