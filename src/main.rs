@@ -5,6 +5,10 @@
 //! the git wrapper as `git` (git/), any other program as itself with the
 //! library (linked.rs).
 
+// munmapq has its own entry point, `main` below: see inherited::start.
+// (Not in the unit tests, whose harness is their main.)
+#![cfg_attr(not(test), no_main)]
+
 // First: its print!/println!/eprint!/eprintln! replace std's in every
 // module below (a closed pipe is not a panic).
 #[macro_use]
@@ -63,7 +67,27 @@ fn preload_env(shell: Option<&str>) -> ExitCode {
     }
 }
 
-fn main() -> ExitCode {
+/// The program's entry, called by the C runtime in place of Rust's: it
+/// does what Rust's would before `main` that munmapq needs
+/// (inherited::start), and leaves out the rest, whose main-thread stack
+/// guard alone (glibc's pthread_getattr_np reading /proc/self/maps) was a
+/// fifth of the git wrapper's instructions before git's exec.
+#[cfg(not(test))]
+#[no_mangle]
+pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    inherited::start();
+    let code = launcher();
+    // Rust's runtime flushes stdout at exit; the C runtime does not know
+    // Rust's buffer.
+    use std::io::Write;
+    let _ = std::io::stdout().lock().flush();
+    (0..=255u8)
+        .find(|&n| ExitCode::from(n) == code)
+        .map_or(1, libc::c_int::from)
+}
+
+#[cfg_attr(test, allow(dead_code))]
+fn launcher() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     // Linked as `git`, or called by shell-init's git function: the git
     // wrapper; linked as any other program: that program.

@@ -38,17 +38,31 @@ pub fn guarded() -> Vec<FileId> {
 /// The first executable `name` in the directories of `path` (a PATH
 /// value) that is not one of the files in `skip`.
 fn find_in(path: &OsStr, name: &OsStr, skip: &[FileId]) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::PermissionsExt;
-    std::env::split_paths(path)
-        .filter(|d| !d.as_os_str().is_empty())
-        .map(|d| d.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| {
-                m.is_file()
-                    && m.permissions().mode() & 0o111 != 0
-                    && !skip.contains(&(m.dev(), m.ino()))
-            })
-        })
+    // One buffer for every candidate (the wrapper looks before each git).
+    let mut candidate = Vec::with_capacity(256);
+    for dir in path.as_bytes().split(|&b| b == b':') {
+        if dir.is_empty() {
+            continue;
+        }
+        candidate.clear();
+        candidate.extend_from_slice(dir);
+        if !dir.ends_with(b"/") {
+            candidate.push(b'/');
+        }
+        candidate.extend_from_slice(name.as_bytes());
+        let p = Path::new(OsStr::from_bytes(&candidate));
+        let found = std::fs::metadata(p).is_ok_and(|m| {
+            m.is_file()
+                && m.permissions().mode() & 0o111 != 0
+                && !skip.contains(&(m.dev(), m.ino()))
+        });
+        if found {
+            return Some(p.to_path_buf());
+        }
+    }
+    None
 }
 
 /// The real git: the first in PATH that is not this munmapq nor a
