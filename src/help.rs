@@ -250,7 +250,9 @@ usage: munmapq shell-init bash|zsh|fish [COMMAND...]
 
 Prints shell functions that run each COMMAND (default: git) through
 munmapq: eval \"$(munmapq shell-init bash)\" in ~/.bashrc. They are
-defined so that an alias of the same name cannot rewrite them.
+defined so that an alias of the same name cannot rewrite them. A function
+of that name the shell already has (in fish also an alias) is kept, and
+said on stderr with how to replace it or call munmapq from it.
 
 git goes to the git wrapper, not to the launcher (munmapq help git).
 ",
