@@ -126,7 +126,8 @@ fn launcher() -> ExitCode {
         ("help", [w]) => match help::topic(w) {
             Some(text) => out::emit(text),
             None => cli::usage_fail(&format!(
-                "help: {w} is not one of munmapq's words{}",
+                "help: {} is not one of munmapq's words{}",
+                out::quote(&args[1]),
                 cli::hint(w, &help::WORDS.map(|w| w.0), "")
             )),
         },
