@@ -206,9 +206,15 @@ fn commit() -> Option<String> {
         watch.extend(git(&["rev-parse", "--git-path", "packed-refs"]));
     }
     for w in watch {
-        let p = dir.join(w);
-        // A file that does not exist would make cargo run this every time.
-        if p.exists() {
+        let file = dir.join(w);
+        // A file that does not exist would make cargo run this every
+        // time: a branch packed away is watched by its directory, where a
+        // commit writes it again.
+        let watched = [Some(file.as_path()), file.parent()]
+            .into_iter()
+            .flatten()
+            .find(|p| p.exists());
+        if let Some(p) = watched {
             println!("cargo:rerun-if-changed={}", p.display());
         }
     }
