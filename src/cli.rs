@@ -4,7 +4,7 @@
 //! help.rs.
 
 use crate::help::{USAGE, USAGE_END, USAGE_ENVIRONMENT};
-use crate::out::quote;
+use crate::quote::quote;
 use munmapq_core::config::{self, System, VARIABLES};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;

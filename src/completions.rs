@@ -53,7 +53,7 @@ pub fn script(shell: &str) -> Result<String, String> {
         "fish" => Ok(fish()),
         other => Err(format!(
             "completions: unknown shell {} (accepts bash, zsh or fish)",
-            crate::out::quote(other.as_ref())
+            crate::quote::quote(other.as_ref())
         )),
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::cli::{fail, Options};
 use crate::git::locate::{guard_for_children, guarded, past_wrappers, GUARD_VAR};
-use crate::out::quote;
+use crate::quote::quote;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;

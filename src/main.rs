@@ -25,6 +25,7 @@ mod linked;
 mod macho;
 mod platform;
 mod program;
+mod quote;
 mod run;
 mod seccomp;
 mod selftest;
@@ -127,7 +128,7 @@ fn launcher() -> ExitCode {
             Some(text) => out::emit(text),
             None => cli::usage_fail(&format!(
                 "help: {} is not one of munmapq's words{}",
-                out::quote(&args[1]),
+                quote::quote(&args[1]),
                 cli::hint(w, &help::WORDS.map(|w| w.0), "")
             )),
         },

@@ -42,7 +42,7 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
     if let Some(bad) = commands.iter().find(|c| !is_plain_name(c)) {
         return Err(format!(
             "shell-init: {} is not a command name",
-            crate::out::quote(bad.as_ref())
+            crate::quote::quote(bad.as_ref())
         ));
     }
     let load = match shell {
@@ -108,7 +108,7 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
             other => {
                 return Err(format!(
                     "shell-init: unknown shell {} (accepts bash, zsh or fish)",
-                    crate::out::quote(other.as_ref())
+                    crate::quote::quote(other.as_ref())
                 ))
             }
         }

@@ -15,8 +15,8 @@ mod macos_facts;
 use crate::macho;
 #[cfg(target_os = "macos")]
 use crate::macho::Host;
-use crate::out::{quote, quote_path};
 use crate::program::resolve;
+use crate::quote::{quote, quote_path};
 use facts::{file_facts, Facts, Verdict};
 use linux::judge_linux;
 use macos::judge_macos;

@@ -15,8 +15,8 @@
 
 use super::locate::{guard_for_children, guarded, is_me, real_git, GUARD_VAR};
 use crate::cli::fail;
-use crate::out::{quote, quote_path};
 use crate::platform::{PRELOAD_LIST, PRELOAD_VAR};
+use crate::quote::{quote, quote_path};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt;
 use std::path::Path;

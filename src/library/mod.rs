@@ -2,8 +2,9 @@
 
 mod embedded;
 
-use crate::out::{quote_path, why};
+use crate::out::why;
 use crate::platform::{self, LIB_NAME};
+use crate::quote::quote_path;
 use std::path::{Path, PathBuf};
 
 /// Why there is no library to preload.

@@ -113,7 +113,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     };
     // As messages show it (quoted where needed); the command itself is
     // o.command[0], byte for byte.
-    let name = crate::out::quote(&o.command[0]);
+    let name = crate::quote::quote(&o.command[0]);
     let lib = match find_library(o.lib.clone()) {
         Ok(l) => Some(l),
         // No cache directory for the built-in library: run without it,
@@ -199,7 +199,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
 /// The command could not be started: 127 when it (or its interpreter) is
 /// not found, 126 when it cannot be run; one line saying which.
 fn cannot_run(command: &std::ffi::OsStr, program: Option<&Path>, e: &std::io::Error) -> ExitCode {
-    let name = crate::out::quote(command);
+    let name = crate::quote::quote(command);
     let path = Path::new(command);
     let has_slash = command.as_encoded_bytes().contains(&b'/');
     let found = program.is_some() || has_slash;
