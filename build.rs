@@ -167,8 +167,58 @@ fn main() {
             ),
         }
     }
+    // The library's identity for `munmapq --version`: the same FNV-1a
+    // hash names its cache directory (src/library/embedded.rs).
+    let fnv = lib.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    println!("cargo:rustc-env=MUNMAPQ_BUILT_IN_LIBRARY={fnv:016x}");
+    println!(
+        "cargo:rustc-env=MUNMAPQ_BUILT_FROM={}",
+        commit().unwrap_or_default()
+    );
     std::fs::write(out.join(name), lib)
         .unwrap_or_else(|e| fail(&format!("{}: {e}", out.join(name).display())));
+}
+
+/// The commit a build from a git checkout is made of (12 hex digits),
+/// for `munmapq --version`; None for a build from a published crate (no
+/// `.git` beside Cargo.toml) or without git. Cargo runs this script again
+/// when HEAD or the branch it names moves.
+fn commit() -> Option<String> {
+    let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?);
+    if !dir.join(".git").exists() {
+        return None;
+    }
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&dir)
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
+        (out.status.success() && !s.is_empty()).then_some(s)
+    };
+    let mut watch = vec![git(&["rev-parse", "--git-path", "HEAD"])?];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watch.extend(git(&["rev-parse", "--git-path", &branch]));
+        watch.extend(git(&["rev-parse", "--git-path", "packed-refs"]));
+    }
+    for w in watch {
+        let file = dir.join(w);
+        // A file that does not exist would make cargo run this every
+        // time: a branch packed away is watched by its directory, where a
+        // commit writes it again.
+        let watched = [Some(file.as_path()), file.parent()]
+            .into_iter()
+            .flatten()
+            .find(|p| p.exists());
+        if let Some(p) = watched {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
+    }
+    git(&["rev-parse", "--short=12", "HEAD"])
 }
 
 /// A universal Mach-O file of thin 64-bit ones, as `lipo -create` makes it:

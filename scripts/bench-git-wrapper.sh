@@ -15,11 +15,17 @@
 # target/release/munmapq (built if missing), or $MUNMAPQ.
 #
 # scripts/bench-git-wrapper.sh --counts: exact counts instead of times, for
-# one `git status` in each form (warm decision cache): system calls of the
-# whole process tree (strace -f -c), successful execve calls, and
-# instructions executed in user space (valgrind --tool=callgrind
-# --trace-children=yes, summed over every image); "wrapper" lines give the
-# difference to git alone. Needs strace and valgrind.
+# one `git status` in each form (warm decision cache), and for `env` in
+# front of git and of /bin/true, the exec wrapper whose cost the git
+# wrapper's is held to: system calls of the whole process tree (strace -f
+# -c), successful execve calls, instructions executed in user space
+# (valgrind --tool=callgrind --trace-children=yes, summed over every image)
+# and minor page faults (GNU time's %R, the one process across its exec);
+# "added" lines give the difference to git alone (env /bin/true's to
+# /bin/true), and "before exec" what the wrapper's own process did before
+# it exec'd git: its system calls and its instructions. Needs strace,
+# valgrind and /usr/bin/time. GIT_ARGS="rev-parse HEAD" measures another
+# git command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 counts=
@@ -45,15 +51,18 @@ for i in $(seq 1 50); do echo "file $i" > "$repo/f$i.txt"; done
 sleep 1.1
 cd "$repo"
 
-forms=(git function symlink launcher true)
+forms=(git function symlink launcher env true env-true)
 export PATH=$tmp/bin:$PATH
+read -ra gargs <<<"${GIT_ARGS:-status}"
 run() {
   case $1 in
-    git) "$git" status ;;
-    function) "$munmapq" __git status ;;
-    symlink) "$tmp/bin/git" status ;;
-    launcher) "$munmapq" -- "$git" status ;;
+    git) "$git" "${gargs[@]}" ;;
+    function) "$munmapq" __git "${gargs[@]}" ;;
+    symlink) "$tmp/bin/git" "${gargs[@]}" ;;
+    launcher) "$munmapq" -- "$git" "${gargs[@]}" ;;
+    env) env "$git" "${gargs[@]}" ;;
     true) /bin/true ;;
+    env-true) env /bin/true ;;
   esac >/dev/null
 }
 for f in "${forms[@]}"; do run "$f"; : > "$tmp/$f.times"; done   # warm up, fill the cache
@@ -62,38 +71,56 @@ if [ -n "$counts" ]; then
   # The command line of each form, as run() runs it.
   argv() {
     case $1 in
-      git) echo "$git status" ;;
-      function) echo "$munmapq __git status" ;;
-      symlink) echo "$tmp/bin/git status" ;;
-      launcher) echo "$munmapq -- $git status" ;;
+      git) echo "$git ${gargs[*]}" ;;
+      function) echo "$munmapq __git ${gargs[*]}" ;;
+      symlink) echo "$tmp/bin/git ${gargs[*]}" ;;
+      launcher) echo "$munmapq -- $git ${gargs[*]}" ;;
+      env) echo "$(command -v env) $git ${gargs[*]}" ;;
       true) echo "/bin/true" ;;
+      env-true) echo "$(command -v env) /bin/true" ;;
     esac
   }
-  count() { # FORM: syscalls execs instructions
+  count() { # FORM: syscalls execs instructions faults syscalls-before-exec instructions-before-exec
     local f=$1 cmd
     cmd=$(argv "$f")
     strace -f -c -o "$tmp/$f.strace" $cmd >/dev/null 2>&1
     local calls
-    calls=$(awk '/ total$/ { print $(NF-2) }' "$tmp/$f.strace")
-    strace -f -qq -e trace=execve -o "$tmp/$f.exec" $cmd >/dev/null 2>&1
-    local execs
-    execs=$(grep -c 'execve(.*= 0$' "$tmp/$f.exec" || true)
+    calls=$(awk '/ total$/ { print $4 }' "$tmp/$f.strace")
+    # Every call, in order: those before the second execve are the
+    # wrapper's own (the first is its own start).
+    strace -f -qq -o "$tmp/$f.trace" $cmd >/dev/null 2>&1
+    local execs before
+    execs=$(grep -c 'execve(.*= 0$' "$tmp/$f.trace" || true)
+    before=$(awk '/execve\(/ { n++; if (n == 2) exit } n == 1 { c++ } END { print c - 1 }' "$tmp/$f.trace")
     rm -f "$tmp"/cg.*
-    # Each image dumps its counts before it execs (else they are lost).
+    # Each image dumps its counts before it execs (else they are lost);
+    # the first process's first dump is the wrapper's own part.
     valgrind --tool=callgrind --trace-children=yes --dump-before=execve \
       --dump-before=execvp --dump-before=execv --callgrind-out-file="$tmp/cg.%p" \
       $cmd >/dev/null 2>&1
-    local ir
+    local ir first irb
     ir=$(cat "$tmp"/cg.* | awk '/^totals:/ { s += $2 } END { print s + 0 }')
-    echo "$calls $execs $ir"
+    first=$(cd "$tmp" && ls cg.* | sed 's/^cg\.//; s/\..*//' | sort -n | head -1)
+    irb=$(awk '/^totals:/ { print $2 }' "$tmp/cg.$first.1" 2>/dev/null || echo 0)
+    local faults
+    /usr/bin/time -f '%R' -o "$tmp/$f.time" $cmd >/dev/null 2>&1
+    faults=$(tail -1 "$tmp/$f.time")
+    echo "$calls $execs $ir $faults $before ${irb:-0}"
   }
-  echo "git status in a small repository (50 files): exact counts for one run (whole process tree)"
-  printf '  %-9s %9s %6s %14s\n' form syscalls execs instructions
-  read -r bc be bi <<<"$(count git)"
+  echo "git ${gargs[*]} in a small repository (50 files): exact counts for one run (whole process tree)"
+  printf '  %-9s %9s %6s %14s %7s\n' form syscalls execs instructions faults
+  read -r bc be bi bf _ <<<"$(count git)"
+  read -r tc te ti tf _ <<<"$(count true)"
   for f in "${forms[@]}"; do
-    read -r c e i <<<"$(count "$f")"
-    printf '  %-9s %9s %6s %14s' "$f" "$c" "$e" "$i"
-    case $f in git | true) echo ;; *) printf '   wrapper: %+d syscalls, %+d execs, %+d instructions\n' $((c - bc)) $((e - be)) $((i - bi)) ;; esac
+    read -r c e i pf sb ib <<<"$(count "$f")"
+    printf '  %-9s %9s %6s %14s %7s' "$f" "$c" "$e" "$i" "$pf"
+    case $f in
+      git | true) echo ;;
+      env-true) printf '   added: %+d syscalls, %+d instructions, %+d faults; before exec: %d syscalls, %d instructions\n' \
+        $((c - tc)) $((i - ti)) $((pf - tf)) "$sb" "$ib" ;;
+      *) printf '   added: %+d syscalls, %+d execs, %+d instructions, %+d faults; before exec: %d syscalls, %d instructions\n' \
+        $((c - bc)) $((e - be)) $((i - bi)) $((pf - bf)) "$sb" "$ib" ;;
+    esac
   done
   exit 0
 fi

@@ -3,7 +3,8 @@
 //! reported (status 125, as env, nice and timeout do). The texts are in
 //! help.rs.
 
-use crate::help::{USAGE, USAGE_END};
+use crate::help::{USAGE, USAGE_END, USAGE_ENVIRONMENT};
+use crate::quote::quote;
 use munmapq_core::config::{self, System, VARIABLES};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -48,6 +49,18 @@ pub const OWN_FAILURE: u8 = 125;
 
 pub fn usage() -> String {
     let mut s = USAGE.to_string();
+    s.push_str("\noptions:\n");
+    for o in &crate::help::OPTIONS {
+        let head = format!("  {:<20} ", o.synopsis());
+        if head.len() > 23 {
+            s.push_str(head.trim_end());
+            s.push('\n');
+            s.push_str(&wrap(&" ".repeat(23), o.help));
+        } else {
+            s.push_str(&wrap(&head, o.help));
+        }
+    }
+    s.push_str(USAGE_ENVIRONMENT);
     for (var, accepts) in VARIABLES {
         s.push_str(&wrap(&format!("  {var:<20} "), accepts));
     }
@@ -78,8 +91,19 @@ fn wrap(head: &str, text: &str) -> String {
     out
 }
 
+/// `munmapq --version`: the version, the commit a build from a checkout
+/// was made of, and the built-in library's identity (the hash that also
+/// names its cache directory), so that two builds never look alike.
 pub fn version() -> String {
-    format!("munmapq {}\n", env!("CARGO_PKG_VERSION"))
+    let commit = match env!("MUNMAPQ_BUILT_FROM") {
+        "" => String::new(),
+        c => format!("commit {c}, "),
+    };
+    format!(
+        "munmapq {} ({commit}built-in library {})\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("MUNMAPQ_BUILT_IN_LIBRARY")
+    )
 }
 
 /// A launcher error: one line, a conventional status.
@@ -111,25 +135,6 @@ impl BadArgs {
         }
     }
 }
-
-/// The options, for typo hints.
-const OPTIONS: [&str; 15] = [
-    "--stats",
-    "--stats-out",
-    "--max-entries",
-    "--max-bytes",
-    "--no-reuse",
-    "--evict",
-    "--disable",
-    "--lib",
-    "--print-lib",
-    "--quiet",
-    "--help",
-    "--version",
-    "-q",
-    "-h",
-    "-V",
-];
 
 /// " (did you mean X?)" when `typed` is close to one of `candidates`.
 pub fn hint(typed: &str, candidates: &[&str], prefix: &str) -> String {
@@ -184,7 +189,7 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, BadArgs> {
         };
         let text = |v: OsString, what: &str| -> Result<String, BadArgs> {
             v.into_string()
-                .map_err(|v| usage(format!("{name} {v:?}: accepts {what}")))
+                .map_err(|v| usage(format!("{name} {}: accepts {what}", quote(&v))))
         };
         match name.as_str() {
             "--" => {
@@ -248,17 +253,19 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, BadArgs> {
             _ => {
                 return Err(usage(format!(
                     "unknown option {name}{}",
-                    hint(&name, &OPTIONS, "")
+                    hint(&name, &crate::help::option_names(), "")
                 )))
             }
         }
     }
     o.command.extend(it);
     check_values(&o.vars, |var| std::env::var_os(var))?;
+    check_names(std::env::vars_os().map(|(k, _)| k))?;
     if print_lib {
         if let Some(extra) = o.command.first() {
             return Err(usage(format!(
-                "--print-lib takes no command ({extra:?} given): usage: munmapq [--lib PATH] --print-lib"
+                "--print-lib takes no command ({} given): usage: munmapq [--lib PATH] --print-lib",
+                quote(extra)
             )));
         }
         return Ok(Parsed::PrintLib(o.lib));
@@ -267,6 +274,75 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, BadArgs> {
         return Err(usage("no command given".into()));
     }
     Ok(Parsed::Run(o))
+}
+
+/// The `MUNMAPQ_*` variables the command would inherit, as the launcher
+/// checks them before it starts a command with no option of its own (a
+/// munmapq linked under a program's name).
+pub fn check_environment() -> Result<(), BadArgs> {
+    check_values(&[], |var| std::env::var_os(var))?;
+    check_names(std::env::vars_os().map(|(k, _)| k))
+}
+
+/// Every `MUNMAPQ_*` name munmapq reads: the library's variables, the
+/// launcher's library and the git wrapper's recursion guard.
+fn known_names() -> Vec<&'static str> {
+    let mut v: Vec<&str> = VARIABLES.iter().map(|(var, _)| *var).collect();
+    v.extend(["MUNMAPQ_LIB", crate::git::locate::GUARD_VAR]);
+    v
+}
+
+/// The known names an unknown `MUNMAPQ_*` name looks like a misspelling
+/// of: the same but for underscores and case, a few edits away, a part of
+/// one (`MUNMAPQ_ENTRIES`) or one with more after it (`MUNMAPQ_LIBRARY`). A name like none of them (another tool's,
+/// a test harness's) is left alone, as an unknown variable always is.
+fn misspelt(name: &str) -> Vec<&'static str> {
+    let norm = |s: &str| {
+        s.strip_prefix("MUNMAPQ_")
+            .unwrap_or(s)
+            .replace('_', "")
+            .to_ascii_lowercase()
+    };
+    let typed = norm(name);
+    let known: Vec<(String, &'static str)> =
+        known_names().into_iter().map(|k| (norm(k), k)).collect();
+    let norms: Vec<&str> = known.iter().map(|(n, _)| n.as_str()).collect();
+    let mut close = crate::help::similar(&typed, &norms);
+    if close.is_empty() && typed.len() >= 3 {
+        close = norms
+            .iter()
+            .copied()
+            .filter(|n| n.contains(&typed) || typed.starts_with(n))
+            .collect();
+    }
+    known
+        .iter()
+        .filter(|(n, _)| close.contains(&n.as_str()))
+        .map(|(_, k)| *k)
+        .collect()
+}
+
+/// Refuses a set `MUNMAPQ_*` variable whose name is a misspelling of one
+/// munmapq reads: ignoring it would run the command without the setting
+/// its author meant, as a mistyped option would.
+fn check_names(names: impl Iterator<Item = OsString>) -> Result<(), BadArgs> {
+    for name in names {
+        let Some(n) = name.to_str().filter(|n| n.starts_with("MUNMAPQ_")) else {
+            continue;
+        };
+        if known_names().contains(&n) || std::env::var_os(n).is_none_or(|v| v.is_empty()) {
+            continue;
+        }
+        let close = misspelt(n);
+        if !close.is_empty() {
+            return Err(BadArgs::Env(format!(
+                "{n} (from the environment) is not a munmapq variable (did you mean {}?); \
+                 nothing was run",
+                close.join(" or ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Validates the options' values, and the `MUNMAPQ_*` variables the
@@ -346,5 +422,23 @@ mod tests {
         let err =
             msg(check_values(&[(config::VAR_MAX_ENTRIES, "0".into())], |_| None).unwrap_err());
         assert!(err.starts_with("--max-entries \"0\""), "{err}");
+    }
+
+    #[test]
+    fn misspelt_variables_are_told_from_others() {
+        assert_eq!(misspelt("MUNMAPQ_MAXENTRIES"), ["MUNMAPQ_MAX_ENTRIES"]);
+        assert_eq!(misspelt("MUNMAPQ_max_bytes"), ["MUNMAPQ_MAX_BYTES"]);
+        assert_eq!(misspelt("MUNMAPQ_ENTRIES"), ["MUNMAPQ_MAX_ENTRIES"]);
+        assert_eq!(misspelt("MUNMAPQ_DISABLED"), ["MUNMAPQ_DISABLE"]);
+        assert_eq!(misspelt("MUNMAPQ_LIBRARY"), ["MUNMAPQ_LIB"]);
+        for other in [
+            "MUNMAPQ_TEST_LIB",
+            "MUNMAPQ_TEST_LAUNCHER",
+            "MUNMAPQ_BLESS",
+            "MUNMAPQ_TEST_CONTROL",
+            "MUNMAPQ_NESTED_CARGO",
+        ] {
+            assert!(misspelt(other).is_empty(), "{other}: {:?}", misspelt(other));
+        }
     }
 }

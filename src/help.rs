@@ -1,10 +1,147 @@
-//! The help texts: `munmapq --help` (USAGE, the variables, USAGE_END) and
-//! one text per word (`munmapq help WORD`, `munmapq WORD --help`). The man
-//! page is made of the same texts (tests/manpage.rs checks munmapq.1
-//! against them); every line fits in 80 columns.
+//! The help texts: `munmapq --help` (USAGE, the options, the variables,
+//! USAGE_END) and one text per word (`munmapq help WORD`, `munmapq WORD
+//! --help`). The options are defined once, in [`OPTIONS`]: `--help`, the
+//! man page (tests/manpage.rs checks munmapq.1 against `--help`), the typo
+//! hints and the shell completions (completions.rs) are all made from it.
+//! Every line fits in 80 columns.
 
-/// `--help`. A line ending in `:` starts a section; indented lines are
-/// kept as they are.
+/// What an option takes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Takes {
+    Nothing,
+    /// Only as `--OPTION=VALUE`, one of these (or nothing).
+    Inline(&'static [&'static str]),
+    /// A file's path, as the next argument or after `=`.
+    File(&'static str),
+    /// A value of this name, typed.
+    Value(&'static str),
+    /// One of these.
+    OneOf(&'static [&'static str]),
+}
+
+/// One option of the launcher.
+pub struct Opt {
+    pub long: &'static str,
+    pub short: Option<&'static str>,
+    pub takes: Takes,
+    pub help: &'static str,
+}
+
+/// Every option of the launcher, in `--help`'s order.
+pub const OPTIONS: [Opt; 12] = [
+    Opt {
+        long: "--stats",
+        short: None,
+        takes: Takes::Inline(&["full", "json"]),
+        help: "after COMMAND, on stderr: what was saved (summed over COMMAND and its \
+               children), every counter (full), or one JSON object (json); munmapq then \
+               stays COMMAND's parent until it ends, as time(1) does",
+    },
+    Opt {
+        long: "--stats-out",
+        short: None,
+        takes: Takes::File("FILE"),
+        help: "write them to FILE instead (- for stdout); implies --stats; FILE is \
+               truncated once COMMAND has started",
+    },
+    Opt {
+        long: "--max-entries",
+        short: None,
+        takes: Takes::Value("N"),
+        help: "most mappings queued at once (MUNMAPQ_MAX_ENTRIES)",
+    },
+    Opt {
+        long: "--max-bytes",
+        short: None,
+        takes: Takes::Value("SIZE"),
+        help: "a fixed cap on the bytes queued, with a K, M, G or T suffix, e.g. 64M \
+               (MUNMAPQ_MAX_BYTES; default: the memory kept resident, a quarter of the \
+               program's RSS, at least 4 MiB)",
+    },
+    Opt {
+        long: "--no-reuse",
+        short: None,
+        takes: Takes::Nothing,
+        help: "never hand a queued mapping back to an mmap (MUNMAPQ_REUSE=0)",
+    },
+    Opt {
+        long: "--evict",
+        short: None,
+        takes: Takes::OneOf(&["aged", "oldest", "all"]),
+        help: "on overflow unmap the oldest with their old touching neighbours, down to \
+               15/16 (aged, the default); the oldest with its whole run, down to 3/4; or all",
+    },
+    Opt {
+        long: "--disable",
+        short: None,
+        takes: Takes::Nothing,
+        help: "load the library but pass every call through (MUNMAPQ_DISABLE=1)",
+    },
+    Opt {
+        long: "--lib",
+        short: None,
+        takes: Takes::File("PATH"),
+        help: "use this libmunmapq (default: $MUNMAPQ_LIB, else next to munmapq or in \
+               ../lib, else the one built in; never the current directory)",
+    },
+    Opt {
+        long: "--print-lib",
+        short: None,
+        takes: Takes::Nothing,
+        help: "print the library's path and exit",
+    },
+    Opt {
+        long: "--quiet",
+        short: Some("-q"),
+        takes: Takes::Nothing,
+        help: "no warning that COMMAND runs without the library",
+    },
+    Opt {
+        long: "--help",
+        short: Some("-h"),
+        takes: Takes::Nothing,
+        help: "this text",
+    },
+    Opt {
+        long: "--version",
+        short: Some("-V"),
+        takes: Takes::Nothing,
+        help: "the version, the commit it was built from and the built-in library's \
+               identity",
+    },
+];
+
+impl Opt {
+    /// How `--help` names it: `-q, --quiet`, `--stats[=full|json]`,
+    /// `--evict aged|oldest|all`.
+    pub fn synopsis(&self) -> String {
+        let mut s = match self.short {
+            Some(short) => format!("{short}, {}", self.long),
+            None => self.long.to_string(),
+        };
+        match self.takes {
+            Takes::Nothing => {}
+            Takes::Inline(v) => s.push_str(&format!("[={}]", v.join("|"))),
+            Takes::File(v) | Takes::Value(v) => s.push_str(&format!(" {v}")),
+            Takes::OneOf(v) => s.push_str(&format!(" {}", v.join("|"))),
+        }
+        s
+    }
+}
+
+/// Every name an option goes by, for typo hints.
+pub fn option_names() -> Vec<&'static str> {
+    OPTIONS
+        .iter()
+        .flat_map(|o| std::iter::once(o.long).chain(o.short))
+        .collect()
+}
+
+/// `--help`'s start, before the options. A line of a few words ending in
+/// `:`, after a blank line, starts a section (the man page's too);
+/// indented lines are kept as they are. Names are written as they are
+/// typed, without Markdown's backticks (neither a terminal nor man shows
+/// them as code).
 pub const USAGE: &str = "\
 munmapq: defer and reuse the munmap()s of read-only file mappings
 
@@ -13,6 +150,7 @@ usage: munmapq [OPTIONS] [--] COMMAND [ARGS...]
        munmapq selftest [--lib PATH]
        munmapq shell-init bash|zsh|fish [COMMAND...]
        munmapq preload-env [bash|zsh|fish]
+       munmapq completions bash|zsh|fish
        munmapq help [WORD] | version | --print-lib
 
 Runs COMMAND with libmunmapq preloaded (LD_PRELOAD on Linux,
@@ -22,44 +160,25 @@ execs COMMAND: same process, pid, signals, job control and exit status.
 If the library cannot load into COMMAND (a static, setuid or restricted
 program), munmapq says so in one line first (-q: not at all).
 
-doctor, selftest, shell-init, preload-env, help and version are munmapq's
-own words (munmapq help WORD, or munmapq WORD --help, for each; munmapq
-help git for the git wrapper); to run a program of one of these names:
-munmapq -- NAME [ARGS...].
+doctor, selftest, shell-init, preload-env, completions, help and version
+are munmapq's own words (munmapq help WORD, or munmapq WORD --help, for
+each; munmapq help git for the git wrapper). A program of one of these
+names runs with munmapq -- NAME [ARGS...].
 
-options:
-  --stats[=full|json]  after COMMAND, on stderr: what was saved (summed
-                       over COMMAND and its children), every counter
-                       (full), or one JSON object (json); munmapq then
-                       stays COMMAND's parent until it ends, as time(1)
-                       does
-  --stats-out FILE     write them to FILE instead (- for stdout); implies
-                       --stats; FILE is truncated once COMMAND has started
-  --max-entries N      most mappings queued at once (MUNMAPQ_MAX_ENTRIES)
-  --max-bytes SIZE     a fixed cap on the bytes queued, with a K, M, G or T
-                       suffix, e.g. 64M (MUNMAPQ_MAX_BYTES; default: the
-                       memory kept resident, a quarter of the program's
-                       RSS, at least 4 MiB)
-  --no-reuse           never hand a queued mapping back to an mmap
-                       (MUNMAPQ_REUSE=0)
-  --evict aged|oldest|all
-                       on overflow unmap the oldest with their old touching
-                       neighbours, down to 15/16 (aged, the default); the
-                       oldest with its whole run, down to 3/4; or all
-  --disable            load the library but pass every call through
-                       (MUNMAPQ_DISABLE=1)
-  --lib PATH           use this libmunmapq (default: $MUNMAPQ_LIB, else
-                       next to munmapq or in ../lib, else the one built in;
-                       never the current directory)
-  --print-lib          print the library's path and exit
-  -q, --quiet          no warning that COMMAND runs without the library
-  -h, --help           this text
-  -V, --version        the version
+Linked under another name (ln -s \"$(command -v munmapq)\" ~/bin/make),
+munmapq runs the next program of that name in PATH with the library, its
+arguments its own, as eatmydata does; linked as git, it is the git
+wrapper. Where PATH is unset, commands are searched where env(1) searches
+them (/bin:/usr/bin).
+";
 
+/// After the options, before the variables.
+pub const USAGE_ENVIRONMENT: &str = "
 environment:
   MUNMAPQ_LIB          the library to preload, as --lib
   The library reads the variables below; munmapq checks those COMMAND
-  would inherit before it starts it (an empty one counts as unset):
+  would inherit before it starts it (an empty one counts as unset), and
+  refuses a MUNMAPQ_* name that looks like a misspelling of one of them:
 ";
 
 /// After the variables.
@@ -98,7 +217,7 @@ exit status:
 
 /// Each word's help: what `munmapq help WORD` and `munmapq WORD --help`
 /// print, and that word's part of the man page.
-pub const WORDS: [(&str, &str); 6] = [
+pub const WORDS: [(&str, &str); 7] = [
     (
         "doctor",
         "\
@@ -107,9 +226,11 @@ usage: munmapq doctor COMMAND [ARGS...]
 Would the library load into COMMAND, and if not, why and what to do
 instead (static, setuid, restricted, a #! interpreter that cannot take it).
 Exit status: 0 it would load, 1 it would not, 2 it would but git itself
-fails here, 126 not runnable, 127 not found. `munmapq doctor git [-C DIR
-...]` also says whether git's pack settings make it map and unmap its
-packs over and over, what the git wrapper would do here, and why.
+fails here, 126 not runnable, 127 not found. For git (munmapq doctor git
+[-C DIR ...]) it also says whether git's pack settings make it map and
+unmap its packs over and over, what the git wrapper would do here and
+why, and whether the git wrapper is installed as far as it can see: a
+shell function is the shell's own (type git shows it).
 ",
     ),
     (
@@ -129,7 +250,9 @@ usage: munmapq shell-init bash|zsh|fish [COMMAND...]
 
 Prints shell functions that run each COMMAND (default: git) through
 munmapq: eval \"$(munmapq shell-init bash)\" in ~/.bashrc. They are
-defined so that an alias of the same name cannot rewrite them.
+defined so that an alias of the same name cannot rewrite them. A function
+of that name the shell already has (in fish also an alias) is kept, and
+said on stderr with how to replace it or call munmapq from it.
 
 git goes to the git wrapper, not to the launcher (munmapq help git).
 ",
@@ -143,6 +266,18 @@ Prints the shell code that preloads the library into everything the
 shell starts: eval \"$(munmapq preload-env)\". Evaluated twice, it lists the
 library once. Refused on macOS where the library cannot serve every
 program this Mac runs.
+",
+    ),
+    (
+        "completions",
+        "\
+usage: munmapq completions bash|zsh|fish
+
+Prints the shell's completion of munmapq's options, words and commands
+(the command's own completion after it):
+  source <(munmapq completions bash)      in ~/.bashrc
+  source <(munmapq completions zsh)       in ~/.zshrc, after compinit
+  munmapq completions fish | source       in config.fish
 ",
     ),
     (
@@ -286,6 +421,7 @@ mod tests {
         {
             for l in text.lines() {
                 assert!(l.chars().count() <= 80, "{l}");
+                assert!(!l.contains('`'), "a backtick shows as one: {l}");
             }
         }
     }

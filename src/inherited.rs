@@ -1,11 +1,11 @@
-//! What the caller gave the launcher that Rust's runtime changes before
-//! `main`, read by a constructor that runs first, and put back in every
-//! program the launcher execs or starts:
+//! What the caller gave the launcher that its start (`start`, as Rust's
+//! runtime would) changes before `main`, read by a constructor that runs
+//! first, and put back in every program the launcher execs or starts:
 //!
-//! - whether SIGPIPE was ignored (Rust ignores it, and resets it to the
-//!   default in the programs it starts);
-//! - which of stdin, stdout and stderr were closed (Rust opens /dev/null
-//!   on a closed one, so `munmapq sh -c 'echo hi' >&-` would write into
+//! - whether SIGPIPE was ignored (`start` ignores it, and Rust resets it
+//!   to the default in the programs it starts);
+//! - which of stdin, stdout and stderr were closed (`start` opens
+//!   /dev/null on a closed one, so `munmapq sh -c 'echo hi' >&-` would write into
 //!   /dev/null where `sh -c 'echo hi' >&-` fails with an I/O error);
 //! - the signal mask (Rust's exec and spawn empty it).
 
@@ -41,7 +41,7 @@ extern "C" fn read_at_start() {
     CLOSED.store(closed, Ordering::Relaxed);
 }
 
-/// Runs before `main` (and so before Rust's runtime changes anything).
+/// Runs before `main` (and so before `start` changes anything).
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 #[used]
 #[cfg_attr(target_os = "linux", link_section = ".init_array")]
@@ -50,6 +50,34 @@ extern "C" fn read_at_start() {
     link_section = "__DATA,__mod_init_func,mod_init_funcs"
 )]
 static READ_AT_START: extern "C" fn() = read_at_start;
+
+/// What Rust's runtime does before `main` that munmapq needs, done by
+/// munmapq's own entry point (main.rs), which replaces it: a closed stdin,
+/// stdout or stderr opened on /dev/null (so no file munmapq opens becomes
+/// one of them: a warning written to stderr must not land in it), and
+/// SIGPIPE ignored (a write to a closed pipe is an error munmapq handles,
+/// not its death). What the caller gave is put back in every program
+/// munmapq execs or starts (`Restore`). Rust's stack guard for the main
+/// thread is left out: a stack overflow is then a plain SIGSEGV.
+#[cfg_attr(test, allow(dead_code))]
+pub fn start() {
+    let closed = CLOSED.load(Ordering::Relaxed);
+    for fd in 0..3 {
+        if closed & (1 << fd) != 0 {
+            // SAFETY: open(2) of a constant path; the lowest free
+            // descriptor, `fd` (those below it are open by now), is the
+            // one it takes. If it is not, the new one is closed again.
+            unsafe {
+                let got = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                if got >= 0 && got != fd {
+                    libc::close(got);
+                }
+            }
+        }
+    }
+    // SAFETY: signal(2) with a valid disposition.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
 
 /// Was SIGPIPE ignored by the caller?
 pub fn sigpipe_ignored() -> bool {
@@ -97,7 +125,7 @@ pub fn restore(mask: libc::sigset_t) -> Restore {
 
 impl Restore {
     /// After an exec that failed (the launcher goes on to say why): SIGPIPE
-    /// ignored again, as Rust's runtime had it, so a closed stderr is a
+    /// ignored again, as `start` had it, so a closed stderr is a
     /// failed write, not a death.
     pub fn undo(&self) {
         // SAFETY: signal(2) with a valid disposition.
@@ -107,7 +135,7 @@ impl Restore {
     /// Call only between fork and exec, or right before an exec.
     pub fn apply(&self) {
         // SAFETY: async-signal-safe calls on values we own; closing a
-        // descriptor that was closed when we started, which Rust reopened
+        // descriptor that was closed when we started, which `start` reopened
         // on /dev/null.
         unsafe {
             // Both set whatever Rust did: its reset is not the same in

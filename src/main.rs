@@ -1,6 +1,13 @@
 //! `munmapq [OPTIONS] [--] COMMAND [ARGS...]`: runs COMMAND with libmunmapq
 //! preloaded, its options passed as `MUNMAPQ_*` variables; or one of its
-//! own words (help, version, doctor, selftest, shell-init, preload-env).
+//! own words (help, version, doctor, selftest, shell-init, preload-env,
+//! completions). Linked under another name it is that program's wrapper:
+//! the git wrapper as `git` (git/), any other program as itself with the
+//! library (linked.rs).
+
+// munmapq has its own entry point, `main` below: see inherited::start.
+// (Not in the unit tests, whose harness is their main.)
+#![cfg_attr(not(test), no_main)]
 
 // First: its print!/println!/eprint!/eprintln! replace std's in every
 // module below (a closed pipe is not a panic).
@@ -8,14 +15,17 @@
 mod out;
 
 mod cli;
+mod completions;
 mod doctor;
 mod git;
 mod help;
 mod inherited;
 mod library;
+mod linked;
 mod macho;
 mod platform;
 mod program;
+mod quote;
 mod run;
 mod seccomp;
 mod selftest;
@@ -28,13 +38,14 @@ use std::process::ExitCode;
 
 /// munmapq's own words, and the arguments each takes. A program of one of
 /// these names runs with `munmapq -- NAME ARGS...`.
-const WORDS: [(&str, &str); 6] = [
+const WORDS: [(&str, &str); 7] = [
     ("help", " [WORD]"),
     ("version", ""),
     ("doctor", " COMMAND [ARGS...]"),
     ("selftest", " [--lib PATH]"),
     ("shell-init", " bash|zsh|fish [COMMAND...]"),
     ("preload-env", " [bash|zsh|fish]"),
+    ("completions", " bash|zsh|fish"),
 ];
 
 /// Wrong arguments to one of munmapq's words: status 125, the usage, and
@@ -57,11 +68,34 @@ fn preload_env(shell: Option<&str>) -> ExitCode {
     }
 }
 
-fn main() -> ExitCode {
+/// The program's entry, called by the C runtime in place of Rust's: it
+/// does what Rust's would before `main` that munmapq needs
+/// (inherited::start), and leaves out the rest, whose main-thread stack
+/// guard alone (glibc's pthread_getattr_np reading /proc/self/maps) was a
+/// fifth of the git wrapper's instructions before git's exec.
+#[cfg(not(test))]
+#[no_mangle]
+pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    inherited::start();
+    let code = launcher();
+    // Rust's runtime flushes stdout at exit; the C runtime does not know
+    // Rust's buffer.
+    use std::io::Write;
+    let _ = std::io::stdout().lock().flush();
+    (0..=255u8)
+        .find(|&n| ExitCode::from(n) == code)
+        .map_or(1, libc::c_int::from)
+}
+
+#[cfg_attr(test, allow(dead_code))]
+fn launcher() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    // Linked as `git`, or called by shell-init's git function: the git wrapper.
-    if git::locate::invoked_as_git() {
-        return git::wrap::run(&args, None);
+    // Linked as `git`, or called by shell-init's git function: the git
+    // wrapper; linked as any other program: that program.
+    match linked::link_name() {
+        Some(name) if name == "git" => return git::wrap::run(&args, None),
+        Some(name) => return linked::run(&name, &args),
+        None => {}
     }
     if args.first().is_some_and(|a| a == "__git") {
         return git::wrap::run(&args[1..], Some(OsStr::new("git")));
@@ -76,9 +110,15 @@ fn main() -> ExitCode {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    // `munmapq WORD -h` / `--help`: that word's help.
-    if let (Some(text), [flag]) = (help::word(word), rest.as_slice()) {
-        if flag == "-h" || flag == "--help" {
+    // `munmapq WORD -h` / `--help`: that word's help; anywhere among the
+    // arguments of a word that takes no option (shell-init's are command
+    // names, never `--help`).
+    let is_help = |a: &String| a == "-h" || a == "--help";
+    if let Some(text) = help::word(word) {
+        let anywhere = ["shell-init", "preload-env", "completions"].contains(&word);
+        if matches!(rest.as_slice(), [flag] if is_help(flag))
+            || anywhere && rest.iter().any(is_help)
+        {
             return out::emit(text);
         }
     }
@@ -87,7 +127,8 @@ fn main() -> ExitCode {
         ("help", [w]) => match help::topic(w) {
             Some(text) => out::emit(text),
             None => cli::usage_fail(&format!(
-                "help: {w} is not one of munmapq's words{}",
+                "help: {} is not one of munmapq's words{}",
+                quote::quote(&args[1]),
                 cli::hint(w, &help::WORDS.map(|w| w.0), "")
             )),
         },
@@ -100,6 +141,7 @@ fn main() -> ExitCode {
         ("preload-env", [shell]) if shell::SHELLS.contains(&shell.as_str()) => {
             preload_env(Some(shell))
         }
+        ("completions", [shell]) => print(completions::script(shell)),
         ("__check", _) => selftest::child(&rest),
         (w, _) if WORDS.iter().any(|(name, _)| *name == w) => usage_error(w),
         _ => match parse_args(args) {

@@ -1,5 +1,6 @@
 //! Output that never panics. std's `print!` family panics when a write
-//! fails, and since Rust ignores SIGPIPE a closed pipe is such a failure
+//! fails, and since the launcher ignores SIGPIPE (inherited::start, as
+//! Rust's runtime does) a closed pipe is such a failure
 //! (`munmapq --help | true`, `munmapq doctor git | head -1`, a closed
 //! stderr at the end of a run): a panic there would abort the launcher
 //! after the command ran and lose its exit status.
@@ -68,7 +69,7 @@ pub fn emit(text: &str) -> std::process::ExitCode {
 /// [`emit`], for bytes (a path need not be UTF-8).
 pub fn emit_bytes(text: &[u8]) -> std::process::ExitCode {
     if crate::inherited::was_closed(1) {
-        // Rust put /dev/null there; the caller closed it.
+        // inherited::start put /dev/null there; the caller closed it.
         write_err(format_args!("munmapq: write error: bad file descriptor\n"));
         return std::process::ExitCode::from(crate::cli::OWN_FAILURE);
     }

@@ -14,8 +14,12 @@ fn fish_quote(s: &str) -> String {
     format!("'{}'", s.replace('\\', r"\\").replace('\'', r"\'"))
 }
 
+/// A command's name as shell-init writes a function of it: letters,
+/// digits, `-`, `_` and `.`, not starting with `-` (an option, such as
+/// `--help`, is no command).
 fn is_plain_name(c: &str) -> bool {
     !c.is_empty()
+        && !c.starts_with('-')
         && c.chars()
             .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
 }
@@ -36,7 +40,10 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
         commands.iter().map(String::as_str).collect()
     };
     if let Some(bad) = commands.iter().find(|c| !is_plain_name(c)) {
-        return Err(format!("shell-init: {bad:?} is not a command name"));
+        return Err(format!(
+            "shell-init: {} is not a command name",
+            crate::quote::quote(bad.as_ref())
+        ));
     }
     let load = match shell {
         "fish" => "munmapq shell-init fish | source".to_string(),
@@ -51,12 +58,36 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
         } else {
             format!("-- {c}")
         };
+        // A function of that name the user already has (their own, or
+        // fish's alias) is kept, and said: replacing it would silently
+        // drop what it does. One of munmapq's (evaluated twice) is
+        // replaced. The line says how to have both.
+        let kept = format!(
+            "munmapq: shell-init: {c} is already a shell function here, not munmapq's: kept it, so \
+             {c} does not run through munmapq; to replace it, remove it first ({}); to have both, \
+             make it call {} {call} where it runs {c}",
+            if shell == "fish" {
+                format!("functions -e {c}")
+            } else {
+                format!("unset -f {c}")
+            },
+            exe
+        );
         match shell {
             // `function NAME {`: the name is not in command position, so
             // an alias of it (alias git=hub) cannot rewrite the definition
             // (`git() {` would define hub, or fail to parse in zsh).
+            // `typeset -f` prints a function as it was written (bash and
+            // zsh): munmapq's own ends with its call. Asked first without
+            // a subshell, so a shell with no such function forks nothing.
             "bash" | "zsh" => out.push_str(&format!(
-                "function {c} {{ {} {call} \"$@\"; }}\n",
+                "if typeset -f {c} >/dev/null 2>&1 && \
+                 case \"$(typeset -f {c})\" in *' {call} \"$@\"'*) false ;; *) true ;; esac; then\n  \
+                 printf '%s\\n' {} >&2\n\
+                 else\n  \
+                 function {c} {{ {} {call} \"$@\"; }}\n\
+                 fi\n",
+                sh_quote(&kept),
                 sh_quote(&exe)
             )),
             // POSIX sh has no `function`: drop an alias of the name first.
@@ -64,13 +95,20 @@ pub fn shell_init(shell: &str, commands: &[String]) -> Result<String, String> {
                 "unalias {c} 2>/dev/null\n{c}() {{ {} {call} \"$@\"; }}\n",
                 sh_quote(&exe)
             )),
+            // fish's aliases are functions too.
             "fish" => out.push_str(&format!(
-                "function {c} --wraps {c}; {} {call} $argv; end\n",
+                "if functions -q {c}; and not string match -q -- '* {call} $argv*' (functions {c} | string collect)\n    \
+                 printf '%s\\n' {} >&2\n\
+                 else\n    \
+                 function {c} --wraps {c}; {} {call} $argv; end\n\
+                 end\n",
+                fish_quote(&kept),
                 fish_quote(&exe)
             )),
             other => {
                 return Err(format!(
-                    "shell-init: unknown shell {other:?} (accepts bash, zsh or fish)"
+                    "shell-init: unknown shell {} (accepts bash, zsh or fish)",
+                    crate::quote::quote(other.as_ref())
                 ))
             }
         }
@@ -136,6 +174,7 @@ mod tests {
         let fish = shell_init("fish", &[]).unwrap();
         assert!(fish.contains("function git --wraps git;") && fish.contains(" __git $argv;"));
         assert!(shell_init("bash", &["rm -rf".into()]).is_err());
+        assert!(shell_init("bash", &["--help".into()]).is_err());
         assert!(shell_init("tcsh", &[])
             .unwrap_err()
             .contains("bash, zsh or fish"));

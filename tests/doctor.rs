@@ -79,7 +79,7 @@ fn a_library_path_that_is_no_library_is_one_line() {
     let err = text(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("/tmp is a directory"), "{err}");
+    assert!(err.contains("--lib /tmp: is a directory"), "{err}");
     std::fs::write(dir.join("notes.txt"), "not a library").unwrap();
     let out = munmapq_in(&dir, &["--lib", "notes.txt", "true"]);
     let err = text(&out.stderr);

@@ -1,7 +1,7 @@
 //! The shell functions and the git wrapper at their edges, as a user meets
 //! them: an alias named git, closed stdio, git's argv[0], a
 //! `munmapq.enable` that is not a boolean, `preload-env` evaluated twice,
-//! no PATH; and the doctor's words for a directory, `git -C` with no
+//! no git in PATH; and the doctor's words for a directory, `git -C` with no
 //! value and a git that fails.
 #![cfg(target_os = "linux")]
 
@@ -179,12 +179,16 @@ fn preload_env_twice_lists_the_library_once() {
 #[test]
 fn misleading_messages_are_gone() {
     let m = launcher();
+    let empty = scratch("no-git-in-path");
     let out = output_within(
-        Command::new(&m).args(["__git", "--version"]).env_clear(),
+        Command::new(&m)
+            .args(["__git", "--version"])
+            .env_clear()
+            .env("PATH", &*empty),
         MINUTE,
     );
     assert_eq!(out.status.code(), Some(127));
-    assert_contains(&out.stderr, "PATH is not set");
+    assert_contains(&out.stderr, "no git in PATH");
     let out = output_within(Command::new(&m).args(["doctor", "/etc"]), MINUTE);
     assert_eq!(out.status.code(), Some(126));
     assert_contains(&out.stdout, "/etc: is a directory");
@@ -204,5 +208,5 @@ fn misleading_messages_are_gone() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
     assert_contains(&out.stdout, "git here fails");
-    println!("PATH unset, doctor /etc, doctor git -C, a failing git: each said as it is");
+    println!("no git in PATH, doctor /etc, doctor git -C, a failing git: each said as it is");
 }

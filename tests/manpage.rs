@@ -85,6 +85,13 @@ fn roff(version: &str, help: &str) -> String {
     )
 }
 
+/// A section's heading: a line of its own, after a blank one, of a few
+/// words ending in `:` (`exit status:`); a sentence that happens to end in
+/// `:` is text.
+fn is_heading(line: &str, after_blank: bool) -> bool {
+    after_blank && !line.starts_with(' ') && line.ends_with(':') && line.split(' ').count() <= 3
+}
+
 /// Help text (after its first line) in roff, starting in `section`.
 fn body(help: &str, section: &str) -> String {
     let lines = help.lines();
@@ -111,7 +118,7 @@ fn body(help: &str, section: &str) -> String {
             out.push_str(".nf\n");
             out.push_str(&escape(synopsis));
             nf = true;
-        } else if !indented && line.ends_with(':') {
+        } else if is_heading(line, gap || out.is_empty()) {
             section = line.trim_end_matches(':').to_uppercase();
             out.push_str(&format!(".SH {}", escape(&section)));
             para = false;
@@ -163,22 +170,52 @@ fn munmapq(args: &[&str]) -> String {
 #[test]
 fn man_page_is_the_help_text() {
     let help = munmapq(&["--help"]);
-    let words: Vec<(String, String)> = ["doctor", "selftest", "shell-init", "preload-env"]
-        .iter()
-        .map(|w| (w.to_string(), munmapq(&["help", w])))
-        .collect();
-    let page = page(
-        &munmapq(&["--version"]),
-        &help,
-        &words,
-        &munmapq(&["help", "git"]),
-    );
-    // Every line of the help and of the page fits in 80 columns.
+    let words: Vec<(String, String)> = [
+        "doctor",
+        "selftest",
+        "shell-init",
+        "preload-env",
+        "completions",
+    ]
+    .iter()
+    .map(|w| (w.to_string(), munmapq(&["help", w])))
+    .collect();
+    // The page names the version alone: the commit and the library's
+    // identity change with every build.
+    let version = munmapq(&["--version"]);
+    let version = version.split(" (").next().unwrap_or_default();
+    let page = page(version, &help, &words, &munmapq(&["help", "git"]));
+    // Every line of the help and of the page fits in 80 columns, and
+    // shows no Markdown backtick.
     for text in [&help, &page] {
         for l in text.lines() {
             assert!(l.chars().count() <= 80, "wider than 80 columns: {l}");
+            assert!(!l.contains('`'), "a backtick shows as one: {l}");
         }
     }
+    // The sections are the help's headings, and nothing else: a sentence
+    // ending in `:` stays text.
+    let sections: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix(".SH "))
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            "NAME",
+            "SYNOPSIS",
+            "DESCRIPTION",
+            "OPTIONS",
+            "ENVIRONMENT",
+            "FILES",
+            "SIGNALS",
+            "EXIT STATUS",
+            "COMMANDS",
+            "GIT WRAPPER",
+            "EXAMPLES",
+            "SEE ALSO"
+        ]
+    );
     for section in [
         "SYNOPSIS",
         "DESCRIPTION",
@@ -256,4 +293,20 @@ fn the_licenses_the_crates_name_are_there() {
             assert_eq!(read(&format!("{krate}/{f}")), read(f), "{krate}/{f}");
         }
     }
+}
+
+#[test]
+fn a_sentence_ending_in_a_colon_is_text() {
+    // As --help wrapped a sentence of d02eb11's DESCRIPTION: its last
+    // line became a section named after it.
+    let help = "usage: munmapq [OPTIONS]\n\nown words (munmapq help WORD; munmapq\n\
+                help git for the git wrapper); to run a program of one of these names:\n\
+                munmapq -- NAME [ARGS...].\n\nexit status:\n  0  fine\n";
+    let roff = body(help, "");
+    let sections: Vec<&str> = roff.lines().filter(|l| l.starts_with(".SH")).collect();
+    assert_eq!(
+        sections,
+        [".SH SYNOPSIS", ".SH DESCRIPTION", ".SH EXIT STATUS"],
+        "{roff}"
+    );
 }

@@ -16,6 +16,7 @@ use crate::macho;
 #[cfg(target_os = "macos")]
 use crate::macho::Host;
 use crate::program::resolve;
+use crate::quote::{quote, quote_path};
 use facts::{file_facts, Facts, Verdict};
 use linux::judge_linux;
 use macos::judge_macos;
@@ -65,14 +66,14 @@ fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
         let Some(real) = crate::git::locate::real_git() else {
             say(&format!(
                 "{}: munmapq itself (the git wrapper), and there is no other git in PATH",
-                path.display()
+                quote_path(&path)
             ));
             return Err(127);
         };
         say(&format!(
             "{}: munmapq itself, linked as git: the git wrapper, which runs {}",
-            path.display(),
-            real.display()
+            quote_path(&path),
+            quote_path(&real)
         ));
         path = real;
     }
@@ -104,11 +105,14 @@ pub fn run(command: &[OsString]) -> u8 {
                 } else {
                     "is not a regular file"
                 };
-                say!("munmapq doctor: {cmd}: {what}, not a program");
+                say!(
+                    "munmapq doctor: {}: {what}, not a program",
+                    quote(&command[0])
+                );
                 return 126;
             }
         }
-        say!("munmapq doctor: {cmd}: command not found");
+        say!("munmapq doctor: {}: command not found", quote(&command[0]));
         return 127;
     };
     let program = match program_of(path.clone()) {
@@ -118,7 +122,7 @@ pub fn run(command: &[OsString]) -> u8 {
     let mut f = match file_facts(&program) {
         Ok(f) => f,
         Err(e) => {
-            say!("munmapq doctor: {}: {e}", program.display());
+            say!("munmapq doctor: {}: {e}", quote_path(&program));
             return 126;
         }
     };
@@ -141,11 +145,11 @@ pub fn run(command: &[OsString]) -> u8 {
     match judge(&f) {
         Verdict::Loads => {
             if let Ok(Some(note)) = crate::program::asan::judge(f.asan.as_ref(), f.asan_check_off) {
-                say!("munmapq doctor: {}: {note}", program.display());
+                say!("munmapq doctor: {}: {note}", quote_path(&program));
             }
             say!(
                 "munmapq doctor: {}: the library would load (dynamically linked{}{}){}",
-                program.display(),
+                quote_path(&program),
                 f.interpreter
                     .as_deref()
                     .map(|i| format!(", {i}"))
@@ -177,7 +181,7 @@ pub fn run(command: &[OsString]) -> u8 {
         Verdict::WontLoad(why, instead) => {
             say!(
                 "munmapq doctor: {}: the library would NOT load: {why}",
-                program.display()
+                quote_path(&program)
             );
             say!("munmapq doctor: instead: {instead}");
             1

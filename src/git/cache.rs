@@ -63,15 +63,18 @@ fn fnv(bytes: &[u8]) -> u64 {
 fn key(git_dir: &Path) -> String {
     let mut k = git_dir.as_os_str().as_encoded_bytes().to_vec();
     for v in ENV {
-        k.push(0);
+        k.push(b' ');
         if let Some(val) = std::env::var_os(v) {
             k.extend_from_slice(val.as_encoded_bytes());
         }
     }
-    format!(
-        "{}\n",
-        String::from_utf8_lossy(&k).replace(['\n', '\0'], " ")
-    )
+    for b in &mut k {
+        if *b == b'\n' || *b == 0 {
+            *b = b' ';
+        }
+    }
+    k.push(b'\n');
+    String::from_utf8(k).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 fn field(o: Option<&String>) -> String {
@@ -96,11 +99,16 @@ pub fn render(git_dir: &Path, s: &Settled, files: &[PathBuf]) -> String {
 }
 
 /// The answer in `text` if it is for `git_dir` and every file is as it was.
+#[cfg(test)]
 pub fn parse(git_dir: &Path, text: &str) -> Option<Settled> {
+    parse_keyed(&key(git_dir), text)
+}
+
+/// [`parse`], for the key of `git_dir` (made once per run: it reads
+/// eight variables).
+fn parse_keyed(key: &str, text: &str) -> Option<Settled> {
     let body = text.strip_prefix(MAGIC)?.strip_prefix('\n')?;
-    let body = body
-        .strip_prefix("key ")?
-        .strip_prefix(key(git_dir).as_str())?;
+    let body = body.strip_prefix("key ")?.strip_prefix(key)?;
     let mut s = Settled::default();
     for line in body.lines() {
         let (tag, rest) = line.split_once(' ')?;
@@ -120,7 +128,7 @@ pub fn parse(git_dir: &Path, text: &str) -> Option<Settled> {
             "badenable" => s.bad_enable = value,
             "file" => {
                 let (id, path) = rest.split_once('\t')?;
-                if identity(Path::new(path)) != id {
+                if !same_identity(Path::new(path), id) {
                     return None;
                 }
             }
@@ -148,13 +156,14 @@ fn racy(files: &[PathBuf]) -> bool {
 /// The cached answer for `git_dir`, or `compute`'s (stored when it can be).
 pub fn cached(git_dir: &Path, compute: impl FnOnce() -> (Settled, Vec<PathBuf>)) -> Settled {
     let dir = dir();
+    let key = key(git_dir);
     let file = dir
         .as_ref()
-        .map(|d| d.join(format!("{:016x}", fnv(key(git_dir).as_bytes()))));
+        .map(|d| d.join(format!("{:016x}", fnv(key.as_bytes()))));
     if let Some(s) = file
         .as_ref()
         .and_then(|f| std::fs::read_to_string(f).ok())
-        .and_then(|t| parse(git_dir, &t))
+        .and_then(|t| parse_keyed(&key, &t))
     {
         return s;
     }
@@ -249,6 +258,28 @@ pub fn identity(p: &Path) -> String {
     }
 }
 
+/// Whether `p`'s identity is still `id` (as [`identity`] wrote it),
+/// read back as numbers: the wrapper checks every file of its cached
+/// answer before each git, and formatting each would cost more.
+fn same_identity(p: &Path, id: &str) -> bool {
+    let Ok(m) = std::fs::metadata(p) else {
+        return id == "absent";
+    };
+    let now = [
+        m.dev() as i128,
+        m.ino() as i128,
+        m.size() as i128,
+        m.mtime() as i128,
+        m.mtime_nsec() as i128,
+        m.ctime() as i128,
+        m.ctime_nsec() as i128,
+    ];
+    let mut was = id.split([' ', '.']).map(|n| n.parse::<i128>());
+    now.iter()
+        .all(|n| was.next().is_some_and(|w| w.ok() == Some(*n)))
+        && was.next().is_none()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +298,8 @@ mod tests {
         };
         let files = vec![cfg.clone(), dir.join("absent")];
         let text = render(&dir, &s, &files);
+        assert!(files.iter().all(|f| same_identity(f, &identity(f))));
+        assert!(!same_identity(&cfg, &identity(&dir)));
         assert_eq!(parse(&dir, &text), Some(s));
         assert_eq!(parse(&dir.join("other"), &text), None);
         std::fs::write(&cfg, "[core]\n\tx = 1\n").unwrap();

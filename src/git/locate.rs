@@ -11,13 +11,6 @@ use std::path::{Path, PathBuf};
 /// The recursion guard: `DEV:INO` of each wrapper passed, `,`-separated.
 pub const GUARD_VAR: &str = "MUNMAPQ_GIT_WRAPPER";
 
-/// Whether this process was started as `git` (a link to munmapq).
-pub fn invoked_as_git() -> bool {
-    std::env::args_os()
-        .next()
-        .is_some_and(|a| Path::new(&a).file_name() == Some(OsStr::new("git")))
-}
-
 /// A file's identity.
 pub type FileId = (u64, u64);
 
@@ -42,34 +35,49 @@ pub fn guarded() -> Vec<FileId> {
         .collect()
 }
 
-/// The first executable `git` in PATH that is neither this munmapq nor
-/// any file in `skip`.
-fn find_git(skip: &[FileId]) -> Option<PathBuf> {
-    find_git_in(&std::env::var_os("PATH")?, skip)
-}
-
-/// The first executable `git` in the directories of `path` (a PATH value)
-/// that is not one of the files in `skip`.
-fn find_git_in(path: &OsStr, skip: &[FileId]) -> Option<PathBuf> {
+/// The first executable `name` in the directories of `path` (a PATH
+/// value) that is not one of the files in `skip`.
+fn find_in(path: &OsStr, name: &OsStr, skip: &[FileId]) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::PermissionsExt;
-    std::env::split_paths(path)
-        .filter(|d| !d.as_os_str().is_empty())
-        .map(|d| d.join("git"))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| {
-                m.is_file()
-                    && m.permissions().mode() & 0o111 != 0
-                    && !skip.contains(&(m.dev(), m.ino()))
-            })
-        })
+    // One buffer for every candidate (the wrapper looks before each git).
+    let mut candidate = Vec::with_capacity(256);
+    for dir in path.as_bytes().split(|&b| b == b':') {
+        if dir.is_empty() {
+            continue;
+        }
+        candidate.clear();
+        candidate.extend_from_slice(dir);
+        if !dir.ends_with(b"/") {
+            candidate.push(b'/');
+        }
+        candidate.extend_from_slice(name.as_bytes());
+        let p = Path::new(OsStr::from_bytes(&candidate));
+        let found = std::fs::metadata(p).is_ok_and(|m| {
+            m.is_file()
+                && m.permissions().mode() & 0o111 != 0
+                && !skip.contains(&(m.dev(), m.ino()))
+        });
+        if found {
+            return Some(p.to_path_buf());
+        }
+    }
+    None
 }
 
 /// The real git: the first in PATH that is not this munmapq nor a
 /// wrapper already passed.
 pub fn real_git() -> Option<PathBuf> {
+    past_wrappers(OsStr::new("git"))
+}
+
+/// The real `name`: the first in the search path (PATH, or the default
+/// path where PATH is unset) that is not this munmapq nor a wrapper
+/// already passed.
+pub fn past_wrappers(name: &OsStr) -> Option<PathBuf> {
     let mut skip = guarded();
     skip.extend(me());
-    find_git(&skip)
+    find_in(&crate::program::search_path(), name, &skip)
 }
 
 /// Whether `path` is this very munmapq (a link to it, or it).
@@ -105,10 +113,11 @@ mod tests {
         }
         let path = std::env::join_paths([&a, &a, &b]).unwrap();
         let first = file_id(&a.join("git")).unwrap();
-        assert_eq!(find_git_in(&path, &[]), Some(a.join("git")));
-        assert_eq!(find_git_in(&path, &[first]), Some(b.join("git")));
+        let git = OsStr::new("git");
+        assert_eq!(find_in(&path, git, &[]), Some(a.join("git")));
+        assert_eq!(find_in(&path, git, &[first]), Some(b.join("git")));
         let second = file_id(&b.join("git")).unwrap();
-        assert_eq!(find_git_in(&path, &[first, second]), None);
+        assert_eq!(find_in(&path, git, &[first, second]), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -16,13 +16,14 @@
 use super::locate::{guard_for_children, guarded, is_me, real_git, GUARD_VAR};
 use crate::cli::fail;
 use crate::platform::{PRELOAD_LIST, PRELOAD_VAR};
+use crate::quote::{quote, quote_path};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
 /// More wrappers in a row than this is a loop nothing else stopped.
-const MAX_WRAPPERS: usize = 16;
+pub const MAX_WRAPPERS: usize = 16;
 
 /// Runs git with `args` (everything after `git`), preloaded when munmapq
 /// pays here, with `arg0` as its argv[0] (`git` from the shell function;
@@ -37,11 +38,15 @@ pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
         );
     }
     let Some(git) = real_git() else {
-        if std::env::var_os("PATH").is_none_or(|p| p.is_empty()) {
-            return fail("git: PATH is not set, so there is no git to run", 127);
-        }
+        let path = crate::program::search_path();
         return fail(
-            "git: no git in PATH besides munmapq itself (a munmapq linked as git runs the next git in PATH)",
+            &format!(
+                "git: no git in {} besides munmapq itself (a munmapq linked as git runs the next git in PATH)",
+                match std::env::var_os("PATH") {
+                    Some(_) => "PATH".to_string(),
+                    None => format!("the default path {} (PATH is unset)", quote(&path)),
+                }
+            ),
             127,
         );
     };
@@ -69,7 +74,7 @@ pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
     // runtime put /dev/null where the caller had closed stdio: put back
     // what the caller gave.
     let err = crate::inherited::exec(&mut cmd);
-    fail(&format!("git: {}: {err}", git.display()), 126)
+    fail(&format!("git: {}: {err}", quote_path(&git)), 126)
 }
 
 /// Adds the library to the preload list (never takes one away: a git run
@@ -115,14 +120,26 @@ pub fn doctor_lines(args: &[OsString]) -> Vec<String> {
     v.extend(d.warning);
     let exe = std::env::current_exe().unwrap_or_else(|_| "munmapq".into());
     if crate::program::resolve("git").is_some_and(|p| is_me(&p)) {
-        v.push("the git wrapper is installed: the first git in PATH is this munmapq".into());
+        v.push(
+            "the git wrapper is installed for every program: the first git in PATH is this munmapq"
+                .into(),
+        );
     } else {
         v.push(format!(
-            "the git wrapper: eval \"$(munmapq shell-init bash)\" (or zsh, fish) gives interactive \
-             shells a git function; ln -s {} ~/bin/git, with ~/bin ahead of git in PATH, reaches \
-             editors, cron and scripts too",
-            exe.display()
+            "no munmapq is linked as git in PATH, so editors, cron and scripts run git as it is \
+             (ln -s {} ~/bin/git, with ~/bin ahead of git in PATH, puts the wrapper in front of \
+             them)",
+            quote_path(&exe)
         ));
     }
+    // A shell's functions live in that shell: no program it starts can
+    // see them. Said rather than guessed.
+    v.push(
+        "whether your shell has shell-init's git function, munmapq cannot see from here (a \
+         shell's functions are its own): type git in it shows one that runs munmapq __git; \
+         eval \"$(munmapq shell-init bash)\" (or zsh; fish: munmapq shell-init fish | source) \
+         defines it"
+            .into(),
+    );
     v
 }

@@ -212,6 +212,14 @@ fn prune(root: &Path, current: &str, now: SystemTime) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_version_names_this_library() {
+        assert_eq!(
+            env!("MUNMAPQ_BUILT_IN_LIBRARY"),
+            format!("{:016x}", fnv(BYTES))
+        );
+    }
+
     fn set_age(p: &Path, days: u64) {
         let t = SystemTime::now() - DAY * days as u32;
         std::fs::File::open(p).unwrap().set_modified(t).unwrap();

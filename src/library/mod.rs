@@ -2,7 +2,9 @@
 
 mod embedded;
 
+use crate::out::why;
 use crate::platform::{self, LIB_NAME};
+use crate::quote::quote_path;
 use std::path::{Path, PathBuf};
 
 /// Why there is no library to preload.
@@ -39,11 +41,30 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, LibError> {
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
-    if let Some(p) = explicit.or_else(from_env) {
-        check_explicit(&p)?;
-        return Ok(p
-            .canonicalize()
-            .map_err(|e| format!("{}: {e}", p.display()))?);
+    let named = match explicit {
+        Some(p) => Some((p, false)),
+        None => from_env().map(|p| (p, true)),
+    };
+    if let Some((p, env)) = named {
+        // Said as the caller gave it: the option, or the variable (which
+        // may come from a profile they forgot), and how to do without.
+        let (what, fix) = if env {
+            (
+                format!("MUNMAPQ_LIB={} (from the environment)", quote_path(&p)),
+                "; unset MUNMAPQ_LIB to use the library munmapq finds itself (munmapq --print-lib \
+                 prints it), or set it to a libmunmapq"
+                    .to_string(),
+            )
+        } else {
+            (
+                format!("--lib {}", quote_path(&p)),
+                "; leave --lib out to use the library munmapq finds itself (munmapq --print-lib \
+                 prints it)"
+                    .to_string(),
+            )
+        };
+        let real = check_explicit(&p).and_then(|()| p.canonicalize().map_err(|e| why(&e)));
+        return real.map_err(|e| LibError::from(format!("{what}: {e}{fix}")));
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
     let dir = exe.parent().unwrap_or(Path::new("/"));
@@ -84,29 +105,22 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, LibError> {
 /// dynamic linker would otherwise skip it with a message of its own, and
 /// the command would run without munmapq.
 fn check_explicit(p: &Path) -> Result<(), String> {
-    let what = format!("library {}", p.display());
-    let meta = std::fs::metadata(p).map_err(|e| format!("{what}: {e}"))?;
+    let meta = std::fs::metadata(p).map_err(|e| why(&e))?;
     if meta.is_dir() {
-        return Err(format!(
-            "{what} is a directory; give the path of {LIB_NAME} itself (munmapq --print-lib prints the default)"
-        ));
+        return Err(format!("is a directory, not the path of {LIB_NAME} itself"));
     }
-    let head = crate::macho::head(p).map_err(|e| format!("{what}: {e}"))?;
+    let head = crate::macho::head(p).map_err(|e| why(&e))?;
     if !head.starts_with(b"\x7fELF") && crate::macho::archs(&head).is_none() {
-        return Err(format!(
-            "{what} is not a shared library (neither ELF nor Mach-O); give the path of {LIB_NAME}"
-        ));
+        return Err("is not a shared library (neither ELF nor Mach-O)".into());
     }
     if head.starts_with(b"\x7fELF") {
         if let Some(interp) = crate::program::elf::interpreter(p) {
             return Err(format!(
-                "{what} is a program (it names the dynamic linker {interp}), not a shared library: the dynamic linker would skip it; give the path of {LIB_NAME}"
+                "is a program (it names the dynamic linker {interp}), not a shared library: the dynamic linker would skip it"
             ));
         }
         if let Some(why) = elf_mismatch(&head) {
-            return Err(format!(
-                "{what} is {why}: the dynamic linker would skip it; give the path of {LIB_NAME}"
-            ));
+            return Err(format!("is {why}: the dynamic linker would skip it"));
         }
     }
     Ok(())

@@ -8,23 +8,42 @@ pub mod asan;
 pub mod elf;
 pub mod script;
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-/// Finds `cmd` as a shell would (a path, or a name in `$PATH`).
+/// Finds `cmd` as a shell would (a path, or a name in the search path).
 pub fn resolve(cmd: &str) -> Option<PathBuf> {
     if cmd.contains('/') {
         let p = PathBuf::from(cmd);
         return p.is_file().then_some(p);
     }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(cmd))
-            .find(|p| {
-                use std::os::unix::fs::PermissionsExt;
-                p.metadata()
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
-    })
+    std::env::split_paths(&search_path())
+        .map(|d| d.join(cmd))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Where commands are searched: `$PATH`, or where PATH is unset the
+/// system's default path, as `env` and `execvp` search it
+/// (`confstr(_CS_PATH)`: `/bin:/usr/bin` with glibc).
+pub fn search_path() -> OsString {
+    if let Some(p) = std::env::var_os("PATH") {
+        return p;
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: confstr writes at most buf.len() bytes, NUL included, into
+    // the buffer we own, and returns the length the whole value needs.
+    let n = unsafe { libc::confstr(libc::_CS_PATH, buf.as_mut_ptr().cast(), buf.len()) };
+    match n {
+        1..=256 => {
+            use std::os::unix::ffi::OsStrExt;
+            std::ffi::OsStr::from_bytes(&buf[..n - 1]).to_owned()
+        }
+        _ => "/bin:/usr/bin".into(),
+    }
 }
 
 /// The interpreter a `#!` line names, if the file starts with one.

@@ -111,7 +111,9 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
         Ok(f) => f,
         Err(msg) => return fail(&format!("{msg}; nothing was run"), OWN_FAILURE),
     };
-    let name = o.command[0].to_string_lossy().into_owned();
+    // As messages show it (quoted where needed); the command itself is
+    // o.command[0], byte for byte.
+    let name = crate::quote::quote(&o.command[0]);
     let lib = match find_library(o.lib.clone()) {
         Ok(l) => Some(l),
         // No cache directory for the built-in library: run without it,
@@ -132,7 +134,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     };
     let mut cmd = Command::new(&o.command[0]);
     cmd.args(&o.command[1..]);
-    let program = crate::program::resolve(&name);
+    let program = o.command[0].to_str().and_then(crate::program::resolve);
     // What the library cannot do for the program, said before it runs.
     let mut predicted = None;
     if let (Some(p), Some(lib)) = (&program, &lib) {
@@ -178,7 +180,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
             std::env::set_var(k, v);
         }
         let err = inherited::exec(&mut cmd);
-        return cannot_run(&name, program.as_deref(), &err);
+        return cannot_run(&o.command[0], program.as_deref(), &err);
     };
     cmd.envs(vars);
     let expect_load = preload.is_some() && predicted.is_none() && sandbox != Sandbox::Refuses;
@@ -196,25 +198,26 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
 
 /// The command could not be started: 127 when it (or its interpreter) is
 /// not found, 126 when it cannot be run; one line saying which.
-fn cannot_run(name: &str, program: Option<&Path>, e: &std::io::Error) -> ExitCode {
-    let found = program.is_some() || name.contains('/');
+fn cannot_run(command: &std::ffi::OsStr, program: Option<&Path>, e: &std::io::Error) -> ExitCode {
+    let name = crate::quote::quote(command);
+    let path = Path::new(command);
+    let has_slash = command.as_encoded_bytes().contains(&b'/');
+    let found = program.is_some() || has_slash;
     if e.kind() == ErrorKind::NotFound {
         if found {
-            if let Some(why) = program
-                .or(Some(Path::new(name)))
-                .and_then(missing_interpreter)
-            {
+            if let Some(why) = program.or(Some(path)).and_then(missing_interpreter) {
                 return fail(&format!("{name}: {why}"), 127);
             }
         }
-        let hint = if name.contains('/') {
-            String::new()
-        } else {
-            crate::cli::hint(name, &crate::help::WORDS.map(|w| w.0), "munmapq ")
+        let hint = match command.to_str() {
+            Some(typed) if !has_slash => {
+                crate::cli::hint(typed, &crate::help::WORDS.map(|w| w.0), "munmapq ")
+            }
+            _ => String::new(),
         };
         return fail(&format!("{name}: command not found{hint}"), 127);
     }
-    if std::fs::metadata(program.unwrap_or(Path::new(name))).is_ok_and(|m| m.is_dir()) {
+    if std::fs::metadata(program.unwrap_or(path)).is_ok_and(|m| m.is_dir()) {
         return fail(&format!("{name}: is a directory"), 126);
     }
     match e.kind() {
@@ -274,7 +277,7 @@ impl Parent<'_> {
             Err(e) => {
                 sentinel.finish();
                 discard(&self.outputs);
-                return cannot_run(&self.name, self.program.as_deref(), &e);
+                return cannot_run(&self.o.command[0], self.program.as_deref(), &e);
             }
         };
         let pid = child.id() as libc::pid_t;
