@@ -77,6 +77,9 @@ impl Engine {
         // records describe (a vfork child's, or one unshared, is not:
         // its numbers may name other files, so nothing is tracked).
         let seen = self.close_seq.seen(fd).filter(|_| self.own_table(os));
+        // The context before the file: a mount changed after this read
+        // leaves the mapping an older word than its flags (never reused).
+        let ctx = seen.and_then(|_| self.context.now(os));
         // A deleted file's mapping would keep its space once queued.
         // Where a mapping forgets its descriptor (macOS) the descriptor
         // is asked about only on a hit (`map_eligible`).
@@ -86,7 +89,7 @@ impl Engine {
                 .filter(|f| f.nlink > 0 && (forgets || self.read_only(os, fd, f, seen)))
                 .map(|f| (f, seen))
         });
-        if let (Some(rlen), Some((file, seen))) = (round_up(len, page), file) {
+        if let (Some(rlen), Some((file, seen)), Some(ctx)) = (round_up(len, page), file, ctx) {
             self.stats.bump(Counter::Eligible);
             let key = FileKey {
                 dev: file.dev,
@@ -94,6 +97,8 @@ impl Engine {
                 mnt: file.mnt,
                 off: off as u64,
                 len: rlen,
+                name: file.name,
+                ctx,
                 stamp: file.stamp,
             };
             return self.map_eligible(os, key, len, fd, off, seen);
@@ -200,7 +205,8 @@ impl Engine {
         let now = os.file_facts(fd);
         self.close_seq.unchanged(fd, seen)
             && now.is_some_and(|f| {
-                f.nlink > 0 && (f.dev, f.ino, f.mnt) == (key.dev, key.ino, key.mnt)
+                f.nlink > 0
+                    && (f.dev, f.ino, f.mnt, f.name) == (key.dev, key.ino, key.mnt, key.name)
             })
     }
 

@@ -133,6 +133,10 @@ pub struct FakeOs<const N: usize = 256> {
     /// Called at the start of each `mmap` and `open_flags`, with the
     /// descriptor: a test's other thread (a `dup2` racing with the call).
     pub racing: RefCell<Option<Racing<N>>>,
+    /// What `read_implies_exec` answers (the calling thread's
+    /// personality), and how many times it was asked.
+    pub read_implies_exec: RefCell<Option<bool>>,
+    pub personality_reads: RefCell<usize>,
 }
 
 impl Default for FakeOs {
@@ -175,6 +179,8 @@ impl<const N: usize> FakeOs<N> {
             fdinfo_reads: RefCell::new(0),
             inode: RefCell::new([0; FDS]),
             racing: RefCell::new(None),
+            read_implies_exec: RefCell::new(Some(false)),
+            personality_reads: RefCell::new(0),
         }
     }
 
@@ -333,6 +339,7 @@ impl<const N: usize> Os for FakeOs<N> {
             ino,
             mnt: 1,
             nlink: 1,
+            name: 0,
             stamp: FileStamp {
                 size: 2 * PAGE as i64,
                 ctime_nsec,
@@ -376,6 +383,11 @@ impl<const N: usize> Os for FakeOs<N> {
 
     fn fd_table(&self) -> FdTable {
         *self.fd_table.borrow()
+    }
+
+    fn read_implies_exec(&self) -> Option<bool> {
+        *self.personality_reads.borrow_mut() += 1;
+        *self.read_implies_exec.borrow()
     }
 
     fn description_locked(&self, fd: i32) -> Option<bool> {

@@ -1,0 +1,78 @@
+//! What the kernel takes from an mmap call's context, beyond the file and
+//! the descriptor, that a queued mapping would carry into a reuse made
+//! under another context. Two inputs can change under a queued mapping
+//! without changing the file's stamp:
+//!
+//! - a mount's flags, changed in place (`mount(MS_REMOUNT)`,
+//!   `mount_setattr`): the mount id stays, yet a fresh mapping through a
+//!   mount made `noexec` may not become executable (Linux `mm/mmap.c`
+//!   `do_mmap`: `path_noexec` clears `VM_MAYEXEC`);
+//! - the calling thread's personality: with `READ_IMPLIES_EXEC` the kernel
+//!   adds `PROT_EXEC` to a `PROT_READ` mapping (`do_mmap` again).
+//!
+//! Each eligible mmap takes a context word, kept in its key
+//! ([`crate::table::FileKey::ctx`]): a queued mapping is handed back only
+//! to a call made under the same word. The word costs no system call while
+//! the program changes neither: the mount hooks bump a generation after
+//! the call (a mapping made before it, or while it ran, keeps the old
+//! generation, so it is never reused once the call returned), and the
+//! personality is asked of the kernel on each eligible mmap only once a
+//! hooked `personality` call changed `READ_IMPLIES_EXEC` in some thread
+//! (personalities are per thread; until then every thread has the one the
+//! process started with, so all queued mappings were made under it).
+
+use crate::os::Os;
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
+
+/// Every thread has the personality the process started with.
+const UNIFORM: u8 = 0;
+/// Some thread changed `READ_IMPLIES_EXEC`: each call asks its own.
+const SPLIT: u8 = 1;
+
+pub struct MmapContext {
+    /// Mount-table changes made through the hooks.
+    mounts: AtomicU64,
+    persona: AtomicU8,
+}
+
+impl Default for MmapContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MmapContext {
+    pub const fn new() -> Self {
+        MmapContext {
+            mounts: AtomicU64::new(0),
+            persona: AtomicU8::new(UNIFORM),
+        }
+    }
+
+    /// The context word of an eligible mmap the calling thread is about
+    /// to make, read before anything else is asked about it; `None` when
+    /// it cannot be told (the call is then not tracked).
+    #[inline]
+    pub fn now<O: Os>(&self, os: &O) -> Option<u64> {
+        let mounts = self.mounts.load(Acquire);
+        let persona = if self.persona.load(Acquire) == UNIFORM {
+            0
+        } else {
+            // 1 or 2, never the uniform 0: what was queued before the split
+            // was made under a personality no longer known.
+            1 + os.read_implies_exec()? as u64
+        };
+        Some(mounts << 2 | persona)
+    }
+
+    /// A mount-table call returned (whether or not it succeeded).
+    pub fn mounts_changed(&self) {
+        self.mounts.fetch_add(1, Release);
+    }
+
+    /// A thread is about to change its `READ_IMPLIES_EXEC` (or it cannot
+    /// be told whether it does): from now on each call asks its own.
+    pub fn personalities_split(&self) {
+        self.persona.store(SPLIT, Release);
+    }
+}
