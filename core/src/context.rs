@@ -22,18 +22,16 @@
 //! process started with, so all queued mappings were made under it).
 
 use crate::os::Os;
-use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
+use core::sync::atomic::{AtomicU64, Ordering::*};
 
-/// Every thread has the personality the process started with.
-const UNIFORM: u8 = 0;
-/// Some thread changed `READ_IMPLIES_EXEC`: each call asks its own.
-const SPLIT: u8 = 1;
+/// In [`MmapContext`]'s word: some thread changed `READ_IMPLIES_EXEC`, so
+/// each call asks its own personality. The other bits count mount-table
+/// calls (in steps of [`MOUNT`]).
+const SPLIT: u64 = 1;
+const MOUNT: u64 = 2;
 
-pub struct MmapContext {
-    /// Mount-table changes made through the hooks.
-    mounts: AtomicU64,
-    persona: AtomicU8,
-}
+/// One word, so that an eligible mmap reads its context in one load.
+pub struct MmapContext(AtomicU64);
 
 impl Default for MmapContext {
     fn default() -> Self {
@@ -43,36 +41,30 @@ impl Default for MmapContext {
 
 impl MmapContext {
     pub const fn new() -> Self {
-        MmapContext {
-            mounts: AtomicU64::new(0),
-            persona: AtomicU8::new(UNIFORM),
-        }
+        MmapContext(AtomicU64::new(0))
     }
 
     /// The context word of an eligible mmap the calling thread is about
     /// to make, read before anything else is asked about it; `None` when
-    /// it cannot be told (the call is then not tracked).
+    /// it cannot be told (the call is then not tracked). Once split, the
+    /// word differs from every word before the split (its `SPLIT` bit),
+    /// whose mappings were made under a personality no longer known to be
+    /// the caller's.
     #[inline]
     pub fn now<O: Os>(&self, os: &O) -> Option<u64> {
-        let mounts = self.mounts.load(Acquire);
-        let persona = if self.persona.load(Acquire) == UNIFORM {
-            0
-        } else {
-            // 1 or 2, never the uniform 0: what was queued before the split
-            // was made under a personality no longer known.
-            1 + os.read_implies_exec()? as u64
-        };
-        Some(mounts << 2 | persona)
+        let w = self.0.load(Acquire);
+        let exec = w & SPLIT != 0 && os.read_implies_exec()?;
+        Some(w << 1 | exec as u64)
     }
 
     /// A mount-table call returned (whether or not it succeeded).
     pub fn mounts_changed(&self) {
-        self.mounts.fetch_add(1, Release);
+        self.0.fetch_add(MOUNT, Release);
     }
 
     /// A thread is about to change its `READ_IMPLIES_EXEC` (or it cannot
     /// be told whether it does): from now on each call asks its own.
     pub fn personalities_split(&self) {
-        self.persona.store(SPLIT, Release);
+        self.0.fetch_or(SPLIT, Release);
     }
 }

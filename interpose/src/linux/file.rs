@@ -141,10 +141,19 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
 /// A file's names change only with its ctime (link, unlink, rename), which
 /// the stamp compares; so a name is asked only where two names of one
 /// stamp can be open at once.
+#[inline(always)]
 fn link_name(fd: i32, nlink: u64) -> Option<u64> {
     if nlink <= 1 {
         return Some(0);
     }
+    path_hash(fd)
+}
+
+/// [`link_name`]'s `readlink`: out of line, so that its 300 bytes of
+/// stack are taken only for a file with several names.
+#[cold]
+#[inline(never)]
+fn path_hash(fd: i32) -> Option<u64> {
     // "/proc/self/fd/" and up to 10 digits, NUL-terminated.
     const PREFIX: &[u8] = b"/proc/self/fd/";
     let mut path = [0u8; 32];
