@@ -13,7 +13,8 @@
 //! the exec permission of the old flags (`mprotect(PROT_EXEC)` succeeded
 //! on a `noexec` mount, and failed once the mount was exec again); a
 //! window queued before `personality(READ_IMPLIES_EXEC)` came back `r--p`
-//! where a fresh one is `r-xp`; a queued hugetlbfs mapping kept its huge
+//! where a fresh one is `r-xp` (and one another thread made executable
+//! by `mprotect(PROT_READ)` under it came back `r-xp`); a queued hugetlbfs mapping kept its huge
 //! page reserved (`fallocate`: ENOSPC), and `munmap` of one small page of
 //! it answered 0, not EINVAL; a window mapped through one hard link came
 //! back named by it for the other.

@@ -57,6 +57,14 @@ impl MmapContext {
         Some(w << 1 | exec as u64)
     }
 
+    /// Whether threads may differ in `READ_IMPLIES_EXEC`: then an
+    /// `mprotect(PROT_READ)` may make a mapping executable (the kernel
+    /// adds `PROT_EXEC` for a thread that has it, `mm/mprotect.c`).
+    #[inline]
+    pub fn split(&self) -> bool {
+        self.0.load(Relaxed) & SPLIT != 0
+    }
+
     /// A mount-table call returned (whether or not it succeeded).
     pub fn mounts_changed(&self) {
         self.0.fetch_add(MOUNT, Release);

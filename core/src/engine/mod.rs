@@ -179,6 +179,14 @@ impl Engine {
         self.context.personalities_split();
     }
 
+    /// Whether an `mprotect(PROT_READ)` may make a tracked mapping
+    /// executable: once threads may differ in `READ_IMPLIES_EXEC`, such a
+    /// call ends tracking as any other protection does.
+    #[inline]
+    pub fn read_may_imply_exec(&self) -> bool {
+        self.context.split()
+    }
+
     /// Whether small mappings may pass through where reuse is too rare to
     /// pay (`payoff.rs`; on by default, `MUNMAPQ_STEP_ASIDE`). A
     /// replay of the queue's policy turns it off: every mapping then meets

@@ -159,6 +159,20 @@ pub fn personality(dir: &str) {
     // SAFETY: as above.
     unsafe { libc::syscall(libc::SYS_personality, old as libc::c_ulong) };
     println!("cleared by syscall(): {}", cycle());
+    // Personalities are per thread: another thread's mprotect(PROT_READ)
+    // under READ_IMPLIES_EXEC makes this thread's mapping executable.
+    let a = map(fd, 4);
+    let theirs = std::thread::spawn(move || {
+        // SAFETY: as above; this thread's own personality.
+        unsafe { libc::personality((old | libc::READ_IMPLIES_EXEC) as libc::c_ulong) };
+        sys::mprotect(a, 4 * page(), R).expect("mprotect");
+        perms(a)
+    })
+    .join()
+    .unwrap();
+    println!("another thread's mprotect(PROT_READ) under it: {theirs}");
+    sys::munmap(a, 4 * page()).expect("munmap");
+    println!("mapped again by this thread: {}", cycle());
     sys::close(fd);
 }
 
