@@ -38,7 +38,8 @@ pub struct FileFacts {
     /// the file has more than one (0 otherwise): a mapping shows that name
     /// in `/proc/self/maps` and `map_files`, so one made through another
     /// hard link must not be handed out for it. A hash of the path, see
-    /// `linux/file.rs`.
+    /// `linux/file.rs`; filled in by the engine ([`crate::os::Os::link_name`]),
+    /// 0 from [`crate::os::Os::file_facts`].
     pub name: u64,
     pub stamp: FileStamp,
 }

@@ -107,7 +107,6 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     if untracked {
         return None;
     }
-    let nlink = u64::from(sx.stx_nlink);
     Some(FileFacts {
         dev: libc::makedev(sx.stx_dev_major, sx.stx_dev_minor),
         ino: sx.stx_ino,
@@ -119,8 +118,9 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
         } else {
             0
         },
-        nlink,
-        name: link_name(fd, nlink)?,
+        nlink: u64::from(sx.stx_nlink),
+        // Asked by the engine, once per description (`link_name`).
+        name: 0,
         stamp: FileStamp {
             size: sx.stx_size as i64,
             mtime_sec: sx.stx_mtime.tv_sec,
@@ -131,29 +131,22 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     })
 }
 
-/// Which of its names the file behind `fd` was opened through, where it
-/// has more than one (`nlink`): a hash of what `readlink` of
-/// `/proc/self/fd/N` answers, the path `/proc/self/maps` would show for a
-/// mapping made through it (both are the kernel's `d_path` of the open
-/// file). 0 for a file with one name: no system call. `None` (not
-/// tracked) when the path cannot be read, or is 256 bytes or longer.
+/// Which of its names the file behind `fd` was opened through (asked by
+/// the engine only where it has more than one): a hash of what `readlink`
+/// of `/proc/self/fd/N` answers, the path `/proc/self/maps` would show for
+/// a mapping made through it (both are the kernel's `d_path` of the open
+/// file). `None` (not tracked) when the path cannot be read, or is 256
+/// bytes or longer.
 ///
 /// A file's names change only with its ctime (link, unlink, rename), which
 /// the stamp compares; so a name is asked only where two names of one
 /// stamp can be open at once.
-#[inline(always)]
-fn link_name(fd: i32, nlink: u64) -> Option<u64> {
-    if nlink <= 1 {
-        return Some(0);
-    }
-    path_hash(fd)
-}
-
-/// [`link_name`]'s `readlink`: out of line, so that its 300 bytes of
-/// stack are taken only for a file with several names.
+///
+/// Out of line, so that its 300 bytes of stack are taken only for a file
+/// with several names.
 #[cold]
 #[inline(never)]
-fn path_hash(fd: i32) -> Option<u64> {
+pub fn link_name(fd: i32) -> Option<u64> {
     // "/proc/self/fd/" and up to 10 digits, NUL-terminated.
     const PREFIX: &[u8] = b"/proc/self/fd/";
     let mut path = [0u8; 32];
@@ -227,6 +220,5 @@ fn on_untracked_fs(fd: i32) -> Option<bool> {
 /// Where `statx` is refused: `fstat`, then `fstatfs` every time.
 fn fstat_facts(fd: i32) -> Option<FileFacts> {
     let facts = crate::posix::regular_file_facts(fd)?;
-    let name = link_name(fd, facts.nlink)?;
-    (!on_untracked_fs(fd)?).then_some(FileFacts { name, ..facts })
+    (!on_untracked_fs(fd)?).then_some(facts)
 }

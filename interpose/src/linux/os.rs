@@ -19,6 +19,11 @@ impl Os for RealOs {
         file::regular_file_facts(fd)
     }
 
+    /// `readlink` of `/proc/self/fd/N`, hashed (`file.rs`).
+    fn link_name(&self, fd: i32) -> Option<u64> {
+        file::link_name(fd)
+    }
+
     /// `personality(0xffffffff)`, which only asks (`context.rs`).
     fn read_implies_exec(&self) -> Option<bool> {
         super::context::read_implies_exec()
