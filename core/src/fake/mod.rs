@@ -137,6 +137,11 @@ pub struct FakeOs<const N: usize = 256> {
     /// personality), and how many times it was asked.
     pub read_implies_exec: RefCell<Option<bool>>,
     pub personality_reads: RefCell<usize>,
+    /// The link count `file_facts` answers, and the name `link_name`
+    /// answers (and how many times it was asked).
+    pub nlink: RefCell<u64>,
+    pub link: RefCell<u64>,
+    pub link_reads: RefCell<usize>,
 }
 
 impl Default for FakeOs {
@@ -181,6 +186,9 @@ impl<const N: usize> FakeOs<N> {
             racing: RefCell::new(None),
             read_implies_exec: RefCell::new(Some(false)),
             personality_reads: RefCell::new(0),
+            nlink: RefCell::new(1),
+            link: RefCell::new(0),
+            link_reads: RefCell::new(0),
         }
     }
 
@@ -338,7 +346,7 @@ impl<const N: usize> Os for FakeOs<N> {
             dev: 1,
             ino,
             mnt: 1,
-            nlink: 1,
+            nlink: *self.nlink.borrow(),
             name: 0,
             stamp: FileStamp {
                 size: 2 * PAGE as i64,
@@ -383,6 +391,11 @@ impl<const N: usize> Os for FakeOs<N> {
 
     fn fd_table(&self) -> FdTable {
         *self.fd_table.borrow()
+    }
+
+    fn link_name(&self, _fd: i32) -> Option<u64> {
+        *self.link_reads.borrow_mut() += 1;
+        Some(*self.link.borrow())
     }
 
     fn read_implies_exec(&self) -> Option<bool> {

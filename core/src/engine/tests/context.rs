@@ -49,3 +49,35 @@ fn the_personality_is_asked_only_once_a_thread_changed_it() {
     unmap(&E, &os, b);
     assert_eq!(os.mapped(b), None, "passed through");
 }
+
+/// Closes `fd` as the close hooks report it.
+fn close(e: &Engine, os: &FakeOs, fd: i32) {
+    let c = e.closing(os, fd, fd);
+    e.closed(os, c, true);
+}
+
+#[test]
+fn a_file_with_several_links_is_keyed_by_its_name_asked_once_per_description() {
+    static E: Engine = Engine::new();
+    let os = started(&E);
+    *os.nlink.borrow_mut() = 2;
+    *os.link.borrow_mut() = 11;
+    let a = map_unmap(&E, &os, 3, 0);
+    assert_eq!(map_unmap(&E, &os, 3, 0), a, "reused through the same name");
+    assert_eq!(*os.link_reads.borrow(), 1, "asked once, kept");
+    // Mapped, the number closed (the mapping stays tracked), unmapped:
+    // queued. The number opened again through the other link.
+    let x = map(&E, &os, 3, 0);
+    close(&E, &os, 3);
+    unmap(&E, &os, x);
+    assert_eq!(os.mapped(x), Some((3, 0)), "queued");
+    *os.link.borrow_mut() = 22;
+    let mmaps = *os.mmaps.borrow();
+    map(&E, &os, 3, 0);
+    assert_eq!(*os.mmaps.borrow(), mmaps + 1, "not the first link's window");
+    assert_eq!(*os.link_reads.borrow(), 2, "asked again after the close");
+    // A file with one name asks nothing.
+    *os.nlink.borrow_mut() = 1;
+    map_unmap(&E, &os, 4, 0);
+    assert_eq!(*os.link_reads.borrow(), 2);
+}
