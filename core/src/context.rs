@@ -13,7 +13,8 @@
 //! Each eligible mmap takes a context word, kept in its key
 //! ([`crate::table::FileKey::ctx`]): a queued mapping is handed back only
 //! to a call made under the same word. The word costs no system call while
-//! the program changes neither: the mount hooks bump a generation after
+//! the program changes neither: the mount hooks (and the unmount hooks: a
+//! mount id may be given again before Linux 6.8) bump a generation after
 //! the call (a mapping made before it, or while it ran, keeps the old
 //! generation, so it is never reused once the call returned), and the
 //! personality is asked of the kernel on each eligible mmap only once a

@@ -112,7 +112,8 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
         ino: sx.stx_ino,
         // The unique id where the kernel has it (6.8+), else the id of a
         // mount now mounted (5.8+; one reused after an unmount is harmless:
-        // unmounts flush the queue, see `hooks.rs`); 0 when neither.
+        // the unmount hooks flush the queue and outdate every live
+        // mapping's key, see `context.rs`); 0 when neither.
         mnt: if sx.stx_mask & (libc::STATX_MNT_ID | libc::STATX_MNT_ID_UNIQUE) != 0 {
             sx.stx_mnt_id
         } else {
