@@ -62,7 +62,7 @@ pub fn probe() -> Sandbox {
 }
 
 /// The system calls the library makes (interpose/src/linux: `file.rs`,
-/// `os.rs`, `proc.rs`, `sys.rs`, `sandbox.rs`, `init.rs`), each on valid
+/// `os.rs`, `proc.rs`, `sys.rs`, `sandbox.rs`, `init.rs`, `context.rs`), each on valid
 /// arguments: true if every one succeeded.
 ///
 /// # Safety
@@ -104,6 +104,15 @@ unsafe fn calls() -> bool {
         let mut sf: libc::statfs = std::mem::zeroed();
         ok &= sc(libc::SYS_fstatfs, fd, &mut sf) == 0;
         ok &= sc(libc::SYS_fcntl, fd, libc::F_GETFL) >= 0;
+        // The name of a file with several links (file.rs reads
+        // /proc/self/fd/N; a filter sees the number, not the path).
+        ok &= sc(
+            libc::SYS_readlinkat,
+            libc::AT_FDCWD,
+            c"/proc/self/exe".as_ptr(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        ) > 0;
         let p = sc(
             libc::SYS_mmap,
             0 as c_long,
@@ -137,6 +146,8 @@ unsafe fn calls() -> bool {
             &mut rl,
         ) == 0;
         ok &= sc(libc::SYS_getpid) > 0;
+        // Asked only, once the program changed its personality (context.rs).
+        ok &= sc(libc::SYS_personality, 0xffff_ffff as c_long) >= 0;
         ok &= sc(libc::SYS_sched_yield) == 0;
         let mut ss: libc::stack_t = std::mem::zeroed();
         ok &= sc(libc::SYS_sigaltstack, 0 as c_long, &mut ss) == 0;

@@ -34,6 +34,13 @@ pub struct FileFacts {
     /// Hard links left: 0 for a deleted file, whose mapping must not
     /// outlive the program's (it holds the file's space).
     pub nlink: u64,
+    /// Which of the file's names the descriptor was opened through, where
+    /// the file has more than one (0 otherwise): a mapping shows that name
+    /// in `/proc/self/maps` and `map_files`, so one made through another
+    /// hard link must not be handed out for it. A hash of the path, see
+    /// `linux/file.rs`; filled in by the engine ([`crate::os::Os::link_name`]),
+    /// 0 from [`crate::os::Os::file_facts`].
+    pub name: u64,
     pub stamp: FileStamp,
 }
 

@@ -161,6 +161,21 @@ pub trait Os {
     fn description_locked(&self, _fd: i32) -> Option<bool> {
         None
     }
+    /// Which of its names the file behind `fd` was opened through (see
+    /// [`crate::file::FileFacts::name`]): asked only of a file with more
+    /// than one link, once per description where [`Os::tracks_closes`]
+    /// (kept by [`crate::readonly_fds`]). `None`: it cannot be told (the
+    /// mapping is then not tracked). 0 where no name is shown.
+    fn link_name(&self, _fd: i32) -> Option<u64> {
+        Some(0)
+    }
+    /// Whether a `PROT_READ` mmap by the calling thread would be made
+    /// executable by its personality (`READ_IMPLIES_EXEC`); `None` where it
+    /// cannot be told. Asked on each eligible mmap only once the program
+    /// changed that bit through a hook ([`crate::context`]).
+    fn read_implies_exec(&self) -> Option<bool> {
+        Some(false)
+    }
     /// `vm.max_map_count`, where there is one (asked once, before the
     /// first mapping is queued; see
     /// [`crate::engine::Engine::bound_entries_later`]).

@@ -36,6 +36,14 @@
 //!
 //! A close of a descriptor costs one store before and one after (up to
 //! [`CACHED_FDS`] of each for a range).
+//!
+//! Beside each word, the name of the file the description was opened
+//! through, for a file with several links (see
+//! [`crate::file::FileFacts::name`]): like the access mode it never
+//! changes while the number names the description (a rename changes the
+//! file's ctime, which the reuse key's stamp compares), so it is asked
+//! once per description too. It is written under the claim, before the
+//! answer, and read only after [`ReadOnlyFds::known`] found the answer.
 
 use crate::file::FileFacts;
 use core::sync::atomic::{AtomicU64, Ordering::*};
@@ -75,6 +83,8 @@ pub struct Claim {
 
 pub struct ReadOnlyFds {
     words: [AtomicU64; CACHED_FDS],
+    /// The name's hash (0: one name, or not asked).
+    names: [AtomicU64; CACHED_FDS],
 }
 
 impl Default for ReadOnlyFds {
@@ -92,6 +102,7 @@ impl ReadOnlyFds {
     pub const fn new() -> Self {
         ReadOnlyFds {
             words: [const { AtomicU64::new(0) }; CACHED_FDS],
+            names: [const { AtomicU64::new(0) }; CACHED_FDS],
         }
     }
 
@@ -119,10 +130,19 @@ impl ReadOnlyFds {
         Some(Claim { index, mark })
     }
 
-    /// `F_GETFL` said the description is read-only: records `id` unless a
-    /// close began since the claim.
-    pub fn remember(&self, claim: Claim, id: u64) {
+    /// `F_GETFL` said the description is read-only: records `id`, and
+    /// the name it was opened through (0 for one name), unless a close
+    /// began since the claim.
+    pub fn remember(&self, claim: Claim, id: u64, name: u64) {
+        self.names[claim.index].store(name, Relaxed);
         let _ = self.words[claim.index].compare_exchange(claim.mark, id, AcqRel, Relaxed);
+    }
+
+    /// The name recorded with the answer [`ReadOnlyFds::known`] just found
+    /// for `fd` (0: one name when it was asked).
+    #[inline]
+    pub fn name(&self, fd: i32) -> u64 {
+        index(fd).map_or(0, |i| self.names[i].load(Relaxed))
     }
 
     /// `F_GETFL` said the description is not read-only (or failed): gives
@@ -197,14 +217,14 @@ mod tests {
         let id = identity(&facts(1));
         assert!(!f.known(3, id));
         let c = f.claim(3, 0x1000).unwrap();
-        f.remember(c, id);
+        f.remember(c, id, 0);
         assert!(f.known(3, id));
         assert!(!f.known(3, identity(&facts(2))), "another file");
         // A close between the claim and the answer: nothing recorded.
         let c = f.claim(4, 0x1000).unwrap();
         f.closing(4, 4);
         f.closed(4, 4);
-        f.remember(c, id);
+        f.remember(c, id, 0);
         assert!(!f.known(4, id));
         // During a close nothing is claimed or known.
         f.closing(3, 3);
@@ -226,7 +246,7 @@ mod tests {
         f.closed(3, 3);
         let inner = f.claim(3, 0x1000).unwrap();
         f.give_up(inner);
-        f.remember(outer, id);
+        f.remember(outer, id, 0);
         assert!(!f.known(3, id));
     }
 
@@ -236,9 +256,9 @@ mod tests {
         let id = identity(&facts(1));
         let first = f.claim(3, 0x1000).unwrap();
         let second = f.claim(3, 0x2000).unwrap();
-        f.remember(first, id);
+        f.remember(first, id, 0);
         assert!(!f.known(3, id));
-        f.remember(second, id);
+        f.remember(second, id, 0);
         assert!(f.known(3, id));
     }
 
@@ -248,7 +268,7 @@ mod tests {
         let id = identity(&facts(1));
         for fd in [0, 5, CACHED_FDS as i32 - 1] {
             let c = f.claim(fd, 0x1000).unwrap();
-            f.remember(c, id);
+            f.remember(c, id, 0);
         }
         assert!(f.claim(CACHED_FDS as i32, 0x1000).is_none());
         assert!(f.claim(-1, 0x1000).is_none());

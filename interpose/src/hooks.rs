@@ -152,8 +152,9 @@ pub(crate) fn munmap_through<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c
 /// As for C `mprotect`.
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
     // Making a tracked mapping anything but read-only ends its tracking
-    // (it could be written); PROT_READ again changes nothing.
-    let effect = if prot == libc::PROT_READ {
+    // (it could be written); PROT_READ again changes nothing, unless it
+    // may add PROT_EXEC (a thread's READ_IMPLIES_EXEC).
+    let effect = if prot == libc::PROT_READ && !ENGINE.read_may_imply_exec() {
         Effect::Inspect
     } else {
         Effect::Modify

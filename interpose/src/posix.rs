@@ -67,6 +67,8 @@ fn facts_of(st: &libc::stat) -> FileFacts {
         // fstat does not say (Linux asks statx first, see linux/file.rs).
         mnt: 0,
         nlink: st.st_nlink as u64,
+        // Which name: asked by the caller where it matters (Linux).
+        name: 0,
         stamp: FileStamp {
             size: st.st_size as i64,
             mtime_sec: st.st_mtime as i64,

@@ -77,16 +77,23 @@ impl Engine {
         // records describe (a vfork child's, or one unshared, is not:
         // its numbers may name other files, so nothing is tracked).
         let seen = self.close_seq.seen(fd).filter(|_| self.own_table(os));
+        // The context before the file: a mount changed after this read
+        // leaves the mapping an older word than its flags (never reused).
+        let ctx = seen.and_then(|_| self.context.now(os));
         // A deleted file's mapping would keep its space once queued.
         // Where a mapping forgets its descriptor (macOS) the descriptor
         // is asked about only on a hit (`map_eligible`).
         let forgets = os.mapping_forgets_descriptor();
         let file = seen.and_then(|seen| {
-            os.file_facts(fd)
-                .filter(|f| f.nlink > 0 && (forgets || self.read_only(os, fd, f, seen)))
-                .map(|f| (f, seen))
+            let f = os.file_facts(fd).filter(|f| f.nlink > 0)?;
+            let name = if forgets {
+                Some(0)
+            } else {
+                self.read_only(os, fd, &f, seen)
+            }?;
+            Some((FileFacts { name, ..f }, seen))
         });
-        if let (Some(rlen), Some((file, seen))) = (round_up(len, page), file) {
+        if let (Some(rlen), Some((file, seen)), Some(ctx)) = (round_up(len, page), file, ctx) {
             self.stats.bump(Counter::Eligible);
             let key = FileKey {
                 dev: file.dev,
@@ -94,6 +101,8 @@ impl Engine {
                 mnt: file.mnt,
                 off: off as u64,
                 len: rlen,
+                name: file.name,
+                ctx,
                 stamp: file.stamp,
             };
             return self.map_eligible(os, key, len, fd, off, seen);
@@ -160,24 +169,34 @@ impl Engine {
     /// kept) only if no hooked close of `fd` began since `seen`, taken
     /// before the `statx`: else `statx` and `F_GETFL` may have described
     /// two descriptions (a write-only one judged by a read-only one's
-    /// answer).
-    fn read_only<O: Os>(&self, os: &O, fd: i32, file: &FileFacts, seen: Seen) -> bool {
+    /// answer). Answers the name the description was opened through
+    /// ([`Os::link_name`], kept with the answer; 0 for a file with one
+    /// name), None when not read-only or the name cannot be told.
+    fn read_only<O: Os>(&self, os: &O, fd: i32, file: &FileFacts, seen: Seen) -> Option<u64> {
+        let several = file.nlink > 1;
+        let name = |os: &O| if several { os.link_name(fd) } else { Some(0) };
         if !os.tracks_closes() {
-            return trackable_open_flags(os.open_flags(fd), os.path_only_flags());
+            return trackable_open_flags(os.open_flags(fd), os.path_only_flags())
+                .then(|| name(os))?;
         }
         let id = identity(file);
         if self.read_only_fds.known(fd, id) {
-            return true;
+            // Kept 0 when the file had one name then: it has gained one.
+            return match self.read_only_fds.name(fd) {
+                0 => name(os),
+                kept => Some(kept),
+            };
         }
         let claim = self.read_only_fds.claim(fd, os.this_thread());
-        let ok = trackable_open_flags(os.open_flags(fd), os.path_only_flags())
-            && self.close_seq.unchanged(fd, seen);
-        match claim {
-            Some(c) if ok => self.read_only_fds.remember(c, id),
-            Some(c) => self.read_only_fds.give_up(c),
-            None => {}
+        let ok = trackable_open_flags(os.open_flags(fd), os.path_only_flags());
+        let named = ok.then(|| name(os)).flatten();
+        let ok = named.is_some() && self.close_seq.unchanged(fd, seen);
+        match (claim, named) {
+            (Some(c), Some(n)) if ok => self.read_only_fds.remember(c, id, n),
+            (Some(c), _) => self.read_only_fds.give_up(c),
+            (None, _) => {}
         }
-        ok
+        named.filter(|_| ok)
     }
 
     /// Whether the calling thread uses the descriptor table the engine's

@@ -10,6 +10,7 @@
 
 use crate::close_seq::CloseSeq;
 use crate::config::Config;
+use crate::context::MmapContext;
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::fds::FdBits;
 use crate::fresh_fds::FreshFds;
@@ -104,6 +105,9 @@ pub struct Engine {
     /// A fork child whose queue is the parent's: its first holder unmaps
     /// it (`process.rs`).
     inherited: AtomicBool,
+    /// What the kernel takes from a call's context (mount flags,
+    /// personality), part of each key (`crate::context`).
+    context: MmapContext,
 }
 
 impl Default for Engine {
@@ -143,6 +147,7 @@ impl Engine {
             fork_previous: AtomicUsize::new(0),
             payoff: Payoff::new(),
             inherited: AtomicBool::new(false),
+            context: MmapContext::new(),
         }
     }
 
@@ -159,6 +164,27 @@ impl Engine {
         }
         self.state
             .store(if cfg.enabled { ACTIVE } else { OFF }, Release);
+    }
+
+    /// A call that can change a mount's flags in place (`mount`,
+    /// `mount_setattr`) returned: no mapping made before it is handed out
+    /// after it (see [`crate::context`]).
+    pub fn mounts_changed(&self) {
+        self.context.mounts_changed();
+    }
+
+    /// A thread is about to change its personality's `READ_IMPLIES_EXEC`
+    /// (see [`crate::context`]).
+    pub fn personalities_split(&self) {
+        self.context.personalities_split();
+    }
+
+    /// Whether an `mprotect(PROT_READ)` may make a tracked mapping
+    /// executable: once threads may differ in `READ_IMPLIES_EXEC`, such a
+    /// call ends tracking as any other protection does.
+    #[inline]
+    pub fn read_may_imply_exec(&self) -> bool {
+        self.context.split()
     }
 
     /// Whether small mappings may pass through where reuse is too rare to

@@ -133,6 +133,15 @@ pub struct FakeOs<const N: usize = 256> {
     /// Called at the start of each `mmap` and `open_flags`, with the
     /// descriptor: a test's other thread (a `dup2` racing with the call).
     pub racing: RefCell<Option<Racing<N>>>,
+    /// What `read_implies_exec` answers (the calling thread's
+    /// personality), and how many times it was asked.
+    pub read_implies_exec: RefCell<Option<bool>>,
+    pub personality_reads: RefCell<usize>,
+    /// The link count `file_facts` answers, and the name `link_name`
+    /// answers (and how many times it was asked).
+    pub nlink: RefCell<u64>,
+    pub link: RefCell<u64>,
+    pub link_reads: RefCell<usize>,
 }
 
 impl Default for FakeOs {
@@ -175,6 +184,11 @@ impl<const N: usize> FakeOs<N> {
             fdinfo_reads: RefCell::new(0),
             inode: RefCell::new([0; FDS]),
             racing: RefCell::new(None),
+            read_implies_exec: RefCell::new(Some(false)),
+            personality_reads: RefCell::new(0),
+            nlink: RefCell::new(1),
+            link: RefCell::new(0),
+            link_reads: RefCell::new(0),
         }
     }
 
@@ -332,7 +346,8 @@ impl<const N: usize> Os for FakeOs<N> {
             dev: 1,
             ino,
             mnt: 1,
-            nlink: 1,
+            nlink: *self.nlink.borrow(),
+            name: 0,
             stamp: FileStamp {
                 size: 2 * PAGE as i64,
                 ctime_nsec,
@@ -376,6 +391,16 @@ impl<const N: usize> Os for FakeOs<N> {
 
     fn fd_table(&self) -> FdTable {
         *self.fd_table.borrow()
+    }
+
+    fn link_name(&self, _fd: i32) -> Option<u64> {
+        *self.link_reads.borrow_mut() += 1;
+        Some(*self.link.borrow())
+    }
+
+    fn read_implies_exec(&self) -> Option<bool> {
+        *self.personality_reads.borrow_mut() += 1;
+        *self.read_implies_exec.borrow()
     }
 
     fn description_locked(&self, fd: i32) -> Option<bool> {

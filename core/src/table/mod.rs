@@ -37,6 +37,13 @@ pub struct FileKey {
     pub mnt: u64,
     pub off: u64,
     pub len: usize,
+    /// The name it was mapped through, where the file has several (see
+    /// [`crate::file::FileFacts::name`]).
+    pub name: u64,
+    /// The call's context (mount flags, personality) as
+    /// [`crate::context::MmapContext::now`] tells it: compared as the
+    /// stamp is, so a queued mapping made under another context is stale.
+    pub ctx: u64,
     pub stamp: FileStamp,
 }
 
@@ -59,6 +66,8 @@ impl FileKey {
         mnt: 0,
         off: 0,
         len: 0,
+        name: 0,
+        ctx: 0,
         stamp: FileStamp {
             size: 0,
             mtime_sec: 0,
@@ -69,8 +78,10 @@ impl FileKey {
     };
 
     fn same_window(&self, other: &FileKey) -> bool {
-        (self.dev, self.ino, self.mnt, self.off, self.len)
-            == (other.dev, other.ino, other.mnt, other.off, other.len)
+        (self.dev, self.ino, self.mnt, self.name, self.off, self.len)
+            == (
+                other.dev, other.ino, other.mnt, other.name, other.off, other.len,
+            )
     }
 
     fn bucket(&self) -> usize {

@@ -11,6 +11,8 @@ fn key(off: u64) -> FileKey {
         mnt: 1,
         off,
         len: 4096,
+        name: 0,
+        ctx: 0,
         stamp: FileStamp::default(),
     }
 }

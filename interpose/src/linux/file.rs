@@ -1,8 +1,15 @@
 //! Linux: what a reuse needs to know about a descriptor's file, in one
 //! system call in the common case: `statx` for the identity and stamp, and
-//! its unique mount id to remember which mounts are not overlayfs.
+//! its unique mount id to remember which mounts are neither overlayfs nor
+//! hugetlbfs.
 //!
-//! Files on overlayfs are never tracked: a descriptor opened before a
+//! Files on overlayfs and hugetlbfs are never tracked. hugetlbfs: a
+//! private mapping reserves its huge pages at mmap time (Linux
+//! `fs/hugetlbfs/inode.c` `hugetlbfs_file_mmap`, `hugetlb_reserve_pages`),
+//! so a queued one would keep them from every other allocation, and its
+//! mapping covers whole huge pages whatever length was asked, so that a
+//! `munmap` of part of it fails with EINVAL (`hugetlb_vm_op_split`) where
+//! the queue would have answered 0. Overlayfs: a descriptor opened before a
 //! copy-up keeps mapping the lower file, one opened after it maps the upper
 //! file, and `fstat` reports the same device, inode, size and times through
 //! both (Linux `Documentation/filesystems/overlayfs.rst`, "Non-standard
@@ -18,18 +25,20 @@ use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use munmapq_core::file::{FileFacts, FileStamp};
 
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
 
 /// `statx` with a NULL path was refused (EFAULT: a kernel before 6.11).
 static NULL_PATH: AtomicU8 = AtomicU8::new(0);
 const NULL_PATH_REFUSED: u8 = 1;
 
-/// Mounts already asked: `unique id << 1 | is overlayfs`, 0 = empty.
+/// Mounts already asked: `unique id << 1 | untracked file system`, 0 =
+/// empty.
 /// Written in turn; a lost race only costs one more `fstatfs` later.
 static MOUNTS: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
 static NEXT_MOUNT: AtomicUsize = AtomicUsize::new(0);
 
 /// Device, inode and stamp of `fd` if it is a regular file not on
-/// overlayfs (`None` also when it cannot be told).
+/// overlayfs or hugetlbfs (`None` also when it cannot be told).
 pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     // Not zeroed first (256 bytes on every eligible mmap): read only after
     // the call succeeded, when the kernel has written all of it.
@@ -90,12 +99,12 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     if u32::from(sx.stx_mode) & libc::S_IFMT != libc::S_IFREG {
         return None;
     }
-    let overlay = if sx.stx_mask & libc::STATX_MNT_ID_UNIQUE != 0 {
-        mount_is_overlayfs(sx.stx_mnt_id, fd)?
+    let untracked = if sx.stx_mask & libc::STATX_MNT_ID_UNIQUE != 0 {
+        mount_is_untracked(sx.stx_mnt_id, fd)?
     } else {
-        on_overlayfs(fd)?
+        on_untracked_fs(fd)?
     };
-    if overlay {
+    if untracked {
         return None;
     }
     Some(FileFacts {
@@ -103,13 +112,16 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
         ino: sx.stx_ino,
         // The unique id where the kernel has it (6.8+), else the id of a
         // mount now mounted (5.8+; one reused after an unmount is harmless:
-        // unmounts flush the queue, see `hooks.rs`); 0 when neither.
+        // the unmount hooks flush the queue and outdate every live
+        // mapping's key, see `context.rs`); 0 when neither.
         mnt: if sx.stx_mask & (libc::STATX_MNT_ID | libc::STATX_MNT_ID_UNIQUE) != 0 {
             sx.stx_mnt_id
         } else {
             0
         },
         nlink: u64::from(sx.stx_nlink),
+        // Asked by the engine, once per description (`link_name`).
+        name: 0,
         stamp: FileStamp {
             size: sx.stx_size as i64,
             mtime_sec: sx.stx_mtime.tv_sec,
@@ -120,21 +132,80 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     })
 }
 
+/// Which of its names the file behind `fd` was opened through (asked by
+/// the engine only where it has more than one): a hash of what `readlink`
+/// of `/proc/self/fd/N` answers, the path `/proc/self/maps` would show for
+/// a mapping made through it (both are the kernel's `d_path` of the open
+/// file). `None` (not tracked) when the path cannot be read, or is 256
+/// bytes or longer.
+///
+/// A file's names change only with its ctime (link, unlink, rename), which
+/// the stamp compares; so a name is asked only where two names of one
+/// stamp can be open at once.
+///
+/// Out of line, so that its 300 bytes of stack are taken only for a file
+/// with several names.
+#[cold]
+#[inline(never)]
+pub fn link_name(fd: i32) -> Option<u64> {
+    // "/proc/self/fd/" and up to 10 digits, NUL-terminated.
+    const PREFIX: &[u8] = b"/proc/self/fd/";
+    let mut path = [0u8; 32];
+    path[..PREFIX.len()].copy_from_slice(PREFIX);
+    let mut digits = [0u8; 10];
+    let (mut n, mut v) = (0, u32::try_from(fd).ok()?);
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in 0..n {
+        path[PREFIX.len() + i] = digits[n - 1 - i];
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: a NUL-terminated path and a buffer of the length passed.
+    let r = unsafe {
+        super::sys::call(
+            libc::SYS_readlinkat,
+            &[
+                libc::AT_FDCWD as libc::c_long,
+                path.as_ptr() as libc::c_long,
+                buf.as_mut_ptr() as libc::c_long,
+                buf.len() as libc::c_long,
+            ],
+        )
+    };
+    let len = usize::try_from(r)
+        .ok()
+        .filter(|&l| l > 0 && l < buf.len())?;
+    // FNV-1a; never 0, which means "one name".
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in &buf[..len] {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    Some(h | 1)
+}
+
 /// The kept answer for mount `id`, asking `fstatfs` on `fd` the first time.
-fn mount_is_overlayfs(id: u64, fd: i32) -> Option<bool> {
+fn mount_is_untracked(id: u64, fd: i32) -> Option<bool> {
     for slot in &MOUNTS {
         let v = slot.load(Relaxed);
         if v != 0 && v >> 1 == id {
             return Some(v & 1 != 0);
         }
     }
-    let overlay = on_overlayfs(fd)?;
+    let untracked = on_untracked_fs(fd)?;
     let i = NEXT_MOUNT.fetch_add(1, Relaxed) % MOUNTS.len();
-    MOUNTS[i].store(id << 1 | overlay as u64, Relaxed);
-    Some(overlay)
+    MOUNTS[i].store(id << 1 | untracked as u64, Relaxed);
+    Some(untracked)
 }
 
-fn on_overlayfs(fd: i32) -> Option<bool> {
+/// Whether `fd`'s file is on overlayfs or hugetlbfs.
+fn on_untracked_fs(fd: i32) -> Option<bool> {
     // SAFETY: `statfs` is plain data; fstatfs writes it or fails.
     let mut sf: libc::statfs = unsafe { core::mem::zeroed() };
     // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
@@ -144,11 +215,11 @@ fn on_overlayfs(fd: i32) -> Option<bool> {
     // The type of `f_type` differs between targets.
     #[allow(clippy::unnecessary_cast)]
     let magic = sf.f_type as i64;
-    Some(magic == OVERLAYFS_SUPER_MAGIC)
+    Some(magic == OVERLAYFS_SUPER_MAGIC || magic == HUGETLBFS_MAGIC)
 }
 
 /// Where `statx` is refused: `fstat`, then `fstatfs` every time.
 fn fstat_facts(fd: i32) -> Option<FileFacts> {
     let facts = crate::posix::regular_file_facts(fd)?;
-    (!on_overlayfs(fd)?).then_some(facts)
+    (!on_untracked_fs(fd)?).then_some(facts)
 }

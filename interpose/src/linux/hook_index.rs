@@ -10,6 +10,8 @@ pub use super::sharing::*;
 /// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
 pub use crate::hooks::mmap as mmap64;
 
+/// Mount flags and personality: the context of an mmap (`context.rs`).
+pub use super::context::{mount, mount_setattr, personality};
 /// Memory policy and advice given by other means (`policy.rs`).
 pub use super::policy::{mbind, process_madvise};
 /// What the program sets up around itself (`sandbox.rs`).

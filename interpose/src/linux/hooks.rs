@@ -95,7 +95,7 @@ pub unsafe extern "C" fn pkey_mprotect(
     // As mprotect: anything but read-only, or a protection key (which can
     // make reads fault), ends tracking; a mapping handed back later must
     // be as a fresh mmap would make it.
-    let effect = if prot == libc::PROT_READ && pkey == -1 {
+    let effect = if prot == libc::PROT_READ && pkey == -1 && !ENGINE.read_may_imply_exec() {
         Effect::Inspect
     } else {
         Effect::Modify

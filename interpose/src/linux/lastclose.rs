@@ -409,7 +409,11 @@ pub unsafe extern "C" fn renameat2(
 pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
     before(|| ENGINE.unmounting(&RealOs));
     // SAFETY: the caller's own arguments.
-    after_name_call(unsafe { real::umount(target) })
+    let r = unsafe { real::umount(target) };
+    // A mount id may be given to a new mount (before unique ids): what
+    // was mapped through the old one is never handed out for it.
+    ENGINE.mounts_changed();
+    after_name_call(r)
 }
 
 /// # Safety
@@ -418,7 +422,11 @@ pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
 pub unsafe extern "C" fn umount2(target: *const c_char, flags: c_int) -> c_int {
     before(|| ENGINE.unmounting(&RealOs));
     // SAFETY: the caller's own arguments.
-    after_name_call(unsafe { real::umount2(target, flags) })
+    let r = unsafe { real::umount2(target, flags) };
+    // A mount id may be given to a new mount (before unique ids): what
+    // was mapped through the old one is never handed out for it.
+    ENGINE.mounts_changed();
+    after_name_call(r)
 }
 
 /// # Safety

@@ -4,6 +4,7 @@
 //! those names (`dlsym(RTLD_NEXT)`, libc's normally). See the crate's
 //! documentation for what each module provides.
 
+mod context;
 mod exports;
 mod file;
 /// Per-thread hook frames for the longjmp recovery (ELF TLS, by assembly).
@@ -83,6 +84,11 @@ macro_rules! hook_table {
             // a reuse (policy.rs). mbind is libnuma's (a system call).
             mbind(start: *mut c_void, len: c_ulong, mode: c_int, nodemask: *const c_ulong, maxnode: c_ulong, flags: c_uint) -> c_long, [syscall SYS_mbind];
             process_madvise(pidfd: c_int, iov: *const iovec, n: size_t, advice: c_int, flags: c_uint) -> ssize_t, [syscall SYS_process_madvise];
+            // What the kernel takes from an mmap call's context: a
+            // mount's flags, the thread's personality (context.rs).
+            mount(src: *const c_char, target: *const c_char, fstype: *const c_char, flags: c_ulong, data: *const c_void) -> c_int, [syscall SYS_mount];
+            mount_setattr(dir: c_int, path: *const c_char, flags: c_uint, attr: *mut c_void, size: size_t) -> c_int, [syscall SYS_mount_setattr];
+            personality(persona: c_ulong) -> c_int, [syscall SYS_personality];
             // A thread that unshares its descriptor table leaves the one
             // the engine's records describe (table_owner.rs).
             unshare(flags: c_int) -> c_int, [syscall SYS_unshare];

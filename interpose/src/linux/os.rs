@@ -19,6 +19,16 @@ impl Os for RealOs {
         file::regular_file_facts(fd)
     }
 
+    /// `readlink` of `/proc/self/fd/N`, hashed (`file.rs`).
+    fn link_name(&self, fd: i32) -> Option<u64> {
+        file::link_name(fd)
+    }
+
+    /// `personality(0xffffffff)`, which only asks (`context.rs`).
+    fn read_implies_exec(&self) -> Option<bool> {
+        super::context::read_implies_exec()
+    }
+
     /// The raw system call: glibc's fcntl decodes varargs, and is hooked.
     fn open_flags(&self, fd: i32) -> i32 {
         // SAFETY: F_GETFL takes no argument and only reads; a bad fd only

@@ -13,13 +13,14 @@
 //! Go does), and io_uring's operations (`IORING_OP_MADVISE`,
 //! `IORING_OP_UNLINKAT`, `IORING_OP_RENAMEAT`, ...).
 
+use super::context;
 use super::hooks as own;
 use super::lastclose as names;
 use super::policy::{changing, everything, policy_span};
 use super::real;
 use super::sandbox::{installs_seccomp, seccomp_coming};
 use crate::hooks as shared;
-use libc::{c_char, c_int, c_long, c_uint, c_void, off_t, size_t};
+use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, off_t, size_t};
 
 /// # Safety
 /// As for C `syscall` (variadic in C: on x86_64 and aarch64 the variadic
@@ -98,6 +99,11 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
                 names::renameat2(i(0), s(1), i(2), s(3), a[4] as c_uint) as c_long
             }
             libc::SYS_umount2 => names::umount2(s(0), i(1)) as c_long,
+            libc::SYS_mount => context::mount(s(0), s(1), s(2), a[3] as c_ulong, p(4)) as c_long,
+            libc::SYS_mount_setattr => {
+                context::mount_setattr(i(0), s(1), a[2] as c_uint, p(3), n(4)) as c_long
+            }
+            libc::SYS_personality => context::personality(a[0] as c_ulong) as c_long,
             _ => return None,
         }
     };

@@ -155,6 +155,7 @@ fn the_same_number_on_another_file_asks_again() {
             ino: 99,
             mnt: 1,
             nlink: 1,
+            name: 0,
             stamp: FileStamp::default(),
         }),
     };

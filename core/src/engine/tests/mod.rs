@@ -12,6 +12,7 @@ use std::vec::Vec;
 
 mod caps;
 mod close;
+mod context;
 mod macos;
 mod meanwhile;
 mod page_sizes;

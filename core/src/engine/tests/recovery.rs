@@ -80,6 +80,8 @@ fn recovery_leaves_the_unmap_in_flight_alone() {
         mnt: 1,
         off,
         len: PAGE,
+        name: 0,
+        ctx: 0,
         stamp: FileStamp::default(),
     };
     for i in 0..4 {

@@ -29,7 +29,7 @@ pub fn name(e: i32) -> String {
     }
 }
 
-fn int(r: i32) -> Result<i32, String> {
+pub(crate) fn int(r: i32) -> Result<i32, String> {
     if r == -1 {
         Err(name(errno()))
     } else {
@@ -37,18 +37,18 @@ fn int(r: i32) -> Result<i32, String> {
     }
 }
 
-fn show(r: Result<i32, String>) -> String {
+pub(crate) fn show(r: Result<i32, String>) -> String {
     match r {
         Ok(_) => "ok".into(),
         Err(e) => e,
     }
 }
 
-fn c(path: &str) -> CString {
+pub(crate) fn c(path: &str) -> CString {
     CString::new(path).unwrap()
 }
 
-fn open(path: &str, flags: i32, mode: libc::mode_t) -> i32 {
+pub(crate) fn open(path: &str, flags: i32, mode: libc::mode_t) -> i32 {
     // SAFETY: a NUL-terminated path.
     unsafe { libc::open(c(path).as_ptr(), flags | libc::O_CLOEXEC, mode) }
 }
@@ -166,7 +166,7 @@ pub fn exec_written(dir: &str) {
 
 /// A private mount namespace for this process (root only): mounts made in
 /// it vanish with the process and never reach the rest of the system.
-fn private_mounts() -> Result<(), String> {
+pub(crate) fn private_mounts() -> Result<(), String> {
     // SAFETY: unshare and mount with valid arguments; this probe is
     // single-threaded here.
     unsafe {
@@ -184,7 +184,7 @@ fn private_mounts() -> Result<(), String> {
     Ok(())
 }
 
-fn mount_tmpfs(at: &str, size_mib: usize) -> Result<(), String> {
+pub(crate) fn mount_tmpfs(at: &str, size_mib: usize) -> Result<(), String> {
     let _ = std::fs::create_dir_all(at);
     let opts = c(&format!("size={size_mib}m"));
     // SAFETY: valid NUL-terminated strings.
@@ -210,7 +210,7 @@ fn space(path: &str) -> (u64, u64) {
     (s.f_bfree * s.f_frsize, s.f_blocks * s.f_frsize)
 }
 
-fn skipped(why: String) {
+pub(crate) fn skipped(why: String) {
     println!("SKIPPED: {why}");
 }
 
@@ -437,7 +437,7 @@ pub fn shm_space(_dir: &str) {
 
 /// The name `/proc/self/maps` shows for `addr` (the last path component,
 /// with the kernel's " (deleted)" mark), or "unmapped".
-fn maps_name(addr: usize) -> String {
+pub(crate) fn maps_name(addr: usize) -> String {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     for line in maps.lines() {
         let range = line.split(' ').next().unwrap();

@@ -14,6 +14,9 @@ mod lastclose;
 // fork, vm.max_map_count: Linux.
 #[cfg(target_os = "linux")]
 mod cliffs;
+// mount flags, personality, hugetlbfs, /proc's names: Linux.
+#[cfg(target_os = "linux")]
+mod context;
 // syscall numbers, shm_unlink, mbind, process_madvise: Linux.
 #[cfg(target_os = "linux")]
 mod pasthooks;
@@ -79,6 +82,8 @@ fn main() {
         #[cfg(target_os = "linux")]
         Some("last-close") => last_close(&args),
         #[cfg(target_os = "linux")]
+        Some("context") => context(&args),
+        #[cfg(target_os = "linux")]
         Some("past-hooks") => past_hooks(&args),
         Some("drop-cost") => dropcost::run(&file, n(2, 4), n(3, 10000)),
         Some("cycle") => stress::cycle(
@@ -119,6 +124,23 @@ fn past_hooks(args: &[String]) -> i32 {
         }
         _ => {
             eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|fork-queue|near-map-count DIR|FILE [N M]");
+            return 2;
+        }
+    }
+    0
+}
+
+/// `mq-probe context SCENARIO DIR`.
+#[cfg(target_os = "linux")]
+fn context(args: &[String]) -> i32 {
+    let at = args.get(2).map(String::as_str).unwrap_or(".");
+    match args.get(1).map(String::as_str) {
+        Some("remount") => context::remount(at),
+        Some("personality") => context::personality(at),
+        Some("hugetlbfs") => context::hugetlbfs(at),
+        Some("hard-links") => context::hard_links(at),
+        _ => {
+            eprintln!("usage: mq-probe context remount|personality|hugetlbfs|hard-links DIR");
             return 2;
         }
     }

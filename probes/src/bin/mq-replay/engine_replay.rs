@@ -184,6 +184,7 @@ impl Replay {
                 ino: r.ino,
                 mnt: 0,
                 nlink: 1,
+                name: 0,
                 stamp: Default::default(),
             }),
         });
