@@ -7,6 +7,7 @@
 #[macro_use]
 mod out;
 
+mod bench;
 mod cli;
 mod doctor;
 mod git;
@@ -28,11 +29,12 @@ use std::process::ExitCode;
 
 /// munmapq's own words, and the arguments each takes. A program of one of
 /// these names runs with `munmapq -- NAME ARGS...`.
-const WORDS: [(&str, &str); 6] = [
+const WORDS: [(&str, &str); 7] = [
     ("help", " [WORD]"),
     ("version", ""),
     ("doctor", " COMMAND [ARGS...]"),
     ("selftest", " [--lib PATH]"),
+    ("bench", " [OPTIONS] [--] COMMAND [ARGS...] | --seed"),
     ("shell-init", " bash|zsh|fish [COMMAND...]"),
     ("preload-env", " [bash|zsh|fish]"),
 ];
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
         },
         ("version", []) => print(Ok(cli::version())),
         ("doctor", [_, ..]) => ExitCode::from(doctor::run(&args[1..])),
+        ("bench", [_, ..]) => bench::run(&args[1..]),
         ("selftest", []) => selftest::run(None),
         ("selftest", [flag, path]) if flag == "--lib" => selftest::run(Some(PathBuf::from(path))),
         ("shell-init", [shell, cmds @ ..]) => print(shell::shell_init(shell, cmds)),
