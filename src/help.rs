@@ -23,10 +23,10 @@ execs COMMAND: same process, pid, signals, job control and exit status.
 If the library cannot load into COMMAND (a static, setuid or restricted
 program), munmapq says so in one line first (-q: not at all).
 
-doctor, selftest, bench, shell-init, preload-env, help and version are munmapq's
-own words (munmapq help WORD, or munmapq WORD --help, for each; munmapq
-help git for the git wrapper); to run a program of one of these names:
-munmapq -- NAME [ARGS...].
+doctor, selftest, bench, shell-init, preload-env, help and version are
+munmapq's own words (munmapq help WORD, or munmapq WORD --help, for each;
+munmapq help git for the git wrapper); to run a program of one of these
+names: munmapq -- NAME [ARGS...].
 
 options:
   --stats[=full|json]  after COMMAND, on stderr: what was saved (summed
