@@ -163,7 +163,7 @@ fn munmapq(args: &[&str]) -> String {
 #[test]
 fn man_page_is_the_help_text() {
     let help = munmapq(&["--help"]);
-    let words: Vec<(String, String)> = ["doctor", "selftest", "shell-init", "preload-env"]
+    let words: Vec<(String, String)> = ["doctor", "selftest", "bench", "shell-init", "preload-env"]
         .iter()
         .map(|w| (w.to_string(), munmapq(&["help", w])))
         .collect();
