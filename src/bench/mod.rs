@@ -262,13 +262,20 @@ fn done(setup: &Setup, out: Outcome) -> Outcome {
     out
 }
 
-/// The progress line on stderr: rewritten in place on a terminal, a line
-/// per step elsewhere (a CI log).
+/// The progress line on stderr: how far the bench is.
 fn progress(setup: &Setup, what: &str, started: Instant, budget: f64) {
-    let line = format!(
-        "munmapq bench: {what} ({:.0} s of at most {budget:.0} s)",
-        started.elapsed().as_secs_f64()
+    progress_line(
+        setup,
+        &format!(
+            "munmapq bench: {what} ({:.0} s of at most {budget:.0} s)",
+            started.elapsed().as_secs_f64()
+        ),
     );
+}
+
+/// A progress line: rewritten in place on a terminal, a line each
+/// elsewhere (a CI log).
+fn progress_line(setup: &Setup, line: &str) {
     if setup.progress {
         eprint!("\r\x1b[K{line}");
     } else {

@@ -191,7 +191,7 @@ fn one_row(
     let mut count = commits.min(1000);
     let make_at = |n: u64| move || git_log(row, n);
     loop {
-        progress_line(setup, row, count, commits);
+        progress(setup, row, count, commits);
         let (ok, took) = match super::once(setup, &make_at(count), false) {
             Ok(s) => (super::failure(s.status).is_none(), s.wall.max(1e-3)),
             Err(_) => (false, 0.0),
@@ -228,16 +228,14 @@ fn one_row(
     r
 }
 
-fn progress_line(setup: &Setup, row: &Row, count: u64, commits: u64) {
-    let line = format!(
-        "munmapq bench --seed: {}: timing git log --raw -n {count} (of {commits} commits) without munmapq",
-        row.name
+fn progress(setup: &Setup, row: &Row, count: u64, commits: u64) {
+    super::progress_line(
+        setup,
+        &format!(
+            "munmapq bench --seed: {}: timing git log --raw -n {count} (of {commits} commits) without munmapq",
+            row.name
+        ),
     );
-    if setup.progress {
-        eprint!("\r\x1b[K{line}");
-    } else {
-        eprintln!("{line}");
-    }
 }
 
 fn row_json(r: &RowResult) -> String {
