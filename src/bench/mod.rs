@@ -183,7 +183,7 @@ fn measure(
     make: &dyn Fn() -> Command,
     command: Vec<String>,
 ) -> Outcome {
-    let name = command.join(" ");
+    let name = report::shell_words(&command);
     let mut out = Outcome {
         command,
         warmup: o.warmup,

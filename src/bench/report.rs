@@ -115,7 +115,7 @@ impl Outcome {
 
     pub fn text(&self, head: &str) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "{head}command:  {}", self.command.join(" "));
+        let _ = writeln!(s, "{head}command:  {}", shell_words(&self.command));
         if let Some(p) = &self.problem {
             let _ = writeln!(s, "{head}{}: {}", p.kind().to_uppercase(), p.text());
         }
@@ -276,6 +276,23 @@ impl Outcome {
     }
 }
 
+/// A command line as a shell would take it back: words with spaces or
+/// shell characters in single quotes.
+pub fn shell_words(words: &[String]) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./=:,+@%-".contains(c);
+    words
+        .iter()
+        .map(|w| {
+            if !w.is_empty() && w.chars().all(plain) {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn spread_json(p: Option<Spread>) -> String {
     p.map_or("null".into(), |p| {
         format!(
@@ -308,5 +325,13 @@ mod tests {
         let p = spread(vec![3.0, 1.0, 2.0, 10.0]).unwrap();
         assert_eq!((p.median, p.min, p.max), (2.5, 1.0, 10.0));
         assert!(spread(vec![]).is_none());
+    }
+
+    #[test]
+    fn command_lines_are_quoted_as_a_shell_reads_them() {
+        let w = |a: &[&str]| shell_words(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(w(&["git", "log", "-n", "3"]), "git log -n 3");
+        assert_eq!(w(&["sh", "-c", "echo $$", ""]), "sh -c 'echo $$' ''");
+        assert_eq!(w(&["it's"]), "'it'\\''s'");
     }
 }
