@@ -132,14 +132,14 @@ usage: munmapq bench [OPTIONS] [--] COMMAND [ARGS...]
 Does munmapq pay for COMMAND on this machine? Runs it once without and
 once with the library to warm up, then in pairs, alternating which runs
 first, until --runs pairs or --time seconds; a progress line on stderr.
-Each run's standard output is hashed: if two runs differ, or COMMAND
-fails, or the library does not load, there is no ratio and the status is
-1. Prints CPU (user + system) and wall time, median and range, peak RSS
-and page faults of each configuration, the median of the pairs' CPU
-ratios, the library's counters (summed over COMMAND's processes), the
-platform, the version and the library's identity, and a verdict line;
-for git, the pack settings munmapq doctor git names. The MUNMAPQ_*
-variables COMMAND inherits apply to the runs with the library.
+Each run reads /dev/null and its standard output is hashed: if two runs
+differ, or COMMAND fails, or the library does not load, there is no ratio
+and the status is 1. Prints CPU (user + system) and wall time, median
+and range, peak RSS and page faults of each configuration, the median of
+the pairs' CPU ratios, the library's counters (summed over COMMAND's
+processes), the platform, the version and the library's identity, and a
+verdict line; for git, the pack settings munmapq doctor git names. The
+MUNMAPQ_* variables COMMAND inherits apply to the runs with the library.
 
   --runs N        at most N pairs (default 10)
   --time SECS     start no pair after SECS seconds (default 60; --seed:
