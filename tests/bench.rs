@@ -2,8 +2,8 @@
 //! measured without and with the library (the report's fields, the
 //! counters of the runs with the library, the JSON form), a command whose
 //! output differs from run to run (no ratio, status 1), a failing command
-//! (reported failing, not timed), bad options (125), and `--seed` where
-//! it cannot run.
+//! (reported failing, not timed), a program the library does not load
+//! into (no ratio), bad options (125), and `--seed` where it cannot run.
 // Linux: on macOS /bin/sh and the system's git are SIP-protected, and
 // dyld never inserts the library into them.
 #![cfg(target_os = "linux")]
@@ -201,6 +201,29 @@ fn a_failing_command_is_reported_failing_not_timed() {
         !report.contains("CPU s:") && !report.contains("paired CPU ratio"),
         "{report}"
     );
+}
+
+#[test]
+fn a_program_the_library_cannot_load_into_gets_no_ratio() {
+    let dir = scratch("bench-static");
+    // ldconfig is statically linked (on Ubuntu /sbin/ldconfig is a script
+    // around ldconfig.real).
+    let ldconfig = [
+        "/sbin/ldconfig.real",
+        "/usr/sbin/ldconfig.real",
+        "/sbin/ldconfig",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists())
+    .expect("no ldconfig");
+    let out = bench(&["--runs", "1", ldconfig, "-p"], &dir);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(
+        report.contains(&format!("LIBRARY NOT LOADED: libmunmapq.so did not load into {ldconfig} (munmapq doctor {ldconfig} says why)")),
+        "{report}"
+    );
+    assert!(!report.contains("paired CPU ratio"), "{report}");
 }
 
 #[test]

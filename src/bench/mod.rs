@@ -162,8 +162,9 @@ fn problem(s: &Sample, with: bool, first: Option<(u64, u64)>, name: &str) -> Opt
         return Some(Problem::Failed(format!("{name} {how} munmapq: {f}{err}")));
     }
     if s.report.as_ref().is_some_and(|r| r.loaded == 0) {
+        let program = name.split(' ').next().unwrap_or(name);
         return Some(Problem::NotLoaded(format!(
-            "{LIB_NAME} did not load into {name} (munmapq doctor {name} says why)"
+            "{LIB_NAME} did not load into {program} (munmapq doctor {program} says why)"
         )));
     }
     let (hash, bytes) = first?;
