@@ -28,7 +28,10 @@ fn bench(args: &[&str], dir: &Path) -> Output {
 
 /// Parses `json` with python3 and prints `expr` of it (`d` is the object).
 fn json_field(json: &[u8], expr: &str) -> String {
-    let dir = scratch("bench-json");
+    // A directory per call: the tests run in parallel.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = scratch(&format!("bench-json-{n}"));
     let file = dir.join("report.json");
     std::fs::write(&file, json).unwrap();
     let out = Command::new("python3")
