@@ -194,6 +194,19 @@ fn measure(
         problem: None,
         git: None,
     };
+    // macOS: dyld kills a program whose inserted library it cannot load
+    // (the launcher then runs it without, run/mod.rs): said, not run.
+    if cfg!(target_os = "macos") {
+        let program = make().get_program().to_string_lossy().into_owned();
+        let why =
+            crate::program::resolve(&program).and_then(|p| crate::doctor::predict(&p, &setup.lib));
+        if let Some(why) = why {
+            out.problem = Some(Problem::NotLoaded(format!(
+                "{program}: {why} (munmapq doctor {program} says more)"
+            )));
+            return out;
+        }
+    }
     let started = Instant::now();
     // The first run's output (hash, bytes): a run without the library.
     let mut first: Option<(u64, u64)> = None;
