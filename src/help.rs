@@ -148,6 +148,7 @@ munmapq: defer and reuse the munmap()s of read-only file mappings
 usage: munmapq [OPTIONS] [--] COMMAND [ARGS...]
        munmapq doctor COMMAND [ARGS...]
        munmapq selftest [--lib PATH]
+       munmapq bench [OPTIONS] [--] COMMAND [ARGS...] | bench --seed
        munmapq shell-init bash|zsh|fish [COMMAND...]
        munmapq preload-env [bash|zsh|fish]
        munmapq completions bash|zsh|fish
@@ -160,8 +161,8 @@ execs COMMAND: same process, pid, signals, job control and exit status.
 If the library cannot load into COMMAND (a static, setuid or restricted
 program), munmapq says so in one line first (-q: not at all).
 
-doctor, selftest, shell-init, preload-env, completions, help and version
-are munmapq's own words (munmapq help WORD, or munmapq WORD --help, for
+doctor, selftest, bench, shell-init, preload-env, completions, help and
+version are munmapq's own words (munmapq help WORD, or munmapq WORD --help, for
 each; munmapq help git for the git wrapper). A program of one of these
 names runs with munmapq -- NAME [ARGS...].
 
@@ -217,7 +218,7 @@ exit status:
 
 /// Each word's help: what `munmapq help WORD` and `munmapq WORD --help`
 /// print, and that word's part of the man page.
-pub const WORDS: [(&str, &str); 7] = [
+pub const WORDS: [(&str, &str); 8] = [
     (
         "doctor",
         "\
@@ -241,6 +242,40 @@ usage: munmapq selftest [--lib PATH]
 Does the library load and behave on this system? Runs a few small
 programs with and without it and compares; prints a report to paste into
 a bug report. Exit status 0 when every check passed.
+",
+    ),
+    (
+        "bench",
+        "\
+usage: munmapq bench [OPTIONS] [--] COMMAND [ARGS...]
+       munmapq bench [OPTIONS] --seed
+
+Does munmapq pay for COMMAND on this machine? Runs it once without and
+once with the library to warm up, then in pairs, alternating which runs
+first, until --runs pairs or --time seconds; a progress line on stderr.
+Each run reads /dev/null and its standard output is hashed: if two runs
+differ, or COMMAND fails, or the library does not load, there is no ratio
+and the status is 1. Prints CPU (user + system) and wall time, median
+and range, peak RSS and page faults of each configuration, the median of
+the pairs' CPU ratios, the library's counters (summed over COMMAND's
+processes), the platform, the version and the library's identity, and a
+verdict line; for git, the pack settings munmapq doctor git names. The
+MUNMAPQ_* variables COMMAND inherits apply to the runs with the library.
+
+  --runs N        at most N pairs (default 10)
+  --time SECS     start no pair after SECS seconds (default 60; --seed:
+                  120 per row)
+  --warmup N      warm-up runs of each configuration (default 1)
+  --json          the report as one JSON object
+  --lib PATH      the library to measure (as munmapq --lib)
+  --seed          in a git repository: git log --raw under the seed's
+                  core.packedGitLimit=128m with 1 GiB windows, then with
+                  64 MiB windows; each row's git log -n grown until a run
+                  without the library takes an eighth of --time; status 1
+                  unless every row deferred munmaps
+
+Exit status: 0 measured, 1 no result (said why), 125 a bad option,
+126/127 COMMAND not runnable or not found.
 ",
     ),
     (

@@ -14,6 +14,7 @@
 #[macro_use]
 mod out;
 
+mod bench;
 mod cli;
 mod completions;
 mod doctor;
@@ -38,11 +39,12 @@ use std::process::ExitCode;
 
 /// munmapq's own words, and the arguments each takes. A program of one of
 /// these names runs with `munmapq -- NAME ARGS...`.
-const WORDS: [(&str, &str); 7] = [
+const WORDS: [(&str, &str); 8] = [
     ("help", " [WORD]"),
     ("version", ""),
     ("doctor", " COMMAND [ARGS...]"),
     ("selftest", " [--lib PATH]"),
+    ("bench", " [OPTIONS] [--] COMMAND [ARGS...] | --seed"),
     ("shell-init", " bash|zsh|fish [COMMAND...]"),
     ("preload-env", " [bash|zsh|fish]"),
     ("completions", " bash|zsh|fish"),
@@ -134,6 +136,7 @@ fn launcher() -> ExitCode {
         },
         ("version", []) => print(Ok(cli::version())),
         ("doctor", [_, ..]) => ExitCode::from(doctor::run(&args[1..])),
+        ("bench", [_, ..]) => bench::run(&args[1..]),
         ("selftest", []) => selftest::run(None),
         ("selftest", [flag, path]) if flag == "--lib" => selftest::run(Some(PathBuf::from(path))),
         ("shell-init", [shell, cmds @ ..]) => print(shell::shell_init(shell, cmds)),

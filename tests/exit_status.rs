@@ -122,6 +122,7 @@ fn each_word_has_its_help() {
     for word in [
         "doctor",
         "selftest",
+        "bench",
         "shell-init",
         "preload-env",
         "help",

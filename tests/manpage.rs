@@ -175,6 +175,7 @@ fn man_page_is_the_help_text() {
         "selftest",
         "shell-init",
         "preload-env",
+        "bench",
         "completions",
     ]
     .iter()

@@ -15,7 +15,7 @@ use crate::library::find_library;
 use crate::out::why;
 use crate::platform::{LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
 pub mod report;
-mod sentinel;
+pub mod sentinel;
 pub mod signals;
 
 use crate::seccomp::Sandbox;
@@ -154,21 +154,10 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     // load it.
     let preload = lib.filter(|_| !(cfg!(target_os = "macos") && predicted.is_some()));
     // The variables the command gets on top of ours.
-    let mut vars: Vec<(OsString, OsString)> = Vec::new();
-    if let Some(lib) = &preload {
-        vars.push((
-            PRELOAD_VAR.into(),
-            PRELOAD_LIST.prepend(lib, std::env::var_os(PRELOAD_VAR)),
-        ));
-    }
-    // Under a seccomp filter the library passes everything through unless
-    // told the filter allows its calls (seccomp.rs); asked before any
-    // thread of ours exists, as the probe forks. The caller's own setting
-    // is kept.
+    // The seccomp probe is asked before any thread of ours exists, as it
+    // forks.
     let sandbox = crate::seccomp::probe();
-    if sandbox == Sandbox::Allows && std::env::var_os(VAR_SECCOMP).is_none() {
-        vars.push((VAR_SECCOMP.into(), "trust".into()));
-    }
+    let mut vars = library_vars(preload.as_deref(), sandbox);
     for (k, v) in &o.vars {
         vars.push((k.into(), v.into()));
     }
@@ -196,9 +185,27 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     parent.run(cmd, advice)
 }
 
+/// The variables that preload `lib` into a command, before what the
+/// caller preloads; and under a seccomp filter that allows the library's
+/// calls, the one that says so (else it passes everything through,
+/// seccomp.rs), unless the caller set it.
+pub fn library_vars(lib: Option<&Path>, sandbox: Sandbox) -> Vec<(OsString, OsString)> {
+    let mut vars: Vec<(OsString, OsString)> = Vec::new();
+    if let Some(lib) = lib {
+        vars.push((
+            PRELOAD_VAR.into(),
+            PRELOAD_LIST.prepend(lib, std::env::var_os(PRELOAD_VAR)),
+        ));
+    }
+    if sandbox == Sandbox::Allows && std::env::var_os(VAR_SECCOMP).is_none() {
+        vars.push((VAR_SECCOMP.into(), "trust".into()));
+    }
+    vars
+}
+
 /// The command could not be started: 127 when it (or its interpreter) is
 /// not found, 126 when it cannot be run; one line saying which.
-fn cannot_run(command: &std::ffi::OsStr, program: Option<&Path>, e: &std::io::Error) -> ExitCode {
+pub fn cannot_run(command: &std::ffi::OsStr, program: Option<&Path>, e: &std::io::Error) -> ExitCode {
     let name = crate::quote::quote(command);
     let path = Path::new(command);
     let has_slash = command.as_encoded_bytes().contains(&b'/');

@@ -247,7 +247,7 @@ impl Report {
 }
 
 /// A JSON string (or null).
-fn json_str(v: Option<&str>) -> String {
+pub fn json_str(v: Option<&str>) -> String {
     let Some(v) = v else {
         return "null".into();
     };
