@@ -162,9 +162,9 @@ If the library cannot load into COMMAND (a static, setuid or restricted
 program), munmapq says so in one line first (-q: not at all).
 
 doctor, selftest, bench, shell-init, preload-env, completions, help and
-version are munmapq's own words (munmapq help WORD, or munmapq WORD --help, for
-each; munmapq help git for the git wrapper). A program of one of these
-names runs with munmapq -- NAME [ARGS...].
+version are munmapq's own words (munmapq help WORD, or munmapq WORD
+--help, for each; munmapq help git for the git wrapper). A program of one
+of these names runs with munmapq -- NAME [ARGS...].
 
 Linked under another name (ln -s \"$(command -v munmapq)\" ~/bin/make),
 munmapq runs the next program of that name in PATH with the library, its
