@@ -18,6 +18,8 @@ macro_rules! println {
     };
 }
 
+// Kept, unused or not, so that no std eprint! can come back.
+#[allow(unused_macros)]
 macro_rules! eprint {
     ($($arg:tt)*) => {
         $crate::out::write_err(format_args!($($arg)*))

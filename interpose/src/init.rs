@@ -5,7 +5,7 @@
 use crate::platform::{os::RealOs, real};
 use crate::ENGINE;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use munmapq_core::config::{self, ConfigError, System, VAR_STATS_FILE};
+use munmapq_core::config::{self, ConfigError, System, VAR_STATS_DIR, VAR_STATS_FILE};
 use munmapq_core::stats::{self, LineWriter};
 
 static STATS_TO_STDERR: AtomicBool = AtomicBool::new(false);
@@ -21,6 +21,7 @@ static SANDBOXED: AtomicBool = AtomicBool::new(false);
 /// A seccomp filter is being installed (see `SANDBOXED`).
 pub(crate) fn sandboxed() {
     SANDBOXED.store(true, Ordering::Relaxed);
+    crate::live::detach();
 }
 
 /// Whether this process inherited a seccomp filter (Linux: `prctl(
@@ -64,6 +65,11 @@ extern "C" fn init() {
         _ => return,
     };
     remember_stats_file();
+    if STATS_FILE_LEN.load(Ordering::Acquire) != 0 {
+        if let Some(dir) = getenv(VAR_STATS_DIR) {
+            crate::live::start(dir, page);
+        }
+    }
     if let Some(path) = getenv(crate::trace::VAR_TRACE) {
         crate::trace::open(path);
     }
@@ -158,6 +164,9 @@ extern "C" fn after_fork_in_parent() {
 
 extern "C" fn after_fork_in_child() {
     crate::trace::refresh_pid();
+    // Before the engine zeroes the counters: they may still be the
+    // parent's file.
+    crate::live::after_fork_in_child();
     ENGINE.after_fork_in_child(&RealOs);
 }
 
@@ -322,6 +331,11 @@ extern "C" fn at_exit() {
     let n = ENGINE.stats.write_line(pid, &mut buf);
     if STATS_TO_STDERR.load(Ordering::Relaxed) {
         write_all(2, &buf[..n]);
+    }
+    if crate::live::attached() {
+        // The launcher reads them from their file.
+        ENGINE.stats.set_ended();
+        return;
     }
     append_to_stats_file(&buf[..n]);
 }

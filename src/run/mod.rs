@@ -17,9 +17,11 @@ use crate::platform::{LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
 pub mod report;
 mod sentinel;
 pub mod signals;
+pub mod summary;
+pub mod usage;
 
 use crate::seccomp::Sandbox;
-use munmapq_core::config::{VAR_SECCOMP, VAR_STATS_FILE, VAR_TRACE};
+use munmapq_core::config::{VAR_SECCOMP, VAR_STATS_DIR, VAR_STATS_FILE, VAR_TRACE};
 use report::{GitAdvice, Notes, Report, Run};
 use signals::Relay;
 use std::ffi::OsString;
@@ -267,6 +269,7 @@ impl Parent<'_> {
         };
         let report_path = sentinel.report_file();
         cmd.env(VAR_STATS_FILE, &report_path);
+        cmd.env(VAR_STATS_DIR, &dir);
         relay.prepare(&mut cmd);
         let started = std::time::Instant::now();
         let child = match cmd.spawn() {
@@ -284,11 +287,12 @@ impl Parent<'_> {
             }
         }
         sentinel.command_started(pid);
-        let status = relay.run(pid, &sentinel);
+        let ran = relay.run(pid, &sentinel);
         let elapsed = started.elapsed();
         let text = std::fs::read_to_string(&report_path).unwrap_or_default();
+        let images = report::read_live(&dir);
         sentinel.finish();
-        let status = match status {
+        let (status, usage) = match ran {
             Ok(s) => s,
             Err(e) => {
                 return fail(
@@ -297,12 +301,17 @@ impl Parent<'_> {
                 )
             }
         };
+        // A report that cannot be written is munmapq's failure (125), not
+        // the command's status.
+        let mut failed = false;
         if let Some(f) = &mut self.outputs.stats_file {
-            if let Err(e) = f.write_all(text.as_bytes()) {
+            let lines = text.clone() + &report::lines_of(&images);
+            if let Err(e) = f.write_all(lines.as_bytes()) {
                 eprintln!("munmapq: {VAR_STATS_FILE}: {}", why(&e));
+                failed = true;
             }
         }
-        let report = Report::parse(&text);
+        let report = Report::collect(&text, &images);
         if report.loaded == 0 && self.expect_load && !self.o.quiet {
             eprintln!(
                 "munmapq: warning: {LIB_NAME} was not loaded into {}: it ran without munmapq (see: munmapq doctor {})",
@@ -323,32 +332,55 @@ impl Parent<'_> {
             exit_code: status.code(),
             signal: status.signal(),
             elapsed_ms: elapsed.as_millis() as u64,
+            usage,
         };
         let t = match self.format {
-            StatsFormat::Short => report.text(false, &notes),
-            StatsFormat::Full => report.text(true, &notes),
+            StatsFormat::Short => report.text(false, &run, &notes),
+            StatsFormat::Full => report.text(true, &run, &notes),
             StatsFormat::Json => report.json(&run, &notes),
         };
-        match (&mut self.outputs.stats_out, &self.o.stats_out) {
-            (Some((f, path, _)), _) => {
-                let r = f.rewind().and_then(|()| f.write_all(t.as_bytes()));
-                if let Err(e) = r {
-                    eprintln!("munmapq: --stats-out {}: {}", path.display(), why(&e));
-                }
-            }
-            (None, Some(StatsOut::Stdout)) => {
-                let mut out = std::io::stdout().lock();
-                if let Err(e) = out.write_all(t.as_bytes()).and_then(|()| out.flush()) {
-                    eprintln!("munmapq: --stats-out -: {}", why(&e));
-                }
-            }
-            _ => eprint!("{t}"),
+        if let Err(msg) = self.write_report(&t) {
+            eprintln!("munmapq: {msg}");
+            failed = true;
+        }
+        if failed {
+            return ExitCode::from(OWN_FAILURE);
         }
         signals::pass_through(status)
     }
 
-    /// Why the figures miss part of the run: a process that is killed by a
-    /// signal or ends with `_exit` never reports its counters.
+    /// Writes the report where it was asked for; what failed.
+    fn write_report(&mut self, t: &str) -> Result<(), String> {
+        match (&mut self.outputs.stats_out, &self.o.stats_out) {
+            (Some((f, path, _)), _) => f
+                .rewind()
+                .and_then(|()| f.write_all(t.as_bytes()))
+                .map_err(|e| format!("--stats-out {}: {}", path.display(), why(&e))),
+            (None, Some(StatsOut::Stdout)) => {
+                if inherited::was_closed(1) {
+                    return Err("--stats-out -: bad file descriptor".into());
+                }
+                let mut out = std::io::stdout().lock();
+                out.write_all(t.as_bytes())
+                    .and_then(|()| out.flush())
+                    .map_err(|e| format!("--stats-out -: {}", why(&e)))
+            }
+            _ => {
+                if inherited::was_closed(2) {
+                    return Err("--stats: the report: bad file descriptor".into());
+                }
+                std::io::stderr()
+                    .lock()
+                    .write_all(t.as_bytes())
+                    .map_err(|e| format!("--stats: the report: {}", why(&e)))
+            }
+        }
+    }
+
+    /// Why the figures miss part of the run: processes that loaded the
+    /// library and left no counters (each keeps them in a file of the
+    /// report's directory, which outlives it; where that could not be
+    /// made, only a process that reaches its exit handlers reports).
     fn incomplete(
         &self,
         status: std::process::ExitStatus,
@@ -359,18 +391,16 @@ impl Parent<'_> {
             return Some(format!("{} runs under a seccomp filter that does not allow munmapq's system calls: the library passed every call through and reported nothing", self.name));
         }
         let lost = r.lost();
+        if lost == 0 {
+            return None;
+        }
         let missing = format!(
-            "{lost} of {} process(es) that loaded the library did not report their counters, which are lost",
-            r.loaded
+            "{lost} of {} that loaded the library left no counters, which are lost",
+            summary::count(r.loaded, "process", "processes")
         );
         if let Some(sig) = status.signal() {
-            let why = if sig == libc::SIGPIPE {
-                " (it wrote to a pipe whose reader had stopped reading, as head does)"
-            } else {
-                ""
-            };
             return Some(format!(
-                "{} was killed by {}{why}; {missing}",
+                "{} was killed by {}; {missing}",
                 self.name,
                 signals::name(sig)
             ));
@@ -381,10 +411,8 @@ impl Parent<'_> {
                 signals::name(sig)
             ));
         }
-        (lost > 0).then(|| {
-            format!(
-                "{missing} (killed by a signal, or ended with _exit, before their exit handlers)"
-            )
-        })
+        Some(format!(
+            "{missing} (they could not keep them in a file, and were killed by a signal or ended with _exit before their exit handlers)"
+        ))
     }
 }

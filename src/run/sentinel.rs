@@ -19,8 +19,10 @@
 //!   directory is gone.
 //!
 //! And on Linux the sentinel stops the command while the launcher is
-//! stopped by SIGSTOP, which the launcher cannot catch: it looks at the
-//! launcher's state ten times a second while the command runs.
+//! stopped by SIGSTOP, which the launcher cannot catch, and continues the
+//! launcher when it stopped with the command (job control) and the command
+//! was continued without it: it looks at their states ten times a second
+//! while the command runs.
 
 use crate::out::why;
 use std::io::ErrorKind;
@@ -177,6 +179,15 @@ impl Sentinel {
         self.send(&msg);
     }
 
+    /// The launcher stops itself because the command stopped by job
+    /// control: if the command is continued while the launcher is still
+    /// stopped (a SIGCONT to its pid alone), the sentinel continues the
+    /// launcher, which would otherwise wait stopped for a command that has
+    /// ended.
+    pub fn stopping_with_command(&self) {
+        self.send(b"S");
+    }
+
     /// Did `sig` reach the whole process group (then the command has it
     /// already)? Consumes it in the sentinel. false when the sentinel does
     /// not answer within a second.
@@ -223,6 +234,10 @@ fn serve(launcher: libc::pid_t, ask: libc::c_int, answer: libc::c_int, dir: Path
     close_all_but(&[ask, answer]);
     let mut command: libc::pid_t = 0;
     let mut stopped = false;
+    // The launcher said it stops with the command; then whether it has
+    // been seen stopped since.
+    let mut with_command = false;
+    let mut seen_stopped = false;
     loop {
         let mut p = libc::pollfd {
             fd: ask,
@@ -238,6 +253,20 @@ fn serve(launcher: libc::pid_t, ask: libc::c_int, answer: libc::c_int, dir: Path
         let r = unsafe { libc::poll(&mut p, 1, timeout) };
         if r == 0 {
             let now = launcher_stopped(launcher);
+            if with_command {
+                if now {
+                    seen_stopped = true;
+                    if !is_stopped(command) {
+                        with_command = false;
+                        // SAFETY: kill has no memory-safety preconditions.
+                        unsafe { libc::kill(launcher, libc::SIGCONT) };
+                    }
+                } else if seen_stopped {
+                    with_command = false;
+                }
+                stopped = now;
+                continue;
+            }
             if now && !stopped {
                 // SAFETY: kill has no memory-safety preconditions.
                 unsafe { libc::kill(command, libc::SIGSTOP) };
@@ -259,6 +288,10 @@ fn serve(launcher: libc::pid_t, ask: libc::c_int, answer: libc::c_int, dir: Path
                     break;
                 }
                 command = libc::pid_t::from_le_bytes(b);
+            }
+            b'S' => {
+                with_command = true;
+                seen_stopped = false;
             }
             b'Q' => {
                 let mut s = [0u8];
@@ -313,6 +346,11 @@ fn take_pending(sig: libc::c_int) -> bool {
 
 /// Is the launcher stopped (`T` in /proc/PID/stat)?
 fn launcher_stopped(pid: libc::pid_t) -> bool {
+    is_stopped(pid)
+}
+
+/// Is `pid` stopped (`T` in /proc/PID/stat; not when it has ended)?
+fn is_stopped(pid: libc::pid_t) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };

@@ -39,8 +39,13 @@ pub fn probe() -> PathBuf {
     artifact("mq-probe")
 }
 
+/// The launcher under test; `MUNMAPQ_TEST_LAUNCHER` names another build
+/// (with `MUNMAPQ_TEST_LIB`, to show that a test fails without a change).
 pub fn launcher() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_munmapq"))
+    match std::env::var_os("MUNMAPQ_TEST_LAUNCHER") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_munmapq")),
+    }
 }
 
 /// `mq-probe ARGS...`, ready to run.
