@@ -188,6 +188,11 @@ impl Sentinel {
         self.send(b"S");
     }
 
+    /// The launcher runs again after `stopping_with_command`.
+    pub fn resumed(&self) {
+        self.send(b"R");
+    }
+
     /// Did `sig` reach the whole process group (then the command has it
     /// already)? Consumes it in the sentinel. false when the sentinel does
     /// not answer within a second.
@@ -234,10 +239,9 @@ fn serve(launcher: libc::pid_t, ask: libc::c_int, answer: libc::c_int, dir: Path
     close_all_but(&[ask, answer]);
     let mut command: libc::pid_t = 0;
     let mut stopped = false;
-    // The launcher said it stops with the command; then whether it has
-    // been seen stopped since.
+    // The launcher said it stops with the command, and has not said it
+    // runs again.
     let mut with_command = false;
-    let mut seen_stopped = false;
     loop {
         let mut p = libc::pollfd {
             fd: ask,
@@ -254,15 +258,10 @@ fn serve(launcher: libc::pid_t, ask: libc::c_int, answer: libc::c_int, dir: Path
         if r == 0 {
             let now = launcher_stopped(launcher);
             if with_command {
-                if now {
-                    seen_stopped = true;
-                    if !is_stopped(command) {
-                        with_command = false;
-                        // SAFETY: kill has no memory-safety preconditions.
-                        unsafe { libc::kill(launcher, libc::SIGCONT) };
-                    }
-                } else if seen_stopped {
+                if now && !is_stopped(command) {
                     with_command = false;
+                    // SAFETY: kill has no memory-safety preconditions.
+                    unsafe { libc::kill(launcher, libc::SIGCONT) };
                 }
                 stopped = now;
                 continue;
@@ -289,10 +288,8 @@ fn serve(launcher: libc::pid_t, ask: libc::c_int, answer: libc::c_int, dir: Path
                 }
                 command = libc::pid_t::from_le_bytes(b);
             }
-            b'S' => {
-                with_command = true;
-                seen_stopped = false;
-            }
+            b'S' => with_command = true,
+            b'R' => with_command = false,
             b'Q' => {
                 let mut s = [0u8];
                 if !read_exact(ask, &mut s) {

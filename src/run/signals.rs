@@ -158,6 +158,9 @@ impl Relay {
                         sentinel.stopping_with_command();
                         // SAFETY: kill has no memory-safety preconditions.
                         unsafe { libc::kill(me, libc::SIGSTOP) };
+                        // A stop sent to oneself takes effect before kill
+                        // returns: this runs once continued.
+                        sentinel.resumed();
                     }
                     continue;
                 }
