@@ -322,3 +322,42 @@ fn no_counters_no_table_of_zeros() {
     assert_eq!(json_field(&json, "counters"), "null", "{json}");
     println!("nothing loaded: one line, counters null");
 }
+
+#[test]
+fn a_sigkill_to_the_whole_group_leaves_nothing_in_tmpdir() {
+    use std::os::unix::process::CommandExt;
+    let tmp = scratch("stats-group-kill");
+    // As `timeout -s KILL 1 munmapq --stats ...` run from a shell: the
+    // launcher, its helper and the command in one process group, killed
+    // together.
+    let mut child = munmapq()
+        .args(["--stats", "sleep", "30"])
+        .env("TMPDIR", &*tmp)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let listing = || -> Vec<String> {
+        std::fs::read_dir(&*tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let start = Instant::now();
+    while listing().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no report directory");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    command_of(child.id(), "sleep");
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) }, 0);
+    assert_eq!(wait_a_minute(&mut child).signal(), Some(libc::SIGKILL));
+    let start = Instant::now();
+    while !listing().is_empty() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(listing(), Vec::<String>::new(), "left in TMPDIR");
+    println!("SIGKILL to the launcher's whole process group: its report directory removed at once");
+}
