@@ -114,6 +114,17 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
         Err(msg) => return fail(&format!("{msg}; nothing was run"), OWN_FAILURE),
     };
     let name = o.command[0].to_string_lossy().into_owned();
+    // The report's directory first: without one `--stats` refuses to run,
+    // and that is all there is to say (not first that the command would
+    // run without a library).
+    let dir = match o.stats.map(|_| sentinel::stats_dir()) {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(msg)) => {
+            discard(&outputs);
+            return fail(&format!("{msg}; nothing was run"), OWN_FAILURE);
+        }
+    };
     let lib = match find_library(o.lib.clone()) {
         Ok(l) => Some(l),
         // No cache directory for the built-in library: run without it,
@@ -128,6 +139,9 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
             None
         }
         Err(e) => {
+            if let Some(d) = &dir {
+                let _ = std::fs::remove_dir_all(d);
+            }
             discard(&outputs);
             return fail(&e.msg, OWN_FAILURE);
         }
@@ -172,7 +186,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     for (k, v) in &o.vars {
         vars.push((k.into(), v.into()));
     }
-    let Some(format) = o.stats else {
+    let (Some(format), Some(dir)) = (o.stats, dir) else {
         // Set in this process, which execs next (single-threaded): a
         // Command with variables of its own copies and sorts the whole
         // environment first.
@@ -186,6 +200,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     let expect_load = preload.is_some() && predicted.is_none() && sandbox != Sandbox::Refuses;
     let parent = Parent {
         o: &o,
+        dir,
         name,
         program,
         outputs,
@@ -240,6 +255,8 @@ fn missing_interpreter(path: &Path) -> Option<String> {
 /// A run that reports: the launcher stays the command's parent.
 struct Parent<'a> {
     o: &'a Options,
+    /// The report's directory (sentinel.rs).
+    dir: PathBuf,
     name: String,
     program: Option<PathBuf>,
     outputs: Outputs,
@@ -251,13 +268,7 @@ struct Parent<'a> {
 
 impl Parent<'_> {
     fn run(mut self, mut cmd: Command, advice: Advice) -> ExitCode {
-        let dir = match sentinel::stats_dir() {
-            Ok(d) => d,
-            Err(msg) => {
-                discard(&self.outputs);
-                return fail(&msg, OWN_FAILURE);
-            }
-        };
+        let dir = self.dir.clone();
         let mut relay = Relay::block();
         let sentinel = match sentinel::Sentinel::start(&dir) {
             Ok(s) => s,
