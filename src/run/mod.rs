@@ -72,33 +72,56 @@ fn open_outputs(o: &Options) -> Result<Outputs, String> {
         }
         _ => None,
     };
-    let inherited = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
     let mut stats_file = None;
-    if let Some(p) = inherited(VAR_STATS_FILE) {
-        let f = open_append(Path::new(&p)).map_err(|e| {
-            format!(
-                "{VAR_STATS_FILE}={} (from the environment): {}",
-                Path::new(&p).display(),
-                why(&e)
-            )
-        })?;
-        if o.stats.is_some() {
+    for (var, f) in inherited_files()? {
+        if var == VAR_STATS_FILE && o.stats.is_some() {
             stats_file = Some(f);
         }
-    }
-    if let Some(p) = inherited(VAR_TRACE) {
-        open_append(Path::new(&p)).map_err(|e| {
-            format!(
-                "{VAR_TRACE}={} (from the environment): {}",
-                Path::new(&p).display(),
-                why(&e)
-            )
-        })?;
     }
     Ok(Outputs {
         stats_out,
         stats_file,
     })
+}
+
+/// The files the library appends to that the caller named
+/// (`MUNMAPQ_STATS_FILE`, `MUNMAPQ_TRACE`), opened as the library opens
+/// them, so that one that cannot be written is refused before anything
+/// runs (one line naming the variable). A relative path is made absolute
+/// against the current directory, in this process's environment: each
+/// process of the command would open it again in its own directory (`git
+/// -C repo` would put it in the repository). For the launcher and the git
+/// wrapper, which exec or start the command next.
+pub fn inherited_files() -> Result<Vec<(&'static str, File)>, String> {
+    let mut files = Vec::new();
+    for var in [VAR_STATS_FILE, VAR_TRACE] {
+        let Some(p) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let mut path = PathBuf::from(&p);
+        if path.is_relative() {
+            let cwd = std::env::current_dir().map_err(|e| {
+                format!(
+                    "{var}={} (from the environment) is relative, and the current directory is unknown: {}",
+                    path.display(),
+                    why(&e)
+                )
+            })?;
+            path = cwd.join(path);
+            // Single-threaded: the launcher and the git wrapper have not
+            // started a thread.
+            std::env::set_var(var, &path);
+        }
+        let f = open_append(&path).map_err(|e| {
+            format!(
+                "{var}={} (from the environment): {}",
+                path.display(),
+                why(&e)
+            )
+        })?;
+        files.push((var, f));
+    }
+    Ok(files)
 }
 
 /// Removes a `--stats-out` file this run created, when nothing ran.
