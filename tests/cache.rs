@@ -251,7 +251,10 @@ fn stats_with_no_writable_tmpdir_is_one_refusal() {
             && !err.contains("without munmapq"),
         "{err}"
     );
-    println!("--stats with no writable TMPDIR and no cache: {}", err.trim());
+    println!(
+        "--stats with no writable TMPDIR and no cache: {}",
+        err.trim()
+    );
 }
 
 #[test]

@@ -275,7 +275,8 @@ fn stats_summary_full_and_json() {
     }
     // sh (dash) ends with _exit: its counters were kept in their file.
     assert!(
-        json.contains("\"reported\":2,") && json.contains("\"incomplete\":null,")
+        json.contains("\"reported\":2,")
+            && json.contains("\"incomplete\":null,")
             && json.contains("\"git\":null}"),
         "{json}"
     );
@@ -284,7 +285,8 @@ fn stats_summary_full_and_json() {
     assert_eq!(out.status.signal(), Some(libc::SIGINT));
     let err = text(&out.stderr);
     assert!(
-        err.starts_with("munmapq: sh: ") && err.lines().next().unwrap().ends_with(", killed by SIGINT")
+        err.starts_with("munmapq: sh: ")
+            && err.lines().next().unwrap().ends_with(", killed by SIGINT")
             && !err.contains("incomplete"),
         "{err}"
     );

@@ -206,10 +206,7 @@ fn the_report_counts_processes_as_a_user_does_and_says_what_was_lost() {
     );
     assert!(json.contains("\"incomplete\":null"), "{json}");
     let out = munmapq(&["--stats", "sh", "-c", "exec /bin/true"]);
-    assert_contains(
-        &out.stderr,
-        "\nmunmapq: 1 process loaded the library\n",
-    );
+    assert_contains(&out.stderr, "\nmunmapq: 1 process loaded the library\n");
     // Killed by SIGPIPE (as git log | head -1): said, its counters kept;
     // munmapq exits 141 rather than die of it.
     let out = munmapq(&["--stats", "bash", "-c", "kill -PIPE $$"]);

@@ -56,11 +56,7 @@ fn counters_survive_a_sigpipe_and_a_sigkill_death() {
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     let status = wait_a_minute(&mut child);
     // The command died of SIGPIPE; munmapq did not, it exits 128+13.
-    assert_eq!(
-        (status.code(), status.signal()),
-        (Some(141), None),
-        "{err}"
-    );
+    assert_eq!((status.code(), status.signal()), (Some(141), None), "{err}");
     assert_eq!(json_field(&err, "signal"), "13", "{err}");
     // Both processes (the program and its fork child killed by SIGKILL)
     // left their counters, though neither reached its exit handlers.
@@ -201,12 +197,19 @@ fn a_command_stopped_and_continued_directly_does_not_hang_the_launcher() {
     let status = ended_within(&mut child, Duration::from_secs(20))
         .expect("the launcher stayed stopped after its command ended");
     assert_eq!(status.code(), Some(0));
-    println!("command stopped by SIGSTOP / SIGTSTP and continued by pid: the launcher reported, exit 0");
+    println!(
+        "command stopped by SIGSTOP / SIGTSTP and continued by pid: the launcher reported, exit 0"
+    );
 }
 
 #[test]
 fn a_report_that_cannot_be_written_is_125() {
-    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
     let cases: [(&str, &[&str], Stdio, Stdio); 4] = [
         (
             "--stats-out /dev/full",
@@ -260,7 +263,10 @@ fn the_summary_says_time_cpu_and_peak_rss_in_readable_units() {
     let (_dir, file) = scratch_with_data("stats-summary", 64);
     let p = probe();
     let out = output_within(
-        munmapq().args(["--stats"]).arg(&p).args(["cycle", &file, "300", "8"]),
+        munmapq()
+            .args(["--stats"])
+            .arg(&p)
+            .args(["cycle", &file, "300", "8"]),
         MINUTE,
     );
     let err = text(&out.stderr);
@@ -316,7 +322,10 @@ fn no_counters_no_table_of_zeros() {
         err.contains("munmapq: no process loaded the library\n"),
         "{err}"
     );
-    assert!(!err.contains("mmap_calls") && !err.contains("saved 0 of 0"), "{err}");
+    assert!(
+        !err.contains("mmap_calls") && !err.contains("saved 0 of 0"),
+        "{err}"
+    );
     let out = output_within(munmapq().args(["--stats=json", "-q", stat, "-p"]), MINUTE);
     let json = text(&out.stderr);
     assert_eq!(json_field(&json, "counters"), "null", "{json}");
@@ -347,12 +356,16 @@ fn a_sigkill_to_the_whole_group_leaves_nothing_in_tmpdir() {
     };
     let start = Instant::now();
     while listing().is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(10), "no report directory");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no report directory"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     command_of(child.id(), "sleep");
     // SAFETY: kill has no memory-safety preconditions.
-    assert_eq!(unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) }, 0);
+    let killed = unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+    assert_eq!(killed, 0);
     assert_eq!(wait_a_minute(&mut child).signal(), Some(libc::SIGKILL));
     let start = Instant::now();
     while !listing().is_empty() && start.elapsed() < Duration::from_secs(10) {
@@ -383,8 +396,10 @@ fn a_stats_file_the_library_alone_cannot_use_is_one_line() {
     assert!(out.status.success(), "{err}");
     assert!(!dir.join("rel.stats").exists() && !sub.join("rel.stats").exists());
     assert_eq!(
-        err.matches("munmapq: MUNMAPQ_STATS_FILE=\"rel.stats\" is not valid: it accepts an absolute path")
-            .count(),
+        err.matches(
+            "munmapq: MUNMAPQ_STATS_FILE=\"rel.stats\" is not valid: it accepts an absolute path"
+        )
+        .count(),
         2,
         "one line a process: {err}"
     );
@@ -418,7 +433,10 @@ fn a_relative_stats_file_is_the_launchers_and_the_git_links() {
         MINUTE,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(!sub.join("rel.stats").exists(), "lines in the command's directory");
+    assert!(
+        !sub.join("rel.stats").exists(),
+        "lines in the command's directory"
+    );
     let lines = std::fs::read_to_string(dir.join("rel.stats")).unwrap();
     assert_eq!(lines.matches("munmapq-loaded pid=").count(), 2, "{lines}");
     // Through the git link: `git -C repo` does not put it in the repository.
@@ -432,7 +450,10 @@ fn a_relative_stats_file_is_the_launchers_and_the_git_links() {
                 .args(["-c", "munmapq.enable=true", "-C", "repo", "status", "-s"])
                 .current_dir(&dir)
                 .env("HOME", &*dir)
-                .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()))
+                .env(
+                    "PATH",
+                    format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+                )
                 .env("MUNMAPQ_LIB", lib())
                 .env_remove("MUNMAPQ_GIT_WRAPPER")
                 .env("MUNMAPQ_STATS_FILE", value),

@@ -108,7 +108,7 @@ pub const VARIABLES: [(&str, &str); 10] = [
     (VAR_SECCOMP, ACCEPTS_SECCOMP),
     (
         VAR_STATS_FILE,
-        "a file path; each process appends one line of counters",
+        "an absolute file path (munmapq makes a relative one absolute; the library alone ignores it, saying so); each process appends one line of counters",
     ),
     (
         VAR_TRACE,

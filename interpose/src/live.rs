@@ -104,7 +104,7 @@ fn attach(start: Start) -> bool {
 fn try_attach(start: Start) -> bool {
     let page = PAGE.load(Relaxed);
     let base = image_addr();
-    if page == 0 || base % page != 0 || IMAGE_BYTES % page != 0 {
+    if page == 0 || !base.is_multiple_of(page) || !IMAGE_BYTES.is_multiple_of(page) {
         return false; // pages larger than the image (Linux 64 KiB)
     }
     let len = DIR_LEN.load(Relaxed);
@@ -236,4 +236,3 @@ unsafe fn map_fixed(base: usize, flags: c_int, fd: c_int) -> bool {
     crate::errno::set(saved);
     p as usize == base
 }
-

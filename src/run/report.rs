@@ -77,7 +77,11 @@ pub fn read_live(dir: &Path) -> Vec<Image> {
     };
     entries
         .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("live-")))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("live-"))
+        })
         .filter_map(|e| read_image(&std::fs::read(e.path()).ok()?))
         .collect()
 }
@@ -319,9 +323,13 @@ mod tests {
     fn an_unreadable_proc_is_said() {
         let notes = Notes::default();
         let r = Report::parse("munmapq pid=1 deferred=3\n");
-        assert!(!r.text(false, &Run::default(), &notes).contains("could not be read"));
+        assert!(!r
+            .text(false, &Run::default(), &notes)
+            .contains("could not be read"));
         let r = Report::parse("munmapq pid=1 deferred=3 unreadable=12\n");
-        assert!(r.text(false, &Run::default(), &notes).contains("12 failed reads of /proc"));
+        assert!(r
+            .text(false, &Run::default(), &notes)
+            .contains("12 failed reads of /proc"));
     }
 
     #[test]
@@ -379,7 +387,9 @@ mod tests {
             lines[0].starts_with("munmapq: loaded, not interposed: 1 of 2 processes"),
             "{short}"
         );
-        assert!(r.text(true, &Run::default(), &notes).contains("loaded, not interposed"));
+        assert!(r
+            .text(true, &Run::default(), &notes)
+            .contains("loaded, not interposed"));
         assert!(r
             .json(&Run::default(), &notes)
             .contains("\"not_interposed\":1,"));
