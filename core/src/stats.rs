@@ -191,11 +191,18 @@ const MAGIC: u64 = 0x6d71_7374_0000_0000
     | ((STRIPE_SLOTS as u64) << 8)
     | STRIPES as u64;
 
-/// What [`Stats`] is aligned and padded to: the largest page size of the
-/// systems the library runs on but Linux's 64 KiB pages (macOS arm64: 16
-/// KiB), so that the counters can be the whole of a file mapping of their
-/// own that outlives the process (`munmapq --stats`: interpose/src/live.rs)
-/// while every update stays one add to a fixed address.
+/// What [`Stats`] is aligned and padded to: a page, so that the counters
+/// can be the whole of a file mapping of their own that outlives the
+/// process (`munmapq --stats`: interpose/src/live.rs) while every update
+/// stays one add to a fixed address. x86_64 has 4 KiB pages, and its
+/// linker aligns the library's segments to them: a larger alignment would
+/// make ld.so reserve and trim an aligned range, two more system calls at
+/// every load. Elsewhere 16 KiB, macOS arm64's pages (where pages are
+/// larger still, the counters stay where they are and are reported at
+/// exit).
+#[cfg(target_arch = "x86_64")]
+pub const IMAGE_BYTES: usize = 4096;
+#[cfg(not(target_arch = "x86_64"))]
 pub const IMAGE_BYTES: usize = 16384;
 
 /// The calling thread's stripe: its stack address in 64 KiB units, hashed
@@ -209,7 +216,8 @@ fn stripe() -> usize {
     ((at >> 16).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STRIPES.trailing_zeros())) as usize
 }
 
-#[repr(C, align(16384))]
+#[cfg_attr(target_arch = "x86_64", repr(C, align(4096)))]
+#[cfg_attr(not(target_arch = "x86_64"), repr(C, align(16384)))]
 pub struct Stats {
     hot: [Stripe; STRIPES],
     values: Cold,
