@@ -483,3 +483,38 @@ fn a_relative_stats_file_is_the_launchers_and_the_git_links() {
     assert_eq!(text(&out.stderr), err, "the launcher says the same");
     println!("relative MUNMAPQ_STATS_FILE: the caller's directory (launcher, git -C); unwritable: 125 from both");
 }
+
+#[test]
+fn a_file_size_limit_is_no_death_for_a_line_of_ours() {
+    // `ulimit -f 0`: any write to a file raises SIGXFSZ. The program writes
+    // to a pipe only, and must not die of the library's lines or files.
+    let script = "ulimit -f 0; /bin/echo hi";
+    let dir = scratch("stats-fsize");
+    let file = dir.join("lines");
+    std::fs::write(&file, "").unwrap();
+    let plain = output_within(Command::new("sh").args(["-c", script]), MINUTE);
+    assert_eq!(
+        (plain.status.code(), text(&plain.stdout).as_str()),
+        (Some(0), "hi\n")
+    );
+    let alone = output_within(
+        Command::new("sh")
+            .args(["-c", script])
+            .env(PRELOAD_VAR, lib())
+            .env("MUNMAPQ_STATS_FILE", &file),
+        MINUTE,
+    );
+    let launched = output_within(munmapq().args(["--stats", "sh", "-c", script]), MINUTE);
+    for (what, out) in [
+        ("the library alone", &alone),
+        ("munmapq --stats", &launched),
+    ] {
+        assert_eq!(
+            (out.status.code(), text(&out.stdout).as_str()),
+            (Some(0), "hi\n"),
+            "{what}: {}",
+            text(&out.stderr)
+        );
+    }
+    println!("ulimit -f 0: /bin/echo lives, with the library alone and under --stats");
+}

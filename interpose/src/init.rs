@@ -228,6 +228,9 @@ fn remember_stats_file() {
 }
 
 fn write_all(fd: libc::c_int, mut data: &[u8]) {
+    if !crate::posix::fits_file_size_limit(fd, data.len()) {
+        return;
+    }
     while !data.is_empty() {
         // SAFETY: `data` is valid for its length.
         let n = unsafe { crate::selfio::write(fd, data.as_ptr().cast(), data.len()) };
@@ -282,11 +285,9 @@ fn stats_file_refused(path: &[u8], why: &[u8]) {
 
 fn append_to_stats_file(line: &[u8]) {
     if let Ok(fd) = open_stats_file() {
-        // SAFETY: `line` is valid for its length; `fd` is ours to close.
-        unsafe {
-            crate::selfio::write(fd, line.as_ptr().cast(), line.len());
-            crate::selfio::close(fd);
-        }
+        write_all(fd, line);
+        // SAFETY: our own descriptor.
+        unsafe { crate::selfio::close(fd) };
     }
 }
 
@@ -307,11 +308,9 @@ fn announce_load() {
             return;
         }
     };
-    // SAFETY: `buf` is valid for `n` bytes; `fd` is ours to close.
-    unsafe {
-        crate::selfio::write(fd, buf.as_ptr().cast(), n);
-        crate::selfio::close(fd);
-    }
+    write_all(fd, &buf[..n]);
+    // SAFETY: our own descriptor.
+    unsafe { crate::selfio::close(fd) };
 }
 
 /// `MUNMAPQ_STATS_FILE` cannot be opened (`e`): said once, at load, and not

@@ -10,21 +10,31 @@
 //! address, and the kernel keeps the file's pages however the process
 //! ends. The launcher reads the files after the command has ended.
 //!
-//! Costs, only under `--stats`: at load `openat`, `write` (the counters so
-//! far), `mmap` and `close`; in a fork child `openat`, `ftruncate`, `mmap`
-//! and `close` (the child must not add to its parent's file). Where a step
-//! fails, the process keeps its private counters and reports them at exit
-//! as without this. When the program installs a seccomp filter the
-//! mapping is given up first (one anonymous `mmap` over it): the file keeps
-//! the counters so far, and no later call of ours meets the filter.
+//! Costs, only under `--stats`, at load and in a fork child (which must
+//! not add to its parent's file): `openat`, `getrlimit`, `write`, `mmap`
+//! and `close` (and `fstat` under a file size limit). The file is written
+//! whole before it is mapped, never extended by `ftruncate`: a page of a
+//! sparse file would be allocated at the first add, and on a full file
+//! system that fault is a SIGBUS. No file is written past `RLIMIT_FSIZE`
+//! (the write would raise SIGXFSZ). Where a step fails, the process keeps
+//! its private counters and reports them at exit as without this. When
+//! the program installs a seccomp filter the mapping is given up first
+//! (one anonymous `mmap` over it): the file keeps the counters so far, and
+//! no later call of ours meets the filter.
 
 use crate::ENGINE;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use libc::c_int;
 use munmapq_core::stats::IMAGE_BYTES;
 
-/// The directory, copied at start-up (NUL-terminated).
+/// The directory, copied at start-up, then `/live-PID-N` and a NUL after
+/// it: written by `attach` in place, which only runs where the process has
+/// one thread (the constructor, a fork child), so that no hook's or
+/// signal handler's stack holds a path.
 static mut DIR: [u8; 4096] = [0; 4096];
+/// What a fork child's file starts with (`.bss`: no page of the library's
+/// file, none resident).
+static mut ZEROES: [u8; IMAGE_BYTES] = [0; IMAGE_BYTES];
 static DIR_LEN: AtomicUsize = AtomicUsize::new(0);
 /// The counters are a shared mapping of this process's own file.
 static ATTACHED: AtomicBool = AtomicBool::new(false);
@@ -55,7 +65,8 @@ pub fn start(dir: &[u8], page: usize) {
 }
 
 /// In a fork child (its only thread): counters of its own, in a file of
-/// its own, before anything adds to them. Fails to zeroed private ones.
+/// its own, before anything adds to them (the engine zeroes them next).
+/// Fails to zeroed private ones.
 pub fn after_fork_in_child() {
     if attached() && !attach(Start::Zero) {
         detach();
@@ -82,9 +93,9 @@ pub fn detach() {
 
 #[derive(PartialEq)]
 enum Start {
-    /// The file starts with the counters so far.
+    /// With the counters so far.
     Keep,
-    /// With zeroes.
+    /// With zeroes (a fork child: what is there is its parent's).
     Zero,
 }
 
@@ -113,9 +124,9 @@ fn try_attach(start: Start) -> bool {
     }
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u64;
-    let mut path = [0u8; 4096];
-    // SAFETY: DIR is written only before this, by `start`.
-    path[..len].copy_from_slice(unsafe { &(&*core::ptr::addr_of!(DIR))[..len] });
+    // SAFETY: this process has one thread here (see DIR); `start` wrote
+    // the directory before.
+    let path = unsafe { &mut *core::ptr::addr_of_mut!(DIR) };
     let fd = (0..64u64).find_map(|n| {
         let mut w = munmapq_core::stats::LineWriter {
             buf: &mut path[len..4095],
@@ -144,20 +155,24 @@ fn try_attach(start: Start) -> bool {
     let Some(Some(fd)) = fd else {
         return false;
     };
-    // The file is sized (and holds the counters so far) before it is
-    // mapped: a mapping past its end would fault on the first add.
-    let sized = match start {
-        // SAFETY: the counters' own bytes, read as the kernel copies them.
-        Start::Keep => unsafe { write_all(fd, base as *const u8, IMAGE_BYTES) },
-        // SAFETY: our own new file.
-        Start::Zero => unsafe { truncate(fd, IMAGE_BYTES) },
+    // Written whole (its blocks allocated) before it is mapped: a mapping
+    // past the file's end, or over a hole the file system cannot fill,
+    // faults on the first add.
+    let from = match start {
+        Start::Keep => base as *const u8,
+        Start::Zero => core::ptr::addr_of!(ZEROES).cast::<u8>(),
     };
+    // SAFETY: IMAGE_BYTES of the counters, or of zeroes, read as the
+    // kernel copies them.
+    let written = crate::posix::fits_file_size_limit(fd, IMAGE_BYTES)
+        && unsafe { write_all(fd, from, IMAGE_BYTES) };
     // SAFETY: maps our own file over our own counters' pages.
-    let mapped = sized && unsafe { map_fixed(base, libc::MAP_SHARED | libc::MAP_FIXED, fd) };
+    let mapped = written && unsafe { map_fixed(base, libc::MAP_SHARED | libc::MAP_FIXED, fd) };
     // SAFETY: our own descriptor; the mapping keeps the file.
     unsafe { crate::selfio::close(fd) };
     if mapped {
-        // An image without its owner is not read: set once it is in place.
+        // An image without its owner is not read (a file whose write or
+        // mapping failed stays ownerless): set once it is in place.
         ENGINE.stats.set_owner(pid);
         ATTACHED.store(true, Relaxed);
     }
@@ -177,26 +192,6 @@ unsafe fn write_all(fd: c_int, buf: *const u8, len: usize) -> bool {
         done += n as usize;
     }
     true
-}
-
-/// `ftruncate`, errno untouched.
-///
-/// # Safety
-/// `fd` is ours.
-#[cfg(target_os = "linux")]
-unsafe fn truncate(fd: c_int, len: usize) -> bool {
-    let args = [fd as libc::c_long, len as libc::c_long];
-    // SAFETY: the kernel checks the descriptor; no memory is passed.
-    unsafe { crate::platform::sys::call(libc::SYS_ftruncate, &args) == 0 }
-}
-
-#[cfg(target_os = "macos")]
-unsafe fn truncate(fd: c_int, len: usize) -> bool {
-    let saved = crate::errno::get();
-    // SAFETY: the kernel checks the descriptor; no memory is passed.
-    let r = unsafe { libc::ftruncate(fd, len as libc::off_t) } == 0;
-    crate::errno::set(saved);
-    r
 }
 
 /// Maps `IMAGE_BYTES` at `base`, read-write, errno untouched; whether the
