@@ -393,12 +393,9 @@ extern "C" fn at_exit() {
     if STATS_TO_STDERR.load(Ordering::Relaxed) {
         write_all(2, &buf[..n]);
     }
-    if crate::live::attached() {
-        // The launcher reads them from their file.
-        ENGINE.stats.set_ended();
-        return;
+    if crate::live::at_exit() {
+        append_to_stats_file(&buf[..n]);
     }
-    append_to_stats_file(&buf[..n]);
 }
 
 #[cfg(target_os = "linux")]

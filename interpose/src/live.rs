@@ -40,8 +40,7 @@ static DIR_LEN: AtomicUsize = AtomicUsize::new(0);
 static ATTACHED: AtomicBool = AtomicBool::new(false);
 static PAGE: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether the counters live in a file (the exit handler then marks them
-/// ended instead of writing a line).
+/// Whether the counters live in a file.
 pub fn attached() -> bool {
     ATTACHED.load(Relaxed)
 }
@@ -71,6 +70,45 @@ pub fn after_fork_in_child() {
     if attached() && !attach(Start::Zero) {
         detach();
     }
+}
+
+/// At exit: whether the counters are to be reported in a line, as without
+/// a file: their file is removed first (each file is a page of `$TMPDIR`
+/// for the whole run, and a build's short processes add up), so they are
+/// never counted twice. If it cannot be removed they stay there, marked
+/// ended, and no line is written.
+pub fn at_exit() -> bool {
+    if !attached() {
+        return true;
+    }
+    // SAFETY: DIR holds this image's own file's path (NUL-terminated),
+    // written by its last `attach`.
+    if unsafe { unlink(core::ptr::addr_of!(DIR).cast()) } {
+        return true;
+    }
+    ENGINE.stats.set_ended();
+    false
+}
+
+/// `unlink`, errno untouched.
+///
+/// # Safety
+/// `path` is NUL-terminated.
+#[cfg(target_os = "linux")]
+unsafe fn unlink(path: *const libc::c_char) -> bool {
+    let args = [libc::AT_FDCWD as libc::c_long, path as libc::c_long, 0];
+    // SAFETY: forwarded from our caller's contract.
+    unsafe { crate::platform::sys::call(libc::SYS_unlinkat, &args) == 0 }
+}
+
+#[cfg(target_os = "macos")]
+unsafe fn unlink(path: *const libc::c_char) -> bool {
+    let saved = crate::errno::get();
+    // SAFETY: forwarded from our caller's contract; the real unlink, not
+    // the hook.
+    let r = unsafe { crate::platform::real::unlink(path) } == 0;
+    crate::errno::set(saved);
+    r
 }
 
 /// Before a seccomp filter goes in: the counters leave the file (which
