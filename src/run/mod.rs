@@ -14,20 +14,21 @@ use crate::inherited;
 use crate::library::find_library;
 use crate::out::why;
 use crate::platform::{LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
+pub mod outputs;
 pub mod report;
 mod sentinel;
 pub mod signals;
 pub mod summary;
+pub mod units;
 pub mod usage;
 
 use crate::seccomp::Sandbox;
-use munmapq_core::config::{VAR_SECCOMP, VAR_STATS_DIR, VAR_STATS_FILE, VAR_TRACE};
+use munmapq_core::config::{VAR_SECCOMP, VAR_STATS_DIR, VAR_STATS_FILE};
+use outputs::{discard, open_outputs, Outputs};
 use report::{GitAdvice, Notes, Report, Run};
 use signals::Relay;
 use std::ffi::OsString;
-use std::fs::File;
 use std::io::{ErrorKind, Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -35,101 +36,6 @@ use std::process::{Command, ExitCode};
 /// What `--stats` adds after the report for a command the caller knows
 /// more about (git's pack windows).
 pub type Advice = fn(&[OsString], &Report) -> Option<GitAdvice>;
-
-/// Opens a file the library would append to (`MUNMAPQ_STATS_FILE`,
-/// `MUNMAPQ_TRACE`) as it would: created 0600, appended to.
-fn open_append(path: &Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)
-}
-
-/// The files the settings name, opened before the command starts (as
-/// `strace -o` does), so a bad path is refused before anything runs rather
-/// than losing the figures after.
-struct Outputs {
-    /// `--stats-out FILE`: opened, not truncated until the command has
-    /// started; `created`: it did not exist (removed if nothing runs).
-    stats_out: Option<(File, PathBuf, bool)>,
-    /// The caller's `MUNMAPQ_STATS_FILE`, under `--stats`: the command
-    /// gets its own private file and this one what it collected.
-    stats_file: Option<File>,
-}
-
-fn open_outputs(o: &Options) -> Result<Outputs, String> {
-    let stats_out = match &o.stats_out {
-        Some(StatsOut::File(p)) => {
-            let existed = std::fs::symlink_metadata(p).is_ok();
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(p)
-                .map_err(|e| format!("--stats-out {}: {}", p.display(), why(&e)))?;
-            Some((f, p.clone(), !existed))
-        }
-        _ => None,
-    };
-    let mut stats_file = None;
-    for (var, f) in inherited_files()? {
-        if var == VAR_STATS_FILE && o.stats.is_some() {
-            stats_file = Some(f);
-        }
-    }
-    Ok(Outputs {
-        stats_out,
-        stats_file,
-    })
-}
-
-/// The files the library appends to that the caller named
-/// (`MUNMAPQ_STATS_FILE`, `MUNMAPQ_TRACE`), opened as the library opens
-/// them, so that one that cannot be written is refused before anything
-/// runs (one line naming the variable). A relative path is made absolute
-/// against the current directory, in this process's environment: each
-/// process of the command would open it again in its own directory (`git
-/// -C repo` would put it in the repository). For the launcher and the git
-/// wrapper, which exec or start the command next.
-pub fn inherited_files() -> Result<Vec<(&'static str, File)>, String> {
-    let mut files = Vec::new();
-    for var in [VAR_STATS_FILE, VAR_TRACE] {
-        let Some(p) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
-            continue;
-        };
-        let mut path = PathBuf::from(&p);
-        if path.is_relative() {
-            let cwd = std::env::current_dir().map_err(|e| {
-                format!(
-                    "{var}={} (from the environment) is relative, and the current directory is unknown: {}",
-                    path.display(),
-                    why(&e)
-                )
-            })?;
-            path = cwd.join(path);
-            // Single-threaded: the launcher and the git wrapper have not
-            // started a thread.
-            std::env::set_var(var, &path);
-        }
-        let f = open_append(&path).map_err(|e| {
-            format!(
-                "{var}={} (from the environment): {}",
-                path.display(),
-                why(&e)
-            )
-        })?;
-        files.push((var, f));
-    }
-    Ok(files)
-}
-
-/// Removes a `--stats-out` file this run created, when nothing ran.
-fn discard(outputs: &Outputs) {
-    if let Some((_, path, true)) = &outputs.stats_out {
-        let _ = std::fs::remove_file(path);
-    }
-}
 
 pub fn run(o: Options, advice: Advice) -> ExitCode {
     let outputs = match open_outputs(&o) {
@@ -430,7 +336,7 @@ impl Parent<'_> {
         }
         let missing = format!(
             "{lost} of {} that loaded the library left no counters, which are lost",
-            summary::count(r.loaded, "process", "processes")
+            units::count(r.loaded, "process", "processes")
         );
         if let Some(sig) = status.signal() {
             return Some(format!(

@@ -195,7 +195,7 @@ impl Report {
             format!(
                 "loaded, not interposed: {} of {} loaded the library but the dynamic loader did not bind their calls to it (on macOS: dyld may load an inserted library without the permission to interpose); munmapq did nothing there",
                 self.not_interposed,
-                super::summary::count(self.loaded, "process", "processes")
+                super::units::count(self.loaded, "process", "processes")
             )
         })
     }
