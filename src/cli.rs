@@ -285,10 +285,15 @@ pub fn check_environment() -> Result<(), BadArgs> {
 }
 
 /// Every `MUNMAPQ_*` name munmapq reads: the library's variables, the
-/// launcher's library and the git wrapper's recursion guard.
+/// launcher's library, the report directory it hands its children and
+/// the git wrapper's recursion guard.
 fn known_names() -> Vec<&'static str> {
     let mut v: Vec<&str> = VARIABLES.iter().map(|(var, _)| *var).collect();
-    v.extend(["MUNMAPQ_LIB", crate::git::locate::GUARD_VAR]);
+    v.extend([
+        "MUNMAPQ_LIB",
+        munmapq_core::config::VAR_STATS_DIR,
+        crate::git::locate::GUARD_VAR,
+    ]);
     v
 }
 

@@ -33,9 +33,10 @@ pub const OPTIONS: [Opt; 12] = [
         long: "--stats",
         short: None,
         takes: Takes::Inline(&["full", "json"]),
-        help: "after COMMAND, on stderr: what was saved (summed over COMMAND and its \
-               children), every counter (full), or one JSON object (json); munmapq then \
-               stays COMMAND's parent until it ends, as time(1) does",
+        help: "after COMMAND, on stderr: what COMMAND used (time, CPU, peak RSS) and what \
+               was saved (summed over COMMAND and its children, however each ended), \
+               every counter (full), or one JSON object (json); munmapq then stays \
+               COMMAND's parent until it ends, as time(1) does",
     },
     Opt {
         long: "--stats-out",
@@ -191,10 +192,10 @@ files:
   default): the first of them this user can write to, in directories that
   belong to the user alone. If none can be written, COMMAND runs without
   the library, after one line saying why. Versions no munmapq has used for
-  30 days are removed from there. With --stats, the processes' reports go
-  to a private directory in $TMPDIR that munmapq removes when it ends (or,
-  if munmapq is killed, a helper does; if both are, the next munmapq
-  --stats): nothing is written otherwise.
+  30 days are removed from there. With --stats, the processes' reports and
+  counters go to a private directory in $TMPDIR that munmapq removes when
+  it ends (or, if munmapq is killed, a helper does, even when the whole
+  process group is): nothing is written otherwise.
 
 signals:
   Without --stats, COMMAND is munmapq (an exec): nothing stands between.
@@ -203,15 +204,20 @@ signals:
   on to COMMAND (every signal that can be caught); one sent to the process
   group, or by the terminal (Ctrl-C, Ctrl-Z), reached COMMAND already and
   is not sent twice: a helper process in the group, which blocks every
-  signal, tells which is which. When COMMAND stops, munmapq stops; SIGTSTP
-  sent to munmapq stops COMMAND, SIGCONT continues it. Signals the caller
-  ignored stay ignored. If munmapq is killed, so is COMMAND (Linux).
+  signal, tells which is which. When COMMAND stops by job control (Ctrl-Z,
+  SIGTSTP, SIGTTIN, SIGTTOU), munmapq stops; SIGTSTP sent to munmapq stops
+  COMMAND, SIGCONT continues it. A COMMAND stopped by a SIGSTOP sent to it
+  alone (a debugger, htop) leaves munmapq waiting, as time does. Signals
+  the caller ignored stay ignored. If munmapq is killed, so is COMMAND
+  (Linux).
 
 exit status:
   COMMAND's own; if a signal killed COMMAND, munmapq kills itself with the
-  same signal (its own core dump turned off first)
+  same signal (its own core dump turned off first), but for SIGPIPE (a
+  pager quit, | head), where it exits 141 (128+13), as GNU time does
   125  munmapq itself failed: a bad option, setting or MUNMAPQ_* variable,
-       a library or a file it cannot use, a write error; nothing was run
+       a library or a file it cannot use (nothing was run), a write error
+       (of the --stats report too, whatever COMMAND's status)
   126  COMMAND was found but cannot be run
   127  COMMAND (or its #! interpreter) was not found
 ";
@@ -227,7 +233,8 @@ usage: munmapq doctor COMMAND [ARGS...]
 Would the library load into COMMAND, and if not, why and what to do
 instead (static, setuid, restricted, a #! interpreter that cannot take it).
 Exit status: 0 it would load, 1 it would not, 2 it would but git itself
-fails here, 126 not runnable, 127 not found. For git (munmapq doctor git
+fails here, 125 its report could not be written, 126 not runnable, 127
+not found. For git (munmapq doctor git
 [-C DIR ...]) it also says whether git's pack settings make it map and
 unmap its packs over and over, what the git wrapper would do here and
 why, and whether the git wrapper is installed as far as it can see: a
@@ -241,7 +248,8 @@ usage: munmapq selftest [--lib PATH]
 
 Does the library load and behave on this system? Runs a few small
 programs with and without it and compares; prints a report to paste into
-a bug report. Exit status 0 when every check passed.
+a bug report. Exit status 0 when every check passed, 125 when the report
+could not be written.
 ",
     ),
     (

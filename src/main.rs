@@ -135,10 +135,12 @@ fn launcher() -> ExitCode {
             )),
         },
         ("version", []) => print(Ok(cli::version())),
-        ("doctor", [_, ..]) => ExitCode::from(doctor::run(&args[1..])),
+        ("doctor", [_, ..]) => out::checked(ExitCode::from(doctor::run(&args[1..]))),
         ("bench", [_, ..]) => bench::run(&args[1..]),
-        ("selftest", []) => selftest::run(None),
-        ("selftest", [flag, path]) if flag == "--lib" => selftest::run(Some(PathBuf::from(path))),
+        ("selftest", []) => out::checked(selftest::run(None)),
+        ("selftest", [flag, path]) if flag == "--lib" => {
+            out::checked(selftest::run(Some(PathBuf::from(path))))
+        }
         ("shell-init", [shell, cmds @ ..]) => print(shell::shell_init(shell, cmds)),
         ("preload-env", []) => preload_env(None),
         ("preload-env", [shell]) if shell::SHELLS.contains(&shell.as_str()) => {

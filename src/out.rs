@@ -19,6 +19,8 @@ macro_rules! println {
     };
 }
 
+// Kept, unused or not, so that no std eprint! can come back.
+#[allow(unused_macros)]
 macro_rules! eprint {
     ($($arg:tt)*) => {
         $crate::out::write_err(format_args!($($arg)*))
@@ -36,12 +38,40 @@ macro_rules! eprintln {
 
 use std::io::Write;
 
+/// The first error a `println!` met, but a closed pipe (`| head -1`,
+/// where nobody is left to read): for [`checked`].
+static OUT_FAILED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
 /// Writes to stdout; an error (EPIPE, ENOSPC, a closed descriptor) is
-/// dropped.
+/// kept for [`checked`], not a panic.
 pub fn write_out(args: std::fmt::Arguments) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_fmt(args);
-    let _ = out.flush();
+    let r = out.write_fmt(args).and_then(|()| out.flush());
+    if let Err(e) = r {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            if let Ok(mut failed) = OUT_FAILED.lock() {
+                failed.get_or_insert_with(|| why(&e));
+            }
+        }
+    }
+}
+
+/// The status of a word that printed its output with `println!` (doctor,
+/// selftest): 125 with one line saying so when that output was lost (stdout
+/// closed, `>/dev/full`), as [`emit`] does; else `code`.
+pub fn checked(code: std::process::ExitCode) -> std::process::ExitCode {
+    let failed = if crate::inherited::was_closed(1) {
+        Some("bad file descriptor".to_string())
+    } else {
+        OUT_FAILED.lock().ok().and_then(|f| f.clone())
+    };
+    match failed {
+        Some(why) => {
+            write_err(format_args!("munmapq: write error: {why}\n"));
+            std::process::ExitCode::from(crate::cli::OWN_FAILURE)
+        }
+        None => code,
+    }
 }
 
 /// Writes to stderr; an error is dropped.

@@ -229,6 +229,35 @@ fn read_only_tmp_and_no_home_still_run_the_command() {
 }
 
 #[test]
+fn stats_with_no_writable_tmpdir_is_one_refusal() {
+    let (dir, exe) = lone_launcher("cache-stats-readonly");
+    // No cache anywhere and no room for the report: --stats refuses, in
+    // one line, without first saying the command would run without the
+    // library.
+    let tmp = dir_with_mode(&dir.join("tmp"), 0o755);
+    let out = run_as(
+        true,
+        &exe,
+        &["--stats", "sh", "-c", "echo ran"],
+        &[("TMPDIR", &tmp)],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(out.stdout.is_empty(), "the command ran");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("munmapq: --stats: cannot create a directory for the reports in ")
+            && err.contains("TMPDIR")
+            && !err.contains("without munmapq"),
+        "{err}"
+    );
+    println!(
+        "--stats with no writable TMPDIR and no cache: {}",
+        err.trim()
+    );
+}
+
+#[test]
 fn no_home_variable_uses_the_passwd_home() {
     let (dir, exe) = lone_launcher("cache-passwd-home");
     let tmp = shared_tmp(&dir.join("tmp"));

@@ -89,6 +89,10 @@ pub const VAR_STATS: &str = "MUNMAPQ_STATS";
 pub const VAR_SECCOMP: &str = "MUNMAPQ_SECCOMP";
 /// Read by the export layer, not here: where to append the statistics line.
 pub const VAR_STATS_FILE: &str = "MUNMAPQ_STATS_FILE";
+/// Set by the launcher under `--stats`, read by the export layer: the
+/// private directory where each process keeps its counters in a file
+/// mapping of its own, which the launcher reads however the process ended.
+pub const VAR_STATS_DIR: &str = "MUNMAPQ_STATS_DIR";
 /// Read by the export layer: where to append the call trace (mq-replay).
 pub const VAR_TRACE: &str = "MUNMAPQ_TRACE";
 
@@ -104,7 +108,7 @@ pub const VARIABLES: [(&str, &str); 10] = [
     (VAR_SECCOMP, ACCEPTS_SECCOMP),
     (
         VAR_STATS_FILE,
-        "a file path; each process appends one line of counters",
+        "an absolute file path (munmapq makes a relative one absolute; the library alone ignores it, saying so); each process appends one line of counters",
     ),
     (
         VAR_TRACE,

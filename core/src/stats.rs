@@ -178,6 +178,33 @@ struct Stripe([AtomicU64; STRIPE_SLOTS]);
 #[repr(C, align(128))]
 struct Cold([AtomicU64; COUNTERS]);
 
+/// Whose counters these are, for a reader of their image (see
+/// [`Stats::set_owner`]): `[magic, pid, ended]`.
+#[repr(C, align(128))]
+struct Owner([AtomicU64; 3]);
+
+/// Says an image holds counters of this layout (the counters, the slots of
+/// a stripe and the stripes in its low bits): a launcher of another build
+/// reads nothing rather than the wrong figures.
+const MAGIC: u64 = 0x6d71_7374_0000_0000
+    | ((COUNTERS as u64) << 16)
+    | ((STRIPE_SLOTS as u64) << 8)
+    | STRIPES as u64;
+
+/// What [`Stats`] is aligned and padded to: a page, so that the counters
+/// can be the whole of a file mapping of their own that outlives the
+/// process (`munmapq --stats`: interpose/src/live.rs) while every update
+/// stays one add to a fixed address. x86_64 has 4 KiB pages, and its
+/// linker aligns the library's segments to them: a larger alignment would
+/// make ld.so reserve and trim an aligned range, two more system calls at
+/// every load. Elsewhere 16 KiB, macOS arm64's pages (where pages are
+/// larger still, the counters stay where they are and are reported at
+/// exit).
+#[cfg(target_arch = "x86_64")]
+pub const IMAGE_BYTES: usize = 4096;
+#[cfg(not(target_arch = "x86_64"))]
+pub const IMAGE_BYTES: usize = 16384;
+
 /// The calling thread's stripe: its stack address in 64 KiB units, hashed
 /// (threads' stacks are distinct regions of at least 512 KiB on macOS and
 /// 8 MiB by default on Linux; a thread that moves to another stripe, or two
@@ -189,9 +216,56 @@ fn stripe() -> usize {
     ((at >> 16).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STRIPES.trailing_zeros())) as usize
 }
 
+#[cfg_attr(target_arch = "x86_64", repr(C, align(4096)))]
+#[cfg_attr(not(target_arch = "x86_64"), repr(C, align(16384)))]
 pub struct Stats {
     hot: [Stripe; STRIPES],
     values: Cold,
+    owner: Owner,
+}
+
+const _: () = assert!(core::mem::size_of::<Stats>() == IMAGE_BYTES);
+
+/// The counters one process kept in a file mapping, read back
+/// ([`read_image`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Image {
+    pub pid: u64,
+    /// The program reached its exit handler (it did not die of a signal,
+    /// `_exit` or an exec).
+    pub ended: bool,
+    pub values: [u64; COUNTERS],
+}
+
+/// Reads the counters of an image [`Stats`] left in a file (its bytes as
+/// the process had them): `None` when it is not one (short, of another
+/// layout, or never owned).
+pub fn read_image(bytes: &[u8]) -> Option<Image> {
+    if bytes.len() < IMAGE_BYTES {
+        return None;
+    }
+    let s = Stats::new();
+    let base = &s as *const Stats as usize;
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_ne_bytes(w)
+    };
+    for slot in s.slots().chain(&s.owner.0) {
+        slot.store(word(slot as *const AtomicU64 as usize - base), Relaxed);
+    }
+    if s.owner.0[0].load(Relaxed) != MAGIC {
+        return None;
+    }
+    let mut values = [0u64; COUNTERS];
+    for (v, &c) in values.iter_mut().zip(Counter::ALL) {
+        *v = s.get(c);
+    }
+    Some(Image {
+        pid: s.owner.0[1].load(Relaxed),
+        ended: s.owner.0[2].load(Relaxed) != 0,
+        values,
+    })
 }
 
 impl Default for Stats {
@@ -205,7 +279,26 @@ impl Stats {
         Stats {
             hot: [const { Stripe([const { AtomicU64::new(0) }; STRIPE_SLOTS]) }; STRIPES],
             values: Cold([const { AtomicU64::new(0) }; COUNTERS]),
+            owner: Owner([const { AtomicU64::new(0) }; 3]),
         }
+    }
+
+    /// Every counter's word (not the owner's).
+    fn slots(&self) -> impl Iterator<Item = &AtomicU64> {
+        self.hot.iter().flat_map(|s| &s.0).chain(&self.values.0)
+    }
+
+    /// Marks the counters as `pid`'s, for [`read_image`] (once they are
+    /// where the reader will find them).
+    pub fn set_owner(&self, pid: u64) {
+        self.owner.0[1].store(pid, Relaxed);
+        self.owner.0[2].store(0, Relaxed);
+        self.owner.0[0].store(MAGIC, Relaxed);
+    }
+
+    /// The program reached its exit handler.
+    pub fn set_ended(&self) {
+        self.owner.0[2].store(1, Relaxed);
     }
 
     #[inline]
@@ -266,8 +359,9 @@ impl Stats {
             .fold(own, |sum, s| sum.wrapping_add(slot(s.slot())))
     }
 
+    /// Zeroes the counters (not their owner).
     pub fn reset(&self) {
-        for v in self.hot.iter().flat_map(|s| &s.0).chain(&self.values.0) {
+        for v in self.slots() {
             v.store(0, Relaxed);
         }
     }
@@ -481,7 +575,7 @@ mod tests {
     #[test]
     fn stripes_sit_on_lines_of_their_own() {
         assert_eq!(core::mem::size_of::<Stripe>(), 128);
-        assert_eq!(core::mem::align_of::<Stats>(), 128);
+        assert_eq!(core::mem::align_of::<Stats>(), IMAGE_BYTES);
         let s = Stats::new();
         let lines: Vec<usize> = s
             .hot
@@ -551,6 +645,36 @@ mod tests {
         }
         assert_eq!(s.get(Counter::MmapCalls), 400_000);
         assert_eq!(s.get(Counter::Deferred), 400_000);
+    }
+
+    #[test]
+    fn an_image_reads_back_as_its_counters() {
+        let s = Stats::new();
+        s.straight_in(3, Straight::Mmap);
+        s.add(Counter::Deferred, 5);
+        s.peak(Counter::PeakQueued, 9);
+        // SAFETY: the bytes of a live Stats, read as write(2) would.
+        let bytes =
+            unsafe { core::slice::from_raw_parts(&s as *const Stats as *const u8, IMAGE_BYTES) };
+        assert_eq!(read_image(bytes), None, "not owned yet");
+        s.set_owner(77);
+        // SAFETY: the bytes of a live Stats, read as write(2) would.
+        let bytes =
+            unsafe { core::slice::from_raw_parts(&s as *const Stats as *const u8, IMAGE_BYTES) };
+        let image = read_image(bytes).unwrap();
+        assert_eq!((image.pid, image.ended), (77, false));
+        assert_eq!(image.values[Counter::MmapCalls as usize], 1);
+        assert_eq!(image.values[Counter::Deferred as usize], 5);
+        assert_eq!(image.values[Counter::PeakQueued as usize], 9);
+        s.set_ended();
+        s.reset();
+        // SAFETY: the bytes of a live Stats, read as write(2) would.
+        let bytes =
+            unsafe { core::slice::from_raw_parts(&s as *const Stats as *const u8, IMAGE_BYTES) };
+        let image = read_image(bytes).unwrap();
+        assert!(image.ended);
+        assert_eq!(image.values, [0; COUNTERS]);
+        assert_eq!(read_image(&bytes[..100]), None);
     }
 
     #[test]

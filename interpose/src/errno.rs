@@ -39,3 +39,22 @@ pub fn addr_result(p: *mut libc::c_void) -> Result<usize, munmapq_core::os::Errn
         Ok(p as usize)
     }
 }
+
+/// The common errors of opening a file, as `strerror` says them in lower
+/// case (without calling it: not async-signal-safe, and it may allocate
+/// for a locale).
+pub fn phrase(e: libc::c_int) -> &'static [u8] {
+    match e {
+        libc::EACCES => b"permission denied",
+        libc::EPERM => b"operation not permitted",
+        libc::ENOENT => b"no such file or directory",
+        libc::ENOTDIR => b"not a directory",
+        libc::EISDIR => b"is a directory",
+        libc::EROFS => b"read-only file system",
+        libc::ENOSPC => b"no space left on device",
+        libc::ELOOP => b"too many levels of symbolic links",
+        libc::ENAMETOOLONG => b"file name too long",
+        libc::EMFILE | libc::ENFILE => b"too many open files",
+        _ => b"cannot be opened",
+    }
+}

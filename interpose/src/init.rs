@@ -5,7 +5,7 @@
 use crate::platform::{os::RealOs, real};
 use crate::ENGINE;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use munmapq_core::config::{self, ConfigError, System, VAR_STATS_FILE};
+use munmapq_core::config::{self, ConfigError, System, VAR_STATS_DIR, VAR_STATS_FILE};
 use munmapq_core::stats::{self, LineWriter};
 
 static STATS_TO_STDERR: AtomicBool = AtomicBool::new(false);
@@ -21,6 +21,7 @@ static SANDBOXED: AtomicBool = AtomicBool::new(false);
 /// A seccomp filter is being installed (see `SANDBOXED`).
 pub(crate) fn sandboxed() {
     SANDBOXED.store(true, Ordering::Relaxed);
+    crate::live::detach();
 }
 
 /// Whether this process inherited a seccomp filter (Linux: `prctl(
@@ -64,6 +65,11 @@ extern "C" fn init() {
         _ => return,
     };
     remember_stats_file();
+    if STATS_FILE_LEN.load(Ordering::Acquire) != 0 {
+        if let Some(dir) = getenv(VAR_STATS_DIR) {
+            crate::live::start(dir, page);
+        }
+    }
     if let Some(path) = getenv(crate::trace::VAR_TRACE) {
         crate::trace::open(path);
     }
@@ -158,6 +164,9 @@ extern "C" fn after_fork_in_parent() {
 
 extern "C" fn after_fork_in_child() {
     crate::trace::refresh_pid();
+    // Before the engine zeroes the counters: they may still be the
+    // parent's file.
+    crate::live::after_fork_in_child();
     ENGINE.after_fork_in_child(&RealOs);
 }
 
@@ -198,6 +207,13 @@ fn report_config_error(e: ConfigError) {
 
 fn remember_stats_file() {
     if let Some(path) = getenv(VAR_STATS_FILE) {
+        if !path.is_empty() && !path.starts_with(b"/") {
+            // Opened again in each process's working directory, it would
+            // scatter the lines (git -C repo: into the repository), as git
+            // refuses a relative GIT_TRACE.
+            stats_file_refused(path, b"is not valid: it accepts an absolute path");
+            return;
+        }
         if !path.is_empty() && path.len() < 4096 {
             // SAFETY: written once, in the constructor, before any reader
             // (the exit handler) can run.
@@ -212,6 +228,9 @@ fn remember_stats_file() {
 }
 
 fn write_all(fd: libc::c_int, mut data: &[u8]) {
+    if !crate::posix::fits_file_size_limit(fd, data.len()) {
+        return;
+    }
     while !data.is_empty() {
         // SAFETY: `data` is valid for its length.
         let n = unsafe { crate::selfio::write(fd, data.as_ptr().cast(), data.len()) };
@@ -222,10 +241,11 @@ fn write_all(fd: libc::c_int, mut data: &[u8]) {
     }
 }
 
-/// Opens `MUNMAPQ_STATS_FILE` for appending, if one was given.
-fn open_stats_file() -> Option<libc::c_int> {
+/// Opens `MUNMAPQ_STATS_FILE` for appending, if one was given; else the
+/// error (0: none was given).
+fn open_stats_file() -> Result<libc::c_int, libc::c_int> {
     if STATS_FILE_LEN.load(Ordering::Acquire) == 0 {
-        return None;
+        return Err(0);
     }
     // SAFETY: STATS_FILE is NUL-terminated and only written before this.
     let fd = unsafe {
@@ -236,16 +256,38 @@ fn open_stats_file() -> Option<libc::c_int> {
             0o600,
         )
     };
-    (fd >= 0).then_some(fd)
+    match fd {
+        fd if fd >= 0 => Ok(fd),
+        // selfio: -errno on Linux, -1 and errno on macOS.
+        _ if cfg!(target_os = "macos") => Err(crate::errno::get()),
+        fd => Err(-fd),
+    }
+}
+
+/// One line on stderr: `MUNMAPQ_STATS_FILE` is `path` and `why`; the
+/// lines are not written.
+fn stats_file_refused(path: &[u8], why: &[u8]) {
+    let mut buf = [0u8; 512];
+    let mut w = LineWriter {
+        buf: &mut buf,
+        len: 0,
+    };
+    w.put(b"munmapq: ");
+    w.put(VAR_STATS_FILE.as_bytes());
+    w.put(b"=\"");
+    w.put(&path[..path.len().min(256)]);
+    w.put(b"\" ");
+    w.put(why);
+    w.put(b"; this process's counters are not written\n");
+    let n = w.len;
+    write_all(2, &buf[..n]);
 }
 
 fn append_to_stats_file(line: &[u8]) {
-    if let Some(fd) = open_stats_file() {
-        // SAFETY: `line` is valid for its length; `fd` is ours to close.
-        unsafe {
-            crate::selfio::write(fd, line.as_ptr().cast(), line.len());
-            crate::selfio::close(fd);
-        }
+    if let Ok(fd) = open_stats_file() {
+        write_all(fd, line);
+        // SAFETY: our own descriptor.
+        unsafe { crate::selfio::close(fd) };
     }
 }
 
@@ -259,7 +301,35 @@ fn announce_load() {
     let mut buf = [0u8; 64];
     // SAFETY: getpid has no preconditions.
     let n = stats::write_loaded_line(unsafe { libc::getpid() } as u64, &mut buf);
-    append_to_stats_file(&buf[..n]);
+    let fd = match open_stats_file() {
+        Ok(fd) => fd,
+        Err(e) => {
+            stats_file_unusable(e);
+            return;
+        }
+    };
+    write_all(fd, &buf[..n]);
+    // SAFETY: our own descriptor.
+    unsafe { crate::selfio::close(fd) };
+}
+
+/// `MUNMAPQ_STATS_FILE` cannot be opened (`e`): said once, at load, and not
+/// tried again at exit; not under the launcher, whose directory is gone
+/// for a process that outlives it.
+fn stats_file_unusable(e: libc::c_int) {
+    STATS_FILE_LEN.store(0, Ordering::Release);
+    if getenv(VAR_STATS_DIR).is_some() {
+        return;
+    }
+    let mut why = [0u8; 64];
+    let mut w = LineWriter {
+        buf: &mut why,
+        len: 0,
+    };
+    w.put(b"cannot be opened: ");
+    w.put(crate::errno::phrase(e));
+    let n = w.len;
+    stats_file_refused(getenv(VAR_STATS_FILE).unwrap_or(b""), &why[..n]);
 }
 
 /// What is said on stderr under `MUNMAPQ_STATS=1` when the hooks are not
@@ -323,7 +393,9 @@ extern "C" fn at_exit() {
     if STATS_TO_STDERR.load(Ordering::Relaxed) {
         write_all(2, &buf[..n]);
     }
-    append_to_stats_file(&buf[..n]);
+    if crate::live::at_exit() {
+        append_to_stats_file(&buf[..n]);
+    }
 }
 
 #[cfg(target_os = "linux")]

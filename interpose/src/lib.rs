@@ -41,6 +41,7 @@
 mod errno;
 mod hooks;
 mod init;
+mod live;
 mod panic;
 mod posix;
 mod selfio;

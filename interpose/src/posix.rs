@@ -92,6 +92,28 @@ pub fn address_space_limit() -> Option<usize> {
     Some(rl.rlim_cur as usize)
 }
 
+/// Whether `len` more bytes at the end of `fd` stay within `RLIMIT_FSIZE`:
+/// past it a write raises SIGXFSZ, which would kill a program (`ulimit -f`)
+/// for a line of ours. `fstat` is asked only when there is a limit.
+pub fn fits_file_size_limit(fd: libc::c_int, len: usize) -> bool {
+    // SAFETY: plain out-parameter.
+    let mut rl: libc::rlimit = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut rl) } != 0
+        || rl.rlim_cur == libc::RLIM_INFINITY
+    {
+        return true;
+    }
+    // SAFETY: `stat` is plain data; fstat writes it or fails.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid out-pointer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return false;
+    }
+    st.st_mode & libc::S_IFMT != libc::S_IFREG
+        || (st.st_size.max(0) as u64).saturating_add(len as u64) <= rl.rlim_cur as u64
+}
+
 /// The calling thread's `pthread_self`.
 pub fn this_thread() -> usize {
     // SAFETY: pthread_self has no preconditions; it reads the thread pointer

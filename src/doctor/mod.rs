@@ -29,8 +29,7 @@ use std::path::{Path, PathBuf};
 /// not an error worth a panic.
 macro_rules! say {
     ($($arg:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        $crate::out::write_out(format_args!("{}\n", format_args!($($arg)*)));
     }};
 }
 

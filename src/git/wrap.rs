@@ -67,6 +67,11 @@ pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
             eprintln!("munmapq: warning: {w}");
         }
         if d.wrap {
+            // As the launcher: a stats or trace file that cannot be
+            // written is refused, a relative one made absolute.
+            if let Err(msg) = crate::run::outputs::inherited_files() {
+                return fail(&format!("{msg}; nothing was run"), crate::cli::OWN_FAILURE);
+            }
             preload(&git);
         }
     }

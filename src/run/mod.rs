@@ -14,18 +14,21 @@ use crate::inherited;
 use crate::library::find_library;
 use crate::out::why;
 use crate::platform::{LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
+pub mod outputs;
 pub mod report;
 pub mod sentinel;
 pub mod signals;
+pub mod summary;
+pub mod units;
+pub mod usage;
 
 use crate::seccomp::Sandbox;
-use munmapq_core::config::{VAR_SECCOMP, VAR_STATS_FILE, VAR_TRACE};
+use munmapq_core::config::{VAR_SECCOMP, VAR_STATS_DIR, VAR_STATS_FILE};
+use outputs::{discard, open_outputs, Outputs};
 use report::{GitAdvice, Notes, Report, Run};
 use signals::Relay;
 use std::ffi::OsString;
-use std::fs::File;
 use std::io::{ErrorKind, Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -33,78 +36,6 @@ use std::process::{Command, ExitCode};
 /// What `--stats` adds after the report for a command the caller knows
 /// more about (git's pack windows).
 pub type Advice = fn(&[OsString], &Report) -> Option<GitAdvice>;
-
-/// Opens a file the library would append to (`MUNMAPQ_STATS_FILE`,
-/// `MUNMAPQ_TRACE`) as it would: created 0600, appended to.
-fn open_append(path: &Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)
-}
-
-/// The files the settings name, opened before the command starts (as
-/// `strace -o` does), so a bad path is refused before anything runs rather
-/// than losing the figures after.
-struct Outputs {
-    /// `--stats-out FILE`: opened, not truncated until the command has
-    /// started; `created`: it did not exist (removed if nothing runs).
-    stats_out: Option<(File, PathBuf, bool)>,
-    /// The caller's `MUNMAPQ_STATS_FILE`, under `--stats`: the command
-    /// gets its own private file and this one what it collected.
-    stats_file: Option<File>,
-}
-
-fn open_outputs(o: &Options) -> Result<Outputs, String> {
-    let stats_out = match &o.stats_out {
-        Some(StatsOut::File(p)) => {
-            let existed = std::fs::symlink_metadata(p).is_ok();
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(p)
-                .map_err(|e| format!("--stats-out {}: {}", p.display(), why(&e)))?;
-            Some((f, p.clone(), !existed))
-        }
-        _ => None,
-    };
-    let inherited = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
-    let mut stats_file = None;
-    if let Some(p) = inherited(VAR_STATS_FILE) {
-        let f = open_append(Path::new(&p)).map_err(|e| {
-            format!(
-                "{VAR_STATS_FILE}={} (from the environment): {}",
-                Path::new(&p).display(),
-                why(&e)
-            )
-        })?;
-        if o.stats.is_some() {
-            stats_file = Some(f);
-        }
-    }
-    if let Some(p) = inherited(VAR_TRACE) {
-        open_append(Path::new(&p)).map_err(|e| {
-            format!(
-                "{VAR_TRACE}={} (from the environment): {}",
-                Path::new(&p).display(),
-                why(&e)
-            )
-        })?;
-    }
-    Ok(Outputs {
-        stats_out,
-        stats_file,
-    })
-}
-
-/// Removes a `--stats-out` file this run created, when nothing ran.
-fn discard(outputs: &Outputs) {
-    if let Some((_, path, true)) = &outputs.stats_out {
-        let _ = std::fs::remove_file(path);
-    }
-}
 
 pub fn run(o: Options, advice: Advice) -> ExitCode {
     let outputs = match open_outputs(&o) {
@@ -114,6 +45,17 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     // As messages show it (quoted where needed); the command itself is
     // o.command[0], byte for byte.
     let name = crate::quote::quote(&o.command[0]);
+    // The report's directory first: without one `--stats` refuses to run,
+    // and that is all there is to say (not first that the command would
+    // run without a library).
+    let dir = match o.stats.map(|_| sentinel::stats_dir()) {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(msg)) => {
+            discard(&outputs);
+            return fail(&format!("{msg}; nothing was run"), OWN_FAILURE);
+        }
+    };
     let lib = match find_library(o.lib.clone()) {
         Ok(l) => Some(l),
         // No cache directory for the built-in library: run without it,
@@ -128,6 +70,9 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
             None
         }
         Err(e) => {
+            if let Some(d) = &dir {
+                let _ = std::fs::remove_dir_all(d);
+            }
             discard(&outputs);
             return fail(&e.msg, OWN_FAILURE);
         }
@@ -161,7 +106,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     for (k, v) in &o.vars {
         vars.push((k.into(), v.into()));
     }
-    let Some(format) = o.stats else {
+    let (Some(format), Some(dir)) = (o.stats, dir) else {
         // Set in this process, which execs next (single-threaded): a
         // Command with variables of its own copies and sorts the whole
         // environment first.
@@ -175,6 +120,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     let expect_load = preload.is_some() && predicted.is_none() && sandbox != Sandbox::Refuses;
     let parent = Parent {
         o: &o,
+        dir,
         name,
         program,
         outputs,
@@ -205,7 +151,11 @@ pub fn library_vars(lib: Option<&Path>, sandbox: Sandbox) -> Vec<(OsString, OsSt
 
 /// The command could not be started: 127 when it (or its interpreter) is
 /// not found, 126 when it cannot be run; one line saying which.
-pub fn cannot_run(command: &std::ffi::OsStr, program: Option<&Path>, e: &std::io::Error) -> ExitCode {
+pub fn cannot_run(
+    command: &std::ffi::OsStr,
+    program: Option<&Path>,
+    e: &std::io::Error,
+) -> ExitCode {
     let name = crate::quote::quote(command);
     let path = Path::new(command);
     let has_slash = command.as_encoded_bytes().contains(&b'/');
@@ -248,6 +198,8 @@ fn missing_interpreter(path: &Path) -> Option<String> {
 /// A run that reports: the launcher stays the command's parent.
 struct Parent<'a> {
     o: &'a Options,
+    /// The report's directory (sentinel.rs).
+    dir: PathBuf,
     name: String,
     program: Option<PathBuf>,
     outputs: Outputs,
@@ -259,13 +211,7 @@ struct Parent<'a> {
 
 impl Parent<'_> {
     fn run(mut self, mut cmd: Command, advice: Advice) -> ExitCode {
-        let dir = match sentinel::stats_dir() {
-            Ok(d) => d,
-            Err(msg) => {
-                discard(&self.outputs);
-                return fail(&msg, OWN_FAILURE);
-            }
-        };
+        let dir = self.dir.clone();
         let mut relay = Relay::block();
         let sentinel = match sentinel::Sentinel::start(&dir) {
             Ok(s) => s,
@@ -277,6 +223,7 @@ impl Parent<'_> {
         };
         let report_path = sentinel.report_file();
         cmd.env(VAR_STATS_FILE, &report_path);
+        cmd.env(VAR_STATS_DIR, &dir);
         relay.prepare(&mut cmd);
         let started = std::time::Instant::now();
         let child = match cmd.spawn() {
@@ -294,11 +241,12 @@ impl Parent<'_> {
             }
         }
         sentinel.command_started(pid);
-        let status = relay.run(pid, &sentinel);
+        let ran = relay.run(pid, &sentinel);
         let elapsed = started.elapsed();
         let text = std::fs::read_to_string(&report_path).unwrap_or_default();
+        let images = report::read_live(&dir);
         sentinel.finish();
-        let status = match status {
+        let (status, usage) = match ran {
             Ok(s) => s,
             Err(e) => {
                 return fail(
@@ -307,12 +255,17 @@ impl Parent<'_> {
                 )
             }
         };
+        // A report that cannot be written is munmapq's failure (125), not
+        // the command's status.
+        let mut failed = false;
         if let Some(f) = &mut self.outputs.stats_file {
-            if let Err(e) = f.write_all(text.as_bytes()) {
+            let lines = text.clone() + &report::lines_of(&images);
+            if let Err(e) = f.write_all(lines.as_bytes()) {
                 eprintln!("munmapq: {VAR_STATS_FILE}: {}", why(&e));
+                failed = true;
             }
         }
-        let report = Report::parse(&text);
+        let report = Report::collect(&text, &images);
         if report.loaded == 0 && self.expect_load && !self.o.quiet {
             eprintln!(
                 "munmapq: warning: {LIB_NAME} was not loaded into {}: it ran without munmapq (see: munmapq doctor {})",
@@ -333,32 +286,55 @@ impl Parent<'_> {
             exit_code: status.code(),
             signal: status.signal(),
             elapsed_ms: elapsed.as_millis() as u64,
+            usage,
         };
         let t = match self.format {
-            StatsFormat::Short => report.text(false, &notes),
-            StatsFormat::Full => report.text(true, &notes),
+            StatsFormat::Short => report.text(false, &run, &notes),
+            StatsFormat::Full => report.text(true, &run, &notes),
             StatsFormat::Json => report.json(&run, &notes),
         };
-        match (&mut self.outputs.stats_out, &self.o.stats_out) {
-            (Some((f, path, _)), _) => {
-                let r = f.rewind().and_then(|()| f.write_all(t.as_bytes()));
-                if let Err(e) = r {
-                    eprintln!("munmapq: --stats-out {}: {}", path.display(), why(&e));
-                }
-            }
-            (None, Some(StatsOut::Stdout)) => {
-                let mut out = std::io::stdout().lock();
-                if let Err(e) = out.write_all(t.as_bytes()).and_then(|()| out.flush()) {
-                    eprintln!("munmapq: --stats-out -: {}", why(&e));
-                }
-            }
-            _ => eprint!("{t}"),
+        if let Err(msg) = self.write_report(&t) {
+            eprintln!("munmapq: {msg}");
+            failed = true;
+        }
+        if failed {
+            return ExitCode::from(OWN_FAILURE);
         }
         signals::pass_through(status)
     }
 
-    /// Why the figures miss part of the run: a process that is killed by a
-    /// signal or ends with `_exit` never reports its counters.
+    /// Writes the report where it was asked for; what failed.
+    fn write_report(&mut self, t: &str) -> Result<(), String> {
+        match (&mut self.outputs.stats_out, &self.o.stats_out) {
+            (Some((f, path, _)), _) => f
+                .rewind()
+                .and_then(|()| f.write_all(t.as_bytes()))
+                .map_err(|e| format!("--stats-out {}: {}", path.display(), why(&e))),
+            (None, Some(StatsOut::Stdout)) => {
+                if inherited::was_closed(1) {
+                    return Err("--stats-out -: bad file descriptor".into());
+                }
+                let mut out = std::io::stdout().lock();
+                out.write_all(t.as_bytes())
+                    .and_then(|()| out.flush())
+                    .map_err(|e| format!("--stats-out -: {}", why(&e)))
+            }
+            _ => {
+                if inherited::was_closed(2) {
+                    return Err("--stats: the report: bad file descriptor".into());
+                }
+                std::io::stderr()
+                    .lock()
+                    .write_all(t.as_bytes())
+                    .map_err(|e| format!("--stats: the report: {}", why(&e)))
+            }
+        }
+    }
+
+    /// Why the figures miss part of the run: processes that loaded the
+    /// library and left no counters (each keeps them in a file of the
+    /// report's directory, which outlives it; where that could not be
+    /// made, only a process that reaches its exit handlers reports).
     fn incomplete(
         &self,
         status: std::process::ExitStatus,
@@ -369,18 +345,16 @@ impl Parent<'_> {
             return Some(format!("{} runs under a seccomp filter that does not allow munmapq's system calls: the library passed every call through and reported nothing", self.name));
         }
         let lost = r.lost();
+        if lost == 0 {
+            return None;
+        }
         let missing = format!(
-            "{lost} of {} process(es) that loaded the library did not report their counters, which are lost",
-            r.loaded
+            "{lost} of {} that loaded the library left no counters, which are lost",
+            units::count(r.loaded, "process", "processes")
         );
         if let Some(sig) = status.signal() {
-            let why = if sig == libc::SIGPIPE {
-                " (it wrote to a pipe whose reader had stopped reading, as head does)"
-            } else {
-                ""
-            };
             return Some(format!(
-                "{} was killed by {}{why}; {missing}",
+                "{} was killed by {}; {missing}",
                 self.name,
                 signals::name(sig)
             ));
@@ -391,10 +365,8 @@ impl Parent<'_> {
                 signals::name(sig)
             ));
         }
-        (lost > 0).then(|| {
-            format!(
-                "{missing} (killed by a signal, or ended with _exit, before their exit handlers)"
-            )
-        })
+        Some(format!(
+            "{missing} (they could not keep them in a file, and were killed by a signal or ended with _exit before their exit handlers)"
+        ))
     }
 }

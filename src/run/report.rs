@@ -1,10 +1,12 @@
-//! Reads the lines each process of the command appended to the statistics
-//! file and combines them as the core's protocol says (sums add up, peaks
-//! take the largest: [`Totals`]), and prints them: a short summary
-//! (`--stats`), every counter (`--stats=full`) or JSON (`--stats=json`).
+//! Reads what the processes of a run left (the lines each appended to the
+//! statistics file, and under the launcher the file each kept its
+//! counters in, [`read_live`]) and combines them as the core's protocol
+//! says (sums add up, peaks take the largest: [`Totals`]); prints them as
+//! JSON (`--stats=json`, [`Report::json`]) or text (summary.rs).
 
-use munmapq_core::stats::{Counter, Totals, COUNTERS, LOADED};
+use munmapq_core::stats::{read_image, Counter, Image, Totals, COUNTERS, LOADED};
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// The figures of a run, counted by process as a user counts them: a
 /// process is a pid that started a program with the library (an exec in
@@ -14,9 +16,10 @@ use std::fmt::Write as _;
 pub struct Report {
     /// Processes that loaded the library.
     pub loaded: usize,
-    /// Of those, the ones whose last program reported its counters at exit.
+    /// Of those, the ones whose counters were read: kept in their file, or
+    /// reported at exit.
     pub reported: usize,
-    /// Fork children (no exec) that reported counters of their own.
+    /// Fork children (no exec) whose counters were read.
     pub forks: usize,
     /// Processes that loaded the library without its hooks bound (on
     /// macOS: dyld loaded it but did not apply its interposing).
@@ -24,7 +27,7 @@ pub struct Report {
     pub totals: [u64; COUNTERS],
 }
 
-/// What the launcher knows of the command itself, for the JSON report.
+/// What the launcher knows of the command itself.
 #[derive(Default)]
 pub struct Run {
     pub command: Vec<String>,
@@ -32,6 +35,9 @@ pub struct Run {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub elapsed_ms: u64,
+    /// What the command and the processes it waited for used (`wait4`),
+    /// when known.
+    pub usage: Option<super::usage::Usage>,
 }
 
 /// The git advice (git/check.rs) as fields: git mapped its pack windows
@@ -58,28 +64,78 @@ pub struct Notes {
 }
 
 /// The version of the JSON report's layout: 2 added `schema`, `command`,
-/// `exit_code`, `signal`, `elapsed_ms`, `forks`, `not_interposed`, and `git` as an object.
-pub const SCHEMA: u32 = 2;
+/// `exit_code`, `signal`, `elapsed_ms`, `forks`, `not_interposed`, and
+/// `git` as an object; 3 `user_ms`, `sys_ms`, `max_rss_bytes`, and
+/// `counters` null when no process's counters were read.
+pub const SCHEMA: u32 = 3;
 
-/// The counters of the short summary: what was done instead of the system
-/// calls, and the most the queue held.
-const SHORT: [Counter; 7] = [
-    Counter::MmapCalls,
-    Counter::Reused,
-    Counter::MunmapCalls,
-    Counter::Deferred,
-    Counter::MunmapSyscalls,
-    Counter::PeakQueued,
-    Counter::PeakQueuedBytes,
-];
+/// The counters each process kept in its file in `dir` (`live-PID-N`, see
+/// the library's interpose/src/live.rs), however it ended.
+pub fn read_live(dir: &Path) -> Vec<Image> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("live-"))
+        })
+        .filter_map(|e| read_image(&std::fs::read(e.path()).ok()?))
+        .collect()
+}
+
+/// The lines a process would have appended at exit, for counters read from
+/// their files: for a `MUNMAPQ_STATS_FILE` of the caller's.
+pub fn lines_of(images: &[Image]) -> String {
+    let mut s = String::new();
+    for i in images {
+        let _ = write!(s, "munmapq pid={}", i.pid);
+        for (&c, v) in Counter::ALL.iter().zip(i.values) {
+            let _ = write!(s, " {}={v}", c.key());
+        }
+        s.push('\n');
+    }
+    s
+}
 
 impl Report {
+    /// From the lines of a statistics file alone.
     pub fn parse(text: &str) -> Report {
+        Report::collect(text, &[])
+    }
+
+    /// From the lines of the statistics file and the counters processes
+    /// kept in files (whose programs write no line at exit).
+    pub fn collect(text: &str, images: &[Image]) -> Report {
         let mut t = Totals::default();
         t.add_text(text);
-        // Per pid, in the order written: did it load (exec a program with
-        // the library), and did its last program report after its load?
-        let mut pids: Vec<(u64, bool, bool)> = Vec::new();
+        for i in images {
+            t.add(&i.values);
+        }
+        // Per pid: how many programs loaded the library in it, whether the
+        // last one reported at exit, how many files of counters it left.
+        #[derive(Default)]
+        struct Pid {
+            pid: u64,
+            loads: usize,
+            reported: bool,
+            files: usize,
+        }
+        let mut pids: Vec<Pid> = Vec::new();
+        fn entry(pids: &mut Vec<Pid>, pid: u64) -> usize {
+            match pids.iter().position(|p| p.pid == pid) {
+                Some(i) => i,
+                None => {
+                    pids.push(Pid {
+                        pid,
+                        ..Pid::default()
+                    });
+                    pids.len() - 1
+                }
+            }
+        }
         for line in text.lines() {
             let (loaded, pid) = match line.strip_prefix(LOADED) {
                 Some(p) => (true, p.trim()),
@@ -91,33 +147,41 @@ impl Report {
             let Ok(pid) = pid.parse::<u64>() else {
                 continue;
             };
-            let i = match pids.iter().position(|p| p.0 == pid) {
-                Some(i) => i,
-                None => {
-                    pids.push((pid, false, false));
-                    pids.len() - 1
-                }
-            };
+            let i = entry(&mut pids, pid);
             if loaded {
-                pids[i].1 = true;
-                pids[i].2 = false;
+                pids[i].loads += 1;
+                pids[i].reported = false;
             } else {
-                pids[i].2 = true;
+                pids[i].reported = true;
             }
         }
+        for image in images {
+            let i = entry(&mut pids, image.pid);
+            pids[i].files += 1;
+        }
+        // A program keeps its counters in a file from its load on, so a
+        // pid with as many files as loads left every program's.
+        let counted = |p: &Pid| p.reported || (p.files > 0 && p.files >= p.loads);
         Report {
-            loaded: pids.iter().filter(|p| p.1).count(),
-            reported: pids.iter().filter(|p| p.1 && p.2).count(),
-            forks: pids.iter().filter(|p| !p.1 && p.2).count(),
+            loaded: pids.iter().filter(|p| p.loads > 0).count(),
+            reported: pids.iter().filter(|p| p.loads > 0 && counted(p)).count(),
+            forks: pids.iter().filter(|p| p.loads == 0 && counted(p)).count(),
             not_interposed: t.not_interposed,
             totals: t.values,
         }
     }
 
-    /// Processes that loaded the library and never reported: killed by a
-    /// signal, or ended with `_exit`.
+    /// Processes that loaded the library and left no counters: killed by
+    /// a signal or ended with `_exit` where they could not keep them in a
+    /// file.
     pub fn lost(&self) -> usize {
         self.loaded - self.reported
+    }
+
+    /// Whether any process's counters were read: else every figure is
+    /// unknown, not zero.
+    pub fn has_counters(&self) -> bool {
+        self.reported + self.forks > 0
     }
 
     pub fn get(&self, c: Counter) -> u64 {
@@ -129,8 +193,9 @@ impl Report {
     pub fn not_interposed_line(&self) -> Option<String> {
         (self.not_interposed > 0).then(|| {
             format!(
-                "loaded, not interposed: {} of {} process(es) loaded the library but the dynamic loader did not bind their calls to it (on macOS: dyld may load an inserted library without the permission to interpose); munmapq did nothing there",
-                self.not_interposed, self.loaded
+                "loaded, not interposed: {} of {} loaded the library but the dynamic loader did not bind their calls to it (on macOS: dyld may load an inserted library without the permission to interpose); munmapq did nothing there",
+                self.not_interposed,
+                super::units::count(self.loaded, "process", "processes")
             )
         })
     }
@@ -138,84 +203,52 @@ impl Report {
     /// mmap and munmap calls the program made, and how many of them never
     /// reached the kernel (a reused mmap; a munmap deferred and later
     /// unmapped with others in one flush, or never).
-    fn saved(&self) -> (u64, u64) {
+    pub fn saved(&self) -> (u64, u64) {
         let calls = self.get(Counter::MmapCalls) + self.get(Counter::MunmapCalls);
         let issued = self.get(Counter::MmapSyscalls) + self.get(Counter::MunmapSyscalls);
         (calls.saturating_sub(issued), calls)
     }
 
-    /// The summary (at most a dozen lines), or every counter when `full`.
-    pub fn text(&self, full: bool, notes: &Notes) -> String {
-        let mut s = String::new();
-        let _ = write!(
-            s,
-            "munmapq: {} process(es) loaded the library, {} reported at exit",
-            self.loaded, self.reported
-        );
-        if self.forks > 0 {
-            let _ = write!(s, " (and {} fork child(ren), counted in)", self.forks);
-        }
-        s.push('\n');
-        let shown: &[Counter] = if full { Counter::ALL } else { &SHORT };
-        for &c in shown {
-            let _ = writeln!(s, "  {:<18} {:>12}  {}", c.key(), self.get(c), c.doc());
-        }
-        let (saved, calls) = self.saved();
-        let _ = write!(
-            s,
-            "munmapq: saved {saved} of {calls} mmap and munmap system calls"
-        );
-        s.push_str(if full {
-            "\n"
-        } else {
-            " (every counter: --stats=full)\n"
-        });
-        if let Some(line) = self.not_interposed_line() {
-            let _ = writeln!(s, "munmapq: {line}");
-        }
-        let unreadable = self.get(Counter::Unreadable);
-        if unreadable > 0 {
-            let _ = writeln!(
-                s,
-                "munmapq: the processes' memory use could not be read ({unreadable} failed reads of /proc): the queue was bounded by a fixed length instead of the resident budget"
-            );
-        }
-        if let Some(why) = &notes.incomplete {
-            let _ = writeln!(s, "munmapq: incomplete: {why}");
-        }
-        if let Some(git) = &notes.git {
-            let _ = writeln!(s, "munmapq: {}", git.text);
-        }
-        s
-    }
-
     /// One JSON object (schema [`SCHEMA`]): `schema`, `version`,
     /// `command`, `exit_code` and `signal` (one of them null), `elapsed_ms`,
-    /// `loaded`, `reported`, `forks`, `not_interposed`, `incomplete` (null or why),
-    /// `counters` (every counter by key), `git` (null, or `window_maps`,
-    /// `window_bytes`, `settings` [{key, value, origin}], `advice`).
+    /// `user_ms`, `sys_ms`, `max_rss_bytes` (null when unknown), `loaded`,
+    /// `reported`, `forks`, `not_interposed`, `incomplete` (null or why),
+    /// `counters` (every counter by key; null when no process's counters
+    /// were read), `git` (null, or `window_maps`, `window_bytes`,
+    /// `settings` [{key, value, origin}], `advice`).
     pub fn json(&self, run: &Run, notes: &Notes) -> String {
         let num = |v: Option<i32>| v.map_or("null".to_string(), |v| v.to_string());
+        let opt = |v: Option<u64>| v.map_or("null".to_string(), |v| v.to_string());
         let command: Vec<String> = run.command.iter().map(|a| json_str(Some(a))).collect();
+        let u = run.usage.as_ref();
         let mut s = format!(
             "{{\"schema\":{SCHEMA},\"version\":{},\"command\":[{}],\"exit_code\":{},\"signal\":{},\
-             \"elapsed_ms\":{},\"loaded\":{},\"reported\":{},\"forks\":{},\"not_interposed\":{},\"incomplete\":{},\"counters\":{{",
+             \"elapsed_ms\":{},\"user_ms\":{},\"sys_ms\":{},\"max_rss_bytes\":{},\
+             \"loaded\":{},\"reported\":{},\"forks\":{},\"not_interposed\":{},\"incomplete\":{},\"counters\":",
             json_str(Some(env!("CARGO_PKG_VERSION"))),
             command.join(","),
             num(run.exit_code),
             num(run.signal),
             run.elapsed_ms,
+            opt(u.map(|u| u.user.as_millis() as u64)),
+            opt(u.map(|u| u.sys.as_millis() as u64)),
+            opt(u.and_then(|u| u.max_rss_bytes)),
             self.loaded,
             self.reported,
             self.forks,
             self.not_interposed,
             json_str(notes.incomplete.as_deref())
         );
-        for (i, &c) in Counter::ALL.iter().enumerate() {
-            let sep = if i == 0 { "" } else { "," };
-            let _ = write!(s, "{sep}\"{}\":{}", c.key(), self.totals[i]);
+        if self.has_counters() {
+            for (i, &c) in Counter::ALL.iter().enumerate() {
+                let sep = if i == 0 { "{" } else { "," };
+                let _ = write!(s, "{sep}\"{}\":{}", c.key(), self.totals[i]);
+            }
+            s.push('}');
+        } else {
+            s.push_str("null");
         }
-        s.push_str("},\"git\":");
+        s.push_str(",\"git\":");
         match &notes.git {
             None => s.push_str("null"),
             Some(g) => {
@@ -283,16 +316,20 @@ mod tests {
         assert_eq!(r.get(Counter::PeakQueued), 5);
         let notes = Notes::default();
         assert!(r.json(&Run::default(), &notes).contains("\"deferred\":7"));
-        assert!(r.text(false, &notes).contains("deferred"));
+        assert!(r.text(false, &Run::default(), &notes).contains("deferred"));
     }
 
     #[test]
     fn an_unreadable_proc_is_said() {
         let notes = Notes::default();
         let r = Report::parse("munmapq pid=1 deferred=3\n");
-        assert!(!r.text(false, &notes).contains("could not be read"));
+        assert!(!r
+            .text(false, &Run::default(), &notes)
+            .contains("could not be read"));
         let r = Report::parse("munmapq pid=1 deferred=3 unreadable=12\n");
-        assert!(r.text(false, &notes).contains("12 failed reads of /proc"));
+        assert!(r
+            .text(false, &Run::default(), &notes)
+            .contains("12 failed reads of /proc"));
     }
 
     #[test]
@@ -308,7 +345,7 @@ mod tests {
                 ..GitAdvice::default()
             }),
         };
-        let short = r.text(false, &notes);
+        let short = r.text(false, &Run::default(), &notes);
         assert!(short.lines().count() <= 12, "{short}");
         assert!(short.contains("saved 15 of 20 mmap and munmap"), "{short}");
         assert!(!short.contains("avoided"), "{short}");
@@ -317,10 +354,10 @@ mod tests {
             short.ends_with("munmapq: 8 window maps \"here\"\n"),
             "{short}"
         );
-        let full = r.text(true, &notes);
+        let full = r.text(true, &Run::default(), &notes);
         assert_eq!(full.lines().count(), COUNTERS + 4, "{full}");
         let json = r.json(&Run::default(), &notes);
-        assert!(json.starts_with("{\"schema\":2,\"version\":\""), "{json}");
+        assert!(json.starts_with("{\"schema\":3,\"version\":\""), "{json}");
         assert!(json.contains("\"incomplete\":\"sh was killed by SIGINT\""));
         assert!(
             json.ends_with("\"advice\":\"8 window maps \\\"here\\\"\"}}\n"),
@@ -340,17 +377,19 @@ mod tests {
         );
         assert_eq!((r.loaded, r.reported, r.not_interposed), (2, 2, 1));
         let notes = Notes::default();
-        let short = r.text(false, &notes);
+        let short = r.text(false, &Run::default(), &notes);
         let lines: Vec<&str> = short
             .lines()
             .filter(|l| l.contains("not interposed"))
             .collect();
         assert_eq!(lines.len(), 1, "{short}");
         assert!(
-            lines[0].starts_with("munmapq: loaded, not interposed: 1 of 2 process(es)"),
+            lines[0].starts_with("munmapq: loaded, not interposed: 1 of 2 processes"),
             "{short}"
         );
-        assert!(r.text(true, &notes).contains("loaded, not interposed"));
+        assert!(r
+            .text(true, &Run::default(), &notes)
+            .contains("loaded, not interposed"));
         assert!(r
             .json(&Run::default(), &notes)
             .contains("\"not_interposed\":1,"));
@@ -370,5 +409,39 @@ mod tests {
         // A report before an exec is not the last program's.
         let r = Report::parse("munmapq-loaded pid=5\nmunmapq pid=5\nmunmapq-loaded pid=5\n");
         assert_eq!((r.loaded, r.reported, r.lost()), (1, 0, 1));
+    }
+
+    fn image(pid: u64, deferred: u64) -> Image {
+        let mut values = [0; COUNTERS];
+        values[Counter::Deferred as usize] = deferred;
+        Image {
+            pid,
+            ended: false,
+            values,
+        }
+    }
+
+    #[test]
+    fn counters_kept_in_files_count_however_the_process_ended() {
+        // sh loaded, forked a child that exec'd a program (both kept their
+        // counters in files, neither wrote an exit line), and a fork child
+        // that never exec'd.
+        let r = Report::collect(
+            "munmapq-loaded pid=1\nmunmapq-loaded pid=2\n",
+            &[image(1, 1), image(2, 0), image(2, 5), image(3, 2)],
+        );
+        assert_eq!((r.loaded, r.reported, r.forks, r.lost()), (2, 2, 1, 0));
+        assert_eq!(r.get(Counter::Deferred), 8);
+        // A program whose file could not be made reports at exit, or not.
+        let r = Report::collect(
+            "munmapq-loaded pid=1\nmunmapq-loaded pid=1\nmunmapq-loaded pid=4\n",
+            &[image(1, 1)],
+        );
+        assert_eq!((r.loaded, r.reported, r.lost()), (2, 0, 2));
+        assert!(lines_of(&[image(7, 3)]).starts_with("munmapq pid=7 mmap_calls=0 "));
+        assert_eq!(
+            Report::parse(&lines_of(&[image(7, 3)])).get(Counter::Deferred),
+            3
+        );
     }
 }

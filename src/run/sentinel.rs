@@ -10,17 +10,22 @@
 //!   pending in it by the same kill(2) that reached the launcher, one sent
 //!   to the launcher alone is not. The launcher asks it about each signal
 //!   it gets (and so consumes it there).
-//! - **Nothing left behind.** The reports go to `DIR/report`, in a
-//!   directory of the launcher's (0700) that it removes when it ends. If
-//!   the launcher is killed instead, the sentinel sees its end (end of
-//!   file on their pipe) and removes the directory. A process of the
+//! - **Nothing left behind.** The reports go to `DIR/report` (and each
+//!   process's counters to `DIR/live-PID-N`), in a directory of the
+//!   launcher's (0700) that it removes when it ends. If the launcher is
+//!   killed instead, the sentinel sees its end (end of file on their pipe)
+//!   and removes the directory; if both are (a SIGKILL to the process
+//!   group: `timeout -s KILL`), the cleaner does, a process of its own
+//!   session that only waits for the launcher's end. A process of the
 //!   command that outlives the launcher (a detached child) cannot recreate
 //!   the file: the library opens it with O_CREAT, which fails once the
 //!   directory is gone.
 //!
 //! And on Linux the sentinel stops the command while the launcher is
-//! stopped by SIGSTOP, which the launcher cannot catch: it looks at the
-//! launcher's state ten times a second while the command runs.
+//! stopped by SIGSTOP, which the launcher cannot catch, and continues the
+//! launcher when it stopped with the command (job control) and the command
+//! was continued without it: it looks at their states ten times a second
+//! while the command runs.
 
 use crate::out::why;
 use std::io::ErrorKind;
@@ -108,6 +113,8 @@ pub fn stats_dir() -> Result<PathBuf, String> {
 
 pub struct Sentinel {
     pid: libc::pid_t,
+    /// The cleaner's pipe: its end of file is the launcher's end.
+    keep: Option<OwnedFd>,
     /// Questions to the sentinel; its end of file is the launcher's end.
     ask: Option<OwnedFd>,
     answers: Option<OwnedFd>,
@@ -133,6 +140,7 @@ impl Sentinel {
     /// Starts the sentinel for `dir`. Call with every signal to relay
     /// blocked: it inherits the mask.
     pub fn start(dir: &Path) -> Result<Sentinel, String> {
+        let keep = start_cleaner(dir)?;
         let (ask_r, ask_w) = pipe()?;
         let (ans_r, ans_w) = pipe()?;
         // SAFETY: getpid has no preconditions.
@@ -156,6 +164,7 @@ impl Sentinel {
         }
         Ok(Sentinel {
             pid,
+            keep: Some(keep),
             ask: Some(ask_w),
             answers: Some(ans_r),
             dir: dir.to_path_buf(),
@@ -175,6 +184,20 @@ impl Sentinel {
         let mut msg = [b'P', 0, 0, 0, 0];
         msg[1..].copy_from_slice(&pid.to_le_bytes());
         self.send(&msg);
+    }
+
+    /// The launcher stops itself because the command stopped by job
+    /// control: if the command is continued while the launcher is still
+    /// stopped (a SIGCONT to its pid alone), the sentinel continues the
+    /// launcher, which would otherwise wait stopped for a command that has
+    /// ended.
+    pub fn stopping_with_command(&self) {
+        self.send(b"S");
+    }
+
+    /// The launcher runs again after `stopping_with_command`.
+    pub fn resumed(&self) {
+        self.send(b"R");
     }
 
     /// Did `sig` reach the whole process group (then the command has it
@@ -210,11 +233,69 @@ impl Sentinel {
     /// Removes the directory and lets the sentinel go.
     pub fn finish(mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        self.keep = None;
         self.ask = None;
         self.answers = None;
         // SAFETY: reaping our own child if it is already gone; never blocks.
         unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) };
     }
+}
+
+/// Starts the cleaner: a process of its own session (so that no signal to
+/// the launcher's process group or terminal reaches it) that removes `dir`
+/// when the launcher's end of their pipe closes, however the launcher ended:
+/// a `timeout -s KILL` of the whole group takes the launcher and the
+/// sentinel, not it. Answers that end (close-on-exec: the command does not
+/// hold it).
+fn start_cleaner(dir: &Path) -> Result<OwnedFd, String> {
+    let (keep_r, keep_w) = pipe()?;
+    // SAFETY: the launcher is single-threaded here; the child and the
+    // grandchild never return (both end in _exit).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!(
+            "--stats: fork: {}",
+            why(&std::io::Error::last_os_error())
+        ));
+    }
+    if pid == 0 {
+        // SAFETY: setsid and fork have no memory-safety preconditions; the
+        // intermediate child ends at once, so the cleaner is nobody's child
+        // to reap.
+        unsafe {
+            libc::setsid();
+            if libc::fork() == 0 {
+                clean_when_closed(keep_r.as_raw_fd(), dir);
+            }
+            libc::_exit(0)
+        }
+    }
+    drop(keep_r);
+    // SAFETY: reaping the intermediate child, which ends at once.
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    Ok(keep_w)
+}
+
+/// The cleaner's life: waits for end of file on `keep`, removes `dir`.
+fn clean_when_closed(keep: libc::c_int, dir: &Path) -> ! {
+    close_all_but(&[keep]);
+    // SAFETY: blocking every signal in this process, on a set we own.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+    let mut b = [0u8; 16];
+    loop {
+        // SAFETY: reading into our buffer.
+        let n = unsafe { libc::read(keep, b.as_mut_ptr().cast(), b.len()) };
+        if n == 0 || (n < 0 && std::io::Error::last_os_error().kind() != ErrorKind::Interrupted) {
+            break;
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    // SAFETY: ends the cleaner without running the launcher's exit code.
+    unsafe { libc::_exit(0) }
 }
 
 /// The sentinel's life: answers the launcher's questions until it ends,
@@ -223,6 +304,9 @@ fn serve(launcher: libc::pid_t, ask: libc::c_int, answer: libc::c_int, dir: Path
     close_all_but(&[ask, answer]);
     let mut command: libc::pid_t = 0;
     let mut stopped = false;
+    // The launcher said it stops with the command, and has not said it
+    // runs again.
+    let mut with_command = false;
     loop {
         let mut p = libc::pollfd {
             fd: ask,
@@ -238,6 +322,15 @@ fn serve(launcher: libc::pid_t, ask: libc::c_int, answer: libc::c_int, dir: Path
         let r = unsafe { libc::poll(&mut p, 1, timeout) };
         if r == 0 {
             let now = launcher_stopped(launcher);
+            if with_command {
+                if now && !is_stopped(command) {
+                    with_command = false;
+                    // SAFETY: kill has no memory-safety preconditions.
+                    unsafe { libc::kill(launcher, libc::SIGCONT) };
+                }
+                stopped = now;
+                continue;
+            }
             if now && !stopped {
                 // SAFETY: kill has no memory-safety preconditions.
                 unsafe { libc::kill(command, libc::SIGSTOP) };
@@ -260,6 +353,8 @@ fn serve(launcher: libc::pid_t, ask: libc::c_int, answer: libc::c_int, dir: Path
                 }
                 command = libc::pid_t::from_le_bytes(b);
             }
+            b'S' => with_command = true,
+            b'R' => with_command = false,
             b'Q' => {
                 let mut s = [0u8];
                 if !read_exact(ask, &mut s) {
@@ -313,6 +408,11 @@ fn take_pending(sig: libc::c_int) -> bool {
 
 /// Is the launcher stopped (`T` in /proc/PID/stat)?
 fn launcher_stopped(pid: libc::pid_t) -> bool {
+    is_stopped(pid)
+}
+
+/// Is `pid` stopped (`T` in /proc/PID/stat; not when it has ended)?
+fn is_stopped(pid: libc::pid_t) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };

@@ -10,21 +10,33 @@
 //!   sentinel.rs); one the command sent to its parent is not either.
 //! - What the caller ignored stays ignored, in the command too, and the
 //!   command starts with the caller's signal mask.
-//! - When the command stops, the launcher stops (so the shell sees the job
-//!   stopped); SIGTSTP sent to the launcher is passed on, which stops the
-//!   command and then the launcher; SIGCONT likewise continues it.
+//! - When the command stops by job control (SIGTSTP, SIGTTIN, SIGTTOU, or
+//!   any stop after one of these reached the launcher), the launcher stops
+//!   (so the shell sees the job stopped); SIGTSTP sent to the launcher is
+//!   passed on, which stops the command and then the launcher; SIGCONT
+//!   likewise continues it. A command stopped by a SIGSTOP sent to it alone
+//!   (htop, a debugger, a watchdog) and continued the same way leaves the
+//!   launcher waiting, as `time` and `timeout` do; if the command is
+//!   continued directly while the launcher is stopped with it, the
+//!   sentinel continues the launcher (sentinel.rs).
 //! - The launcher exits as the command did: same status, or the same
 //!   signal re-raised with the default action, its own core dump turned
 //!   off first. If the launcher is killed, so is the command (Linux:
 //!   `PR_SET_PDEATHSIG`).
 
 use super::sentinel::Sentinel;
+use super::usage::{wait4, Usage};
 use crate::inherited;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitCode, ExitStatus};
 
 /// The signals that end a run early: the report then says so.
 const INTERRUPTING: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// The stops of job control (the terminal's, a shell's `kill -TSTP %1`):
+/// the launcher stops with the command for these, not for a SIGSTOP sent
+/// to the command alone.
+const JOB_STOPS: [libc::c_int; 3] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
 
 /// The signals a process can catch (not KILL or STOP, nor the two glibc
 /// keeps for its threads).
@@ -114,27 +126,45 @@ impl Relay {
         }
     }
 
-    /// Relays signals to the command `pid` until it ends; its status.
-    pub fn run(&mut self, pid: libc::pid_t, sentinel: &Sentinel) -> std::io::Result<ExitStatus> {
+    /// Relays signals to the command `pid` until it ends; its status, and
+    /// what it used.
+    pub fn run(
+        &mut self,
+        pid: libc::pid_t,
+        sentinel: &Sentinel,
+    ) -> std::io::Result<(ExitStatus, Option<Usage>)> {
         // SAFETY: getpid has no preconditions.
         let me = unsafe { libc::getpid() };
+        // A job-control stop (SIGTSTP, SIGTTIN, SIGTTOU) reached the
+        // launcher since the command last stopped.
+        let mut job_stop = false;
         loop {
-            let mut st = 0;
-            // SAFETY: waiting for our own child, status into our int.
-            let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG | libc::WUNTRACED) };
+            let (r, st, usage) = wait4(pid, libc::WNOHANG | libc::WUNTRACED);
             if r == pid {
                 if libc::WIFSTOPPED(st) {
-                    // The command stopped: so does the launcher, for the
-                    // shell to see the job stopped; unless a SIGCONT is
-                    // already waiting to be passed on (the sentinel
-                    // stopped the command while the launcher was stopped).
-                    if !pending(libc::SIGCONT) {
+                    // The command stopped by job control: so does the
+                    // launcher, for the shell to see the job stopped;
+                    // unless a SIGCONT is already waiting to be passed on
+                    // (the sentinel stopped the command while the launcher
+                    // was stopped). Stopped by SIGSTOP alone (a debugger,
+                    // htop, a watchdog's kill -STOP), it is continued the
+                    // same way, directly: the launcher keeps waiting, as
+                    // time and timeout do.
+                    let by_job_control = job_stop || JOB_STOPS.contains(&libc::WSTOPSIG(st));
+                    job_stop = false;
+                    if by_job_control && !pending(libc::SIGCONT) {
+                        // The sentinel continues the launcher if the
+                        // command is continued behind its back.
+                        sentinel.stopping_with_command();
                         // SAFETY: kill has no memory-safety preconditions.
                         unsafe { libc::kill(me, libc::SIGSTOP) };
+                        // A stop sent to oneself takes effect before kill
+                        // returns: this runs once continued.
+                        sentinel.resumed();
                     }
                     continue;
                 }
-                return Ok(ExitStatus::from_raw(st));
+                return Ok((ExitStatus::from_raw(st), usage));
             }
             if r < 0 {
                 let e = std::io::Error::last_os_error();
@@ -150,6 +180,9 @@ impl Relay {
             }
             if INTERRUPTING.contains(&sig) {
                 self.interrupted = Some(sig);
+            }
+            if JOB_STOPS.contains(&sig) {
+                job_stop = true;
             }
             let group = sentinel.group_got(sig);
             if group || !from_process || sender == pid || sender == me {
@@ -222,11 +255,18 @@ pub fn name(sig: libc::c_int) -> String {
 
 /// Exits as the command did: same code, or the same signal (without a
 /// core dump of the launcher's own: the command's is the one that tells).
+/// But a SIGPIPE death (the reader of the command's output went away: a
+/// pager quit, `| head`) is status 141, as GNU time exits: the launcher
+/// itself wrote to no closed pipe, and a caller sees 128+13 either way
+/// (`$?`, git's run-command).
 pub fn pass_through(status: ExitStatus) -> ExitCode {
     if let Some(code) = status.code() {
         return ExitCode::from(code as u8);
     }
     let sig = status.signal().unwrap_or(libc::SIGKILL);
+    if sig == libc::SIGPIPE {
+        return ExitCode::from(128 + sig as u8);
+    }
     // SAFETY: turning our own core dumps off, restoring the default action
     // and re-raising, so our parent sees the same signal; if we survive it
     // (a signal whose default is to be ignored cannot have killed the

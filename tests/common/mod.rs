@@ -40,11 +40,32 @@ pub fn probe() -> PathBuf {
 }
 
 /// The launcher under test; `MUNMAPQ_TEST_LAUNCHER` names another build
-/// (to show that a test fails without a change).
+/// (with `MUNMAPQ_TEST_LIB`, to show that a test fails without a change).
 pub fn launcher() -> PathBuf {
     match std::env::var_os("MUNMAPQ_TEST_LAUNCHER") {
         Some(p) => PathBuf::from(p),
         None => PathBuf::from(env!("CARGO_BIN_EXE_munmapq")),
+    }
+}
+
+/// The launcher under test, preloading the library under test.
+pub fn munmapq_cmd() -> Command {
+    let mut c = Command::new(launcher());
+    c.env("MUNMAPQ_LIB", lib());
+    c
+}
+
+/// The write end of a pipe whose reader is gone: a write to it is SIGPIPE
+/// (or EPIPE).
+pub fn closed_pipe() -> Stdio {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two new descriptors into `fds`.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both are ours; the read end is closed at once.
+    unsafe {
+        libc::close(fds[0]);
+        Stdio::from(OwnedFd::from_raw_fd(fds[1]))
     }
 }
 

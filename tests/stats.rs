@@ -1,0 +1,185 @@
+//! `--stats` however the command ends: counters that survive a SIGPIPE or
+//! SIGKILL death, a report that cannot be written (125), what the summary
+//! says (time, CPU, peak RSS, readable counts) and what it does not (a
+//! table of zeros when no process reported).
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::*;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+
+fn json_field<'a>(json: &'a str, key: &str) -> &'a str {
+    let at = json
+        .find(&format!("\"{key}\":"))
+        .unwrap_or_else(|| panic!("no {key} in {json}"));
+    let rest = &json[at + key.len() + 3..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    &rest[..end]
+}
+
+#[test]
+fn counters_survive_a_sigpipe_and_a_sigkill_death() {
+    let (dir, file) = scratch_with_data("stats-pipedeath", 4);
+    let prog = c_program("pipedeath", &dir);
+    let mut child = munmapq_cmd()
+        .args(["--stats=json"])
+        .arg(&prog)
+        .args([&file, "300"])
+        .stdin(Stdio::null())
+        .stdout(closed_pipe())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let status = wait_a_minute(&mut child);
+    // The command died of SIGPIPE; munmapq did not, it exits 128+13.
+    assert_eq!((status.code(), status.signal()), (Some(141), None), "{err}");
+    assert_eq!(json_field(&err, "signal"), "13", "{err}");
+    // Both processes (the program and its fork child killed by SIGKILL)
+    // left their counters, though neither reached its exit handlers.
+    assert_eq!(json_field(&err, "loaded"), "1", "{err}");
+    assert_eq!(json_field(&err, "reported"), "1", "{err}");
+    assert_eq!(json_field(&err, "forks"), "1", "{err}");
+    assert_eq!(json_field(&err, "incomplete"), "null", "{err}");
+    assert_eq!(json_field(&err, "mmap_calls"), "600", "{err}");
+    let deferred: u64 = json_field(&err, "deferred").parse().unwrap();
+    assert!(deferred >= 598, "{err}");
+    println!(
+        "SIGPIPE death (and a SIGKILLed fork child): 600 mmaps, {deferred} deferred, counted; munmapq exits 141"
+    );
+}
+
+#[test]
+fn a_report_that_cannot_be_written_is_125() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let cases: [(&str, &[&str], Stdio, Stdio); 4] = [
+        (
+            "--stats-out /dev/full",
+            &["--stats-out", "/dev/full", "true"],
+            Stdio::null(),
+            Stdio::piped(),
+        ),
+        (
+            "--stats-out - >/dev/full",
+            &["--stats-out", "-", "true"],
+            Stdio::from(full()),
+            Stdio::piped(),
+        ),
+        (
+            "--stats-out - | head (gone)",
+            &["--stats-out", "-", "true"],
+            closed_pipe(),
+            Stdio::piped(),
+        ),
+        (
+            "--stats 2>/dev/full",
+            &["--stats", "true"],
+            Stdio::null(),
+            Stdio::from(full()),
+        ),
+    ];
+    for (what, args, stdout, stderr) in cases {
+        let mut child = munmapq_cmd()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let mut err = String::new();
+        if let Some(e) = child.stderr.as_mut() {
+            std::io::Read::read_to_string(e, &mut err).unwrap();
+        }
+        let status = wait_a_minute(&mut child);
+        assert_eq!(status.code(), Some(125), "{what}: {err}");
+        if !what.contains("2>") {
+            assert_eq!(err.lines().count(), 1, "{what}: {err}");
+            assert!(err.starts_with("munmapq: --stats"), "{what}: {err}");
+        }
+    }
+    println!("a report that cannot be written: 125, in one line (4 ways)");
+}
+
+#[test]
+fn the_summary_says_time_cpu_and_peak_rss_in_readable_units() {
+    let (_dir, file) = scratch_with_data("stats-summary", 64);
+    let p = probe();
+    let out = output_within(
+        munmapq_cmd()
+            .args(["--stats"])
+            .arg(&p)
+            .args(["cycle", &file, "300", "8"]),
+        MINUTE,
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let first = err.lines().next().unwrap();
+    assert!(
+        first.starts_with(&format!("munmapq: {}: ", p.display()))
+            && first.contains(" s elapsed, ")
+            && first.contains(" s CPU (")
+            && first.contains(" s user, ")
+            && first.ends_with(" MiB peak RSS"),
+        "{err}"
+    );
+    assert!(
+        err.contains("\nmunmapq: 1 process loaded the library\n"),
+        "{err}"
+    );
+    let bytes = err
+        .lines()
+        .find(|l| l.trim_start().starts_with("peak_queued_bytes"))
+        .unwrap();
+    assert!(bytes.contains(" KiB ") || bytes.contains(" MiB "), "{err}");
+    assert!(!err.contains("(es)") && !err.contains("(ren)"), "{err}");
+    let out = output_within(
+        munmapq_cmd()
+            .args(["--stats=json"])
+            .arg(&p)
+            .args(["cycle", &file, "300", "8"]),
+        MINUTE,
+    );
+    let json = text(&out.stderr);
+    for key in ["user_ms", "sys_ms", "max_rss_bytes"] {
+        assert!(json_field(&json, key).parse::<u64>().is_ok(), "{json}");
+    }
+    println!("{first}");
+}
+
+#[test]
+fn no_counters_no_table_of_zeros() {
+    // A static program: nothing loads the library, there is nothing to
+    // count: said once, and null in JSON, not zeros.
+    let stat = [
+        "/sbin/ldconfig.real",
+        "/usr/sbin/ldconfig.real",
+        "/sbin/ldconfig",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .expect("no ldconfig");
+    let out = output_within(munmapq_cmd().args(["--stats", "-q", stat, "-p"]), MINUTE);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("munmapq: no process loaded the library\n"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("mmap_calls") && !err.contains("saved 0 of 0"),
+        "{err}"
+    );
+    let out = output_within(
+        munmapq_cmd().args(["--stats=json", "-q", stat, "-p"]),
+        MINUTE,
+    );
+    let json = text(&out.stderr);
+    assert_eq!(json_field(&json, "counters"), "null", "{json}");
+    println!("nothing loaded: one line, counters null");
+}
