@@ -2,8 +2,10 @@
 //! (one line on stderr if it is malformed, then pass-through), install the
 //! fork handler, and at exit report the counters where asked.
 
+use crate::environment::Environment;
 use crate::platform::{os::RealOs, real};
 use crate::ENGINE;
+use core::ffi::{c_char, c_int};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use munmapq_core::config::{self, ConfigError, System, VAR_STATS_FILE};
 use munmapq_core::stats::{self, LineWriter};
@@ -45,25 +47,31 @@ fn inherited_filter() -> bool {
 #[cfg(target_os = "linux")]
 #[used]
 #[link_section = ".init_array"]
-static AT_LOAD: extern "C" fn() = init;
+static AT_LOAD: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = init;
 #[cfg(target_os = "macos")]
 #[used]
 #[link_section = "__DATA,__mod_init_func,mod_init_funcs"]
-static AT_LOAD: extern "C" fn() = init;
+static AT_LOAD: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = init;
 
-extern "C" fn init() {
+/// The loader calls it with the program's arguments and environment (glibc
+/// `call_init`, dyld `Loader::runInitializers`); only the environment is
+/// read.
+extern "C" fn init(_argc: c_int, _argv: *const *const c_char, envp: *const *const c_char) {
     real::resolve();
+    // SAFETY: the environment the loader passes, valid during this call
+    // (values that must outlive it are copied).
+    let env = unsafe { Environment::read(envp) };
+    let getenv = |var: &'static str| env.get(var);
     if getenv(config::VAR_SECCOMP) != Some(b"trust") && inherited_filter() {
         // Nothing else: no configuration read (getrlimit), no load line.
         sandboxed();
         return;
     }
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        p if p > 0 && (p as usize).is_power_of_two() => p as usize,
-        _ => return,
+    let page = match page_size() {
+        0 => return,
+        p => p,
     };
-    remember_stats_file();
+    remember_stats_file(getenv(VAR_STATS_FILE));
     if let Some(path) = getenv(crate::trace::VAR_TRACE) {
         crate::trace::open(path);
     }
@@ -72,12 +80,14 @@ extern "C" fn init() {
     if !interposed {
         announce_not_interposed();
     }
-    // vm.max_map_count is read only if something is ever queued (a file
-    // read at load would cost every process): see bound_entries_later.
+    // vm.max_map_count and RLIMIT_AS are read only if something is ever
+    // queued (a file read or a system call at load would cost every
+    // process): see bound_entries_later, and the limit below.
     let sys = System {
         max_map_count: None,
-        address_space_limit: crate::posix::address_space_limit(),
+        address_space_limit: None,
     };
+    let forks_handled = register_fork_handlers();
     match config::parse(sys, getenv) {
         Ok(cfg) if !interposed => {
             // Off: were some call to reach a hook after all (a dlsym of
@@ -87,16 +97,21 @@ extern "C" fn init() {
                 write_all(2, NOT_INTERPOSED_LINE);
             }
         }
+        // Off: a fork could copy the table in the middle of a change.
+        Ok(_) if !forks_handled => {}
         Ok(cfg) => {
             STATS_TO_STDERR.store(cfg.stats, Ordering::Relaxed);
             ENGINE.start(&cfg, page);
+            // As after a change of the limit by the program: the sizing
+            // takes the room under RLIMIT_AS for nothing until it has read
+            // the limit, which it does before the first mapping is queued.
+            ENGINE.address_space_limit_set(&RealOs, false);
             if cfg!(target_os = "linux") && getenv(config::VAR_MAX_ENTRIES).is_none() {
                 ENGINE.bound_entries_later();
             }
         }
-        Err(e) => report_config_error(e),
+        Err(e) => report_config_error(e, getenv(e.var)),
     }
-    register_fork_handlers();
     // SAFETY: registers a plain function, run at exit (on Linux the
     // `.fini_array` entry below does this without registration).
     #[cfg(target_os = "macos")]
@@ -105,47 +120,64 @@ extern "C" fn init() {
     };
 }
 
+/// The page size, a power of two; 0 if unknown.
+#[cfg(target_os = "linux")]
+fn page_size() -> usize {
+    real::page_size()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 && (p as usize).is_power_of_two() => p as usize,
+        _ => 0,
+    }
+}
+
 /// Installs the handlers run around fork. glibc's `pthread_atfork` is a
 /// static function of `libc_nonshared.a` calling `__register_atfork` with the
 /// caller's `__dso_handle`; libc.so.6 exports it only as a compatibility
 /// symbol on some architectures (x86_64) and not at all on others (aarch64),
 /// and the library is linked without libc, so it calls what that function
-/// calls.
+/// calls. False if it could not.
 #[cfg(target_os = "linux")]
-fn register_fork_handlers() {
+fn register_fork_handlers() -> bool {
     type Handler = Option<extern "C" fn()>;
+    type RegisterAtfork =
+        unsafe extern "C" fn(Handler, Handler, Handler, *mut core::ffi::c_void) -> c_int;
     extern "C" {
-        fn __register_atfork(
-            prepare: Handler,
-            parent: Handler,
-            child: Handler,
-            dso: *mut core::ffi::c_void,
-        ) -> core::ffi::c_int;
         // Defined by the C runtime's crtbeginS.o in every shared object.
         static __dso_handle: u8;
     }
-    // SAFETY: registers plain functions, called around fork; the handle is
-    // this library's own, which only names it (unregistered if unloaded).
+    let f = real::register_atfork_address();
+    if f == 0 {
+        return false;
+    }
+    // SAFETY: the C library's `__register_atfork` (its prototype); it
+    // registers plain functions, called around fork; the handle is this
+    // library's own, which only names it (unregistered if unloaded).
     unsafe {
-        __register_atfork(
+        let register: RegisterAtfork = core::mem::transmute(f);
+        register(
             Some(before_fork),
             Some(after_fork_in_parent),
             Some(after_fork_in_child),
             core::ptr::addr_of!(__dso_handle) as *mut core::ffi::c_void,
-        )
-    };
+        ) == 0
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn register_fork_handlers() {
+fn register_fork_handlers() -> bool {
     // SAFETY: registers plain functions, called around fork.
     unsafe {
         libc::pthread_atfork(
             Some(before_fork),
             Some(after_fork_in_parent),
             Some(after_fork_in_child),
-        )
-    };
+        ) == 0
+    }
 }
 
 extern "C" fn before_fork() {
@@ -161,24 +193,7 @@ extern "C" fn after_fork_in_child() {
     ENGINE.after_fork_in_child(&RealOs);
 }
 
-/// A variable's value as bytes, without allocating.
-fn getenv(var: &'static str) -> Option<&'static [u8]> {
-    let mut name = [0u8; 64];
-    if var.len() >= name.len() {
-        return None;
-    }
-    name[..var.len()].copy_from_slice(var.as_bytes());
-    // SAFETY: `name` is NUL-terminated.
-    let p = unsafe { libc::getenv(name.as_ptr().cast()) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: getenv answers a NUL-terminated string that lives as long as
-    // the environment entry; we read it during start-up only.
-    Some(unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes())
-}
-
-fn report_config_error(e: ConfigError) {
+fn report_config_error(e: ConfigError, value: Option<&[u8]>) {
     let mut buf = [0u8; 512];
     let mut w = LineWriter {
         buf: &mut buf,
@@ -187,7 +202,7 @@ fn report_config_error(e: ConfigError) {
     w.put(b"munmapq: ");
     w.put(e.var.as_bytes());
     w.put(b"=\"");
-    let v = getenv(e.var).unwrap_or(b"");
+    let v = value.unwrap_or(b"");
     w.put(&v[..v.len().min(64)]);
     w.put(b"\" is not valid: it accepts ");
     w.put(e.accepts.as_bytes());
@@ -196,8 +211,8 @@ fn report_config_error(e: ConfigError) {
     write_all(2, &buf[..n]);
 }
 
-fn remember_stats_file() {
-    if let Some(path) = getenv(VAR_STATS_FILE) {
+fn remember_stats_file(path: Option<&[u8]>) {
+    if let Some(path) = path {
         if !path.is_empty() && path.len() < 4096 {
             // SAFETY: written once, in the constructor, before any reader
             // (the exit handler) can run.
@@ -257,8 +272,7 @@ fn announce_load() {
         return;
     }
     let mut buf = [0u8; 64];
-    // SAFETY: getpid has no preconditions.
-    let n = stats::write_loaded_line(unsafe { libc::getpid() } as u64, &mut buf);
+    let n = stats::write_loaded_line(crate::selfio::getpid() as u64, &mut buf);
     append_to_stats_file(&buf[..n]);
 }
 
@@ -299,8 +313,7 @@ fn announce_not_interposed() {
         return;
     }
     let mut buf = [0u8; 64];
-    // SAFETY: getpid has no preconditions.
-    let n = stats::write_not_interposed_line(unsafe { libc::getpid() } as u64, &mut buf);
+    let n = stats::write_not_interposed_line(crate::selfio::getpid() as u64, &mut buf);
     append_to_stats_file(&buf[..n]);
 }
 
@@ -317,8 +330,7 @@ extern "C" fn at_exit() {
         return;
     }
     let mut buf = [0u8; 1024];
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() } as u64;
+    let pid = crate::selfio::getpid() as u64;
     let n = ENGINE.stats.write_line(pid, &mut buf);
     if STATS_TO_STDERR.load(Ordering::Relaxed) {
         write_all(2, &buf[..n]);

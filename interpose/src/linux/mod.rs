@@ -19,6 +19,7 @@ pub mod real;
 mod sandbox;
 mod sharing;
 mod shm;
+mod symbols;
 mod syscall;
 /// Whether a hook runs on the process's descriptor table (vfork, unshare).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
