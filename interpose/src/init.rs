@@ -10,14 +10,20 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use munmapq_core::config::{self, ConfigError, System, VAR_STATS_FILE};
 use munmapq_core::stats::{self, LineWriter};
 
+// The flags every process reads at load or at exit are kept in `.data`, on
+// the page of the library's own data that the loader writes anyway: in
+// `.bss`, past the 4 KiB path, they would cost a page fault of their own.
+#[cfg_attr(target_os = "linux", link_section = ".data")]
 static STATS_TO_STDERR: AtomicBool = AtomicBool::new(false);
 /// `MUNMAPQ_STATS_FILE`, copied at start-up (the program may change its
 /// environment later).
 static mut STATS_FILE: [u8; 4096] = [0; 4096];
+#[cfg_attr(target_os = "linux", link_section = ".data")]
 static STATS_FILE_LEN: AtomicUsize = AtomicUsize::new(0);
 /// A seccomp filter is in force (inherited and not trusted, or installed
 /// by the program): munmapq passes everything through and makes no system
 /// call of its own any more, the exit report included.
+#[cfg_attr(target_os = "linux", link_section = ".data")]
 static SANDBOXED: AtomicBool = AtomicBool::new(false);
 
 /// A seccomp filter is being installed (see `SANDBOXED`).
@@ -100,7 +106,11 @@ extern "C" fn init(_argc: c_int, _argv: *const *const c_char, envp: *const *cons
         // Off: a fork could copy the table in the middle of a change.
         Ok(_) if !forks_handled => {}
         Ok(cfg) => {
-            STATS_TO_STDERR.store(cfg.stats, Ordering::Relaxed);
+            if cfg.stats {
+                // Written only when set: its page of `.bss` is not touched
+                // at load otherwise.
+                STATS_TO_STDERR.store(true, Ordering::Relaxed);
+            }
             ENGINE.start(&cfg, page);
             // As after a change of the limit by the program: the sizing
             // takes the room under RLIMIT_AS for nothing until it has read
