@@ -7,9 +7,10 @@
 # For /bin/true, `ls /`, `git --version` and a program that never calls
 # malloc (built here), run without preload, with an empty preloaded library
 # (a C file with no code, built here), with libeatmydata if it is
-# installed, with the release libmunmapq of this tree, with the library the
-# release launcher embeds (one optimised unit) if it was built, and with the
-# release libmunmapq of each git revision REV (built under
+# installed, with the release libmunmapq of this tree (`munmapq`), with the
+# same built as the launcher builds the library it embeds (`munmapq-lto`:
+# link-time optimisation, one codegen unit; what `cargo install` gives), and
+# with the release libmunmapq of each git revision REV (built under
 # target/bench-load/REV): user-space instructions of the whole process
 # (callgrind), system calls (strace -f -c) and minor page faults (wait4 of
 # the child, without address randomisation: the median of 5 runs). Each is printed as a total, then as the difference from
@@ -68,6 +69,11 @@ cc -O2 -o "$work/faults" "$work/faults.c"
 
 cargo build --release --quiet -p munmapq-cdylib
 cp target/release/libmunmapq.so "$work/libmunmapq.so"
+# Built as the launcher builds the library it embeds (what `cargo install`
+# gives): one optimised unit.
+CARGO_PROFILE_RELEASE_LTO=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+  cargo build --release --quiet -p munmapq-cdylib --target-dir target/lto
+cp target/lto/release/libmunmapq.so "$work/libmunmapq-lto.so"
 
 names=(none empty)
 libs=("" "$PWD/$work/libempty.so")
@@ -76,15 +82,8 @@ if [ -n "$eat" ]; then
   names+=(eatmydata)
   libs+=("$eat")
 fi
-names+=(munmapq)
-libs+=("$PWD/$work/libmunmapq.so")
-# The library the release launcher embeds (`cargo build --release` builds
-# it): the newest one, if any.
-embedded=$(ls -t target/release/build/munmapq-*/out/libmunmapq.so 2>/dev/null | head -1 || true)
-if [ -n "$embedded" ]; then
-  names+=(embedded)
-  libs+=("$PWD/$embedded")
-fi
+names+=(munmapq munmapq-lto)
+libs+=("$PWD/$work/libmunmapq.so" "$PWD/$work/libmunmapq-lto.so")
 for rev in "$@"; do
   build_rev "$rev" "$work/$rev"
   names+=("$rev")

@@ -29,7 +29,7 @@ macro_rules! real_functions {
         // library calls for itself at load only (found as the real
         // functions are, which costs less than an import bound at load).
         real_functions!(
-            @slots [vfork dlsym __register_atfork dl_iterate_phdr sysconf abort]
+            @helpers [vfork dlsym __register_atfork dl_iterate_phdr sysconf abort fileno]
             $( $name [$($stand_in)*] )*
         );
 
@@ -38,10 +38,24 @@ macro_rules! real_functions {
             static NAMES: [Name; SLOT_COUNT] = symbols::names(SLOT_NAMES);
             let walked = symbols::resolve(SLOT_NAMES.as_bytes(), &NAMES, &SLOTS, Slot::dlsym as usize);
             INTERPOSED.store(!walked || libc_after_us(), Ordering::Relaxed);
+            // The C library's functions the library calls for itself (the
+            // first slots), wherever they are: a library loaded by dlopen
+            // comes after the C library.
+            symbols::resolve_anywhere(
+                SLOT_NAMES.as_bytes(),
+                &NAMES[..HELPERS],
+                &SLOTS[..HELPERS],
+            );
             PAGE.store(ask_page_size(), Ordering::Relaxed);
         }
 
         $( real_functions!(@function $name ($($arg: $ty),*) -> $ret, [$($stand_in)*]); )*
+    };
+
+    (@helpers [$($helper:ident)*] $($rest:tt)*) => {
+        /// How many slots, first, are not the hooks' real functions.
+        const HELPERS: usize = [$(stringify!($helper),)*].len();
+        real_functions!(@slots [$($helper)*] $($rest)*);
     };
 
     // The entries that have a slot, gathered into `Slot` and `SLOT_NAMES`.
@@ -249,9 +263,30 @@ fn dup2_fallback(old: c_int, new: c_int) -> c_int {
 fn fclose_fallback(fp: *mut FILE) -> c_int {
     // Without libc's fclose only the descriptor can be closed.
     // SAFETY: the caller's stream.
-    let fd = unsafe { libc::fileno(fp) };
+    let fd = unsafe { fileno(fp) };
     // SAFETY: the raw system call.
     raw(unsafe { super::sys::call_errno(libc::SYS_close, &[fd as libc::c_long]) })
+}
+
+/// The descriptor of stream `fp`: the C library's `fileno` (found by the
+/// walk, rather than bound at load); before `resolve`, the `_fileno` field
+/// of glibc's public `struct _IO_FILE` (after `_flags` and 13 pointers).
+///
+/// # Safety
+/// `fp` is a valid stream.
+pub unsafe fn fileno(fp: *mut FILE) -> c_int {
+    let f = SLOTS[Slot::fileno as usize].load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: the C library's fileno (its prototype), on the caller's
+        // stream.
+        return unsafe {
+            let fileno: unsafe extern "C" fn(*mut FILE) -> c_int = core::mem::transmute(f);
+            fileno(fp)
+        };
+    }
+    const FILENO_OFFSET: usize = 8 + 13 * core::mem::size_of::<usize>();
+    // SAFETY: the caller's stream, a glibc `FILE`; the field is an int.
+    unsafe { fp.cast::<u8>().add(FILENO_OFFSET).cast::<c_int>().read() }
 }
 
 fn unlink_fallback(path: *const c_char) -> c_int {

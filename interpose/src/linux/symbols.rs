@@ -20,11 +20,15 @@
 //! left to `dlsym`, which the name then certainly reaches an object for,
 //! so it never takes the error path for a name the walk saw nowhere.
 //!
-//! The list is the loader's own (`_r_debug`, the namespace the program
-//! started with, in load order, which is the order of its global scope:
-//! the program, the preloaded libraries, then their dependencies), read
-//! inside a `dl_iterate_phdr` callback, that is under the lock that
-//! `dlopen` and `dlclose` take to change it. Load time only.
+//! The objects are those `dl_iterate_phdr` reports, in its order: the
+//! namespace the program started with first, in load order, which is the
+//! order of its global scope (the program, the preloaded libraries, then
+//! their dependencies), under the lock that `dlopen` and `dlclose` take to
+//! change the list. It goes on to other namespaces (`dlmopen`, `LD_AUDIT`
+//! modules) after that: a name no object of the program's namespace
+//! defines may be found there (a namespace's copy of the C library
+//! defines what the program's does, so only a name no C library defines,
+//! such as `mbind`, could). Load time only.
 
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -128,26 +132,7 @@ struct Sym {
     size: u64,
 }
 
-/// The public head of glibc's `struct link_map`.
-#[repr(C)]
-struct LinkMap {
-    addr: usize,
-    name: *const c_char,
-    ld: *const Dyn,
-    next: *const LinkMap,
-    prev: *const LinkMap,
-}
-
-/// The head of glibc's `struct r_debug`.
-#[repr(C)]
-struct RDebug {
-    version: c_int,
-    map: *const LinkMap,
-}
-
 extern "C" {
-    /// The loader's list of loaded objects (exported by ld.so).
-    static _r_debug: RDebug;
     /// This object's own dynamic section (defined by the linker).
     static _DYNAMIC: Dyn;
 }
@@ -517,6 +502,9 @@ struct Walk<'a> {
     found: &'a mut [Found],
     /// This library was found in the list.
     seen: bool,
+    /// Only the objects after this library are searched (else every
+    /// other one).
+    after_us: bool,
 }
 
 impl Walk<'_> {
@@ -553,60 +541,67 @@ fn bytes<'a>(all: &'a [u8], n: &Name) -> &'a [u8] {
         .unwrap_or(b"\0")
 }
 
-/// Walks the list; called once by `dl_iterate_phdr`, for its first
-/// object, to hold the loader's lock meanwhile.
-extern "C" fn walk(_: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
-    // SAFETY: `data` is the `Walk` of `find`, alive for the call.
-    let walk = unsafe { &mut *data.cast::<Walk>() };
-    let ours = core::ptr::addr_of!(_DYNAMIC);
-    // SAFETY: the loader's list, which does not change while it holds the
-    // lock this callback runs under.
-    let mut map = unsafe { _r_debug.map };
-    while !map.is_null() {
-        // SAFETY: a loaded object's record (as above).
-        let m = unsafe { &*map };
-        map = m.next;
-        if !walk.seen {
-            walk.seen = m.ld == ours;
-            continue;
-        }
-        // SAFETY: a loaded object's dynamic section and base.
-        let Some(o) = (unsafe { object(m.addr, m.ld) }) else {
-            // Unreadable: what it defines is dlsym's to find.
-            for f in walk.found.iter_mut().filter(|f| **f == Found::Nowhere) {
-                *f = Found::Undecided;
-            }
-            break;
-        };
-        let left = match &o.hash {
-            Hash::Gnu(g) => walk.look_in(
-                |n| g.may_hold(n.gnu),
-                // SAFETY: `o`'s tables are the loader's (`object`).
-                |name, n| unsafe { o.find_gnu(g, name, n.gnu) },
-            ),
-            Hash::SysV(t) => walk.look_in(
-                |_| true,
-                // SAFETY: as above.
-                |name, n| unsafe { o.find_sysv(t, name, n.sysv) },
-            ),
-            Hash::Empty => true,
-        };
-        if !left {
-            break;
-        }
+/// Called by `dl_iterate_phdr` for each loaded object in turn: looks the
+/// names still looked for up in each object after this library, and stops
+/// the walk once every name is found.
+extern "C" fn walk(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
+    // SAFETY: `data` is the `Walk` of `find`, alive for the call; `info`
+    // the loader's record of one object, valid during the call, its
+    // program headers `dlpi_phnum` long.
+    let (walk, info) = unsafe { (&mut *data.cast::<Walk>(), &*info) };
+    let phdrs = if info.dlpi_phdr.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: as above.
+        unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) }
+    };
+    let base = info.dlpi_addr as usize;
+    let dynamic = phdrs
+        .iter()
+        .find(|p| p.p_type == libc::PT_DYNAMIC)
+        .map(|p| base.wrapping_add(p.p_vaddr as usize) as *const Dyn);
+    if dynamic == Some(core::ptr::addr_of!(_DYNAMIC)) {
+        walk.seen = true;
+        return 0;
     }
-    1
+    if !walk.seen && walk.after_us {
+        return 0;
+    }
+    // SAFETY: a loaded object's dynamic section and base.
+    let Some(o) = dynamic.and_then(|d| unsafe { object(base, d) }) else {
+        // Unreadable: what it defines is dlsym's to find.
+        for f in walk.found.iter_mut().filter(|f| **f == Found::Nowhere) {
+            *f = Found::Undecided;
+        }
+        return 1;
+    };
+    let left = match &o.hash {
+        Hash::Gnu(g) => walk.look_in(
+            |n| g.may_hold(n.gnu),
+            // SAFETY: `o`'s tables are the loader's (`object`).
+            |name, n| unsafe { o.find_gnu(g, name, n.gnu) },
+        ),
+        Hash::SysV(t) => walk.look_in(
+            |_| true,
+            // SAFETY: as above.
+            |name, n| unsafe { o.find_sysv(t, name, n.sysv) },
+        ),
+        Hash::Empty => true,
+    };
+    // Every name found: the rest of the list need not be seen.
+    (!left).into()
 }
 
 /// Finds every name of `names` (in `all`) as `dlsym(RTLD_NEXT)` would, in
 /// one walk, into `found`; false if this library is not in the main
 /// namespace's list (then only `dlsym` knows what comes next).
-fn find(all: &[u8], names: &[Name], found: &mut [Found]) -> bool {
+fn find(all: &[u8], names: &[Name], found: &mut [Found], after_us: bool) -> bool {
     let mut w = Walk {
         all,
         names,
         found,
         seen: false,
+        after_us,
     };
     // SAFETY: a plain callback and a pointer to `w`, which outlives the
     // call.
@@ -622,7 +617,7 @@ fn find(all: &[u8], names: &[Name], found: &mut [Found]) -> bool {
 pub fn resolve(all: &[u8], names: &[Name], slots: &[AtomicUsize], dlsym: usize) -> bool {
     let mut found = [Found::Nowhere; MAX_NAMES];
     let n = names.len().min(MAX_NAMES);
-    if !find(all, &names[..n], &mut found[..n]) {
+    if !find(all, &names[..n], &mut found[..n], true) {
         return false;
     }
     let dlsym = match found.get(dlsym) {
@@ -651,6 +646,33 @@ pub fn resolve(all: &[u8], names: &[Name], slots: &[AtomicUsize], dlsym: usize) 
         slot.store(address, Ordering::Release);
     }
     true
+}
+
+/// Fills each slot of `slots` still 0 with the first definition of its
+/// name in any loaded object but this library (in load order), or leaves
+/// it: for the C library's functions that the library calls for itself,
+/// which a library loaded by `dlopen` (after the C library) does not find
+/// after itself. Only what the walk decides alone is taken.
+pub fn resolve_anywhere(all: &[u8], names: &[Name], slots: &[AtomicUsize]) {
+    if slots.iter().all(|s| s.load(Ordering::Relaxed) != 0) {
+        return;
+    }
+    let mut found = [Found::Nowhere; MAX_NAMES];
+    let n = names.len().min(MAX_NAMES);
+    for (f, slot) in found.iter_mut().zip(slots) {
+        if slot.load(Ordering::Relaxed) != 0 {
+            // Not looked for.
+            *f = Found::Undecided;
+        }
+    }
+    find(all, &names[..n], &mut found[..n], false);
+    for (&f, slot) in found[..n].iter().zip(slots) {
+        if let Found::At(a) = f {
+            if slot.load(Ordering::Relaxed) == 0 {
+                slot.store(a, Ordering::Release);
+            }
+        }
+    }
 }
 
 /// Debug builds (those the tests run) check the walk against `dlsym` for
