@@ -13,7 +13,8 @@
 # with the release libmunmapq of each git revision REV (built under
 # target/bench-load/REV): user-space instructions of the whole process
 # (callgrind), system calls (strace -f -c) and minor page faults (wait4 of
-# the child, without address randomisation: the median of 5 runs). Each is printed as a total, then as the difference from
+# the child: the median of 11 runs, as address randomisation moves them by
+# one or two). Each is printed as a total, then as the difference from
 # the empty library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -112,9 +113,9 @@ syscalls() { # LIB CMD...
   rm -f "$out"
 }
 
-faults() { # LIB CMD...: the median of 5 runs
+faults() { # LIB CMD...: the median of 11 runs
   local i
-  for i in 1 2 3 4 5; do "$work/faults" "$@" </dev/null 2>/dev/null; done | sort -n | sed -n 3p
+  for i in $(seq 11); do "$work/faults" "$@" </dev/null 2>/dev/null; done | sort -n | sed -n 6p
 }
 
 declare -A count
@@ -153,4 +154,4 @@ table() { # KIND TITLE
 echo "libmunmapq at load, $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- interpose core || echo '+changes'); in parentheses: above the empty library"
 table i "User-space instructions (callgrind, whole process)"
 table s "System calls (strace -f -c)"
-table f "Minor page faults (wait4, median of 5)"
+table f "Minor page faults (wait4, median of 11)"
