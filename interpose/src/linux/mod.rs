@@ -4,6 +4,7 @@
 //! those names (`dlsym(RTLD_NEXT)`, libc's normally). See the crate's
 //! documentation for what each module provides.
 
+mod dynsym;
 mod exports;
 mod file;
 /// Per-thread hook frames for the longjmp recovery (ELF TLS, by assembly).
