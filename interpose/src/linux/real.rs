@@ -29,15 +29,24 @@ macro_rules! real_functions {
         // library calls for itself at load only (found as the real
         // functions are, which costs less than an import bound at load).
         real_functions!(
-            @helpers [vfork dlsym __register_atfork dl_iterate_phdr sysconf abort fileno]
+            @helpers [vfork dlsym __register_atfork sysconf abort fileno]
             $( $name [$($stand_in)*] )*
         );
 
         /// Resolves every real function. Called once, from the constructor.
         pub fn resolve() {
             static NAMES: [Name; SLOT_COUNT] = symbols::names(SLOT_NAMES);
-            let walked = symbols::resolve(SLOT_NAMES.as_bytes(), &NAMES, &SLOTS, Slot::dlsym as usize);
-            INTERPOSED.store(!walked || libc_after_us(), Ordering::Relaxed);
+            // libc is the object that holds the `dl_iterate_phdr` this
+            // library is bound to (an import, never an export).
+            let libc = libc::dl_iterate_phdr as *const () as usize;
+            let libc_after_us = symbols::resolve(
+                SLOT_NAMES.as_bytes(),
+                &NAMES,
+                &SLOTS,
+                Slot::dlsym as usize,
+                libc,
+            );
+            INTERPOSED.store(libc_after_us.unwrap_or(true), Ordering::Relaxed);
             // The C library's functions the library calls for itself (the
             // first slots), wherever they are: a library loaded by dlopen
             // comes after the C library.
@@ -396,20 +405,13 @@ pub fn prlimit_raw(pid: pid_t, resource: c_int, new: *const rlimit, old: *mut rl
 /// that binds its calls. A library loaded by `dlopen` comes after libc:
 /// loaded, not interposed. libc is the object that holds the
 /// `dl_iterate_phdr` this library is bound to (an import, never an
-/// export): the program's calls reach the hooks when the walk of the
-/// objects after this library (symbols.rs) finds that very definition.
-/// Not `dlsym(RTLD_DEFAULT)`: glibc searches the *calling* object's scope,
-/// which for a `dlopen`ed library finds its own export first. Unknown (the
-/// walk did not find this library in the list): taken as interposed.
+/// export), looked for among the objects the walk after this library
+/// (symbols.rs) goes through. Not `dlsym(RTLD_DEFAULT)`: glibc searches the
+/// *calling* object's scope, which for a `dlopen`ed library finds its own
+/// export first. Unknown (the walk did not find this library in the list):
+/// taken as interposed.
 pub fn interposed() -> bool {
     INTERPOSED.load(Ordering::Relaxed)
 }
 
 static INTERPOSED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
-
-/// Whether the `dl_iterate_phdr` this library is bound to is the one the
-/// walk found after it.
-fn libc_after_us() -> bool {
-    SLOTS[Slot::dl_iterate_phdr as usize].load(Ordering::Relaxed)
-        == libc::dl_iterate_phdr as *const () as usize
-}

@@ -116,6 +116,10 @@ struct Walk<'a> {
     /// Only the objects after this library are searched (else every
     /// other one).
     after_us: bool,
+    /// An address to look for among the objects after this library
+    /// (`resolve`'s `mark`), and whether one of them holds it.
+    mark: usize,
+    mark_after_us: bool,
 }
 
 impl Walk<'_> {
@@ -178,6 +182,12 @@ extern "C" fn walk(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -
     if !walk.seen && walk.after_us {
         return 0;
     }
+    if walk.seen && !walk.mark_after_us {
+        walk.mark_after_us = phdrs.iter().any(|p| {
+            let lo = base.wrapping_add(p.p_vaddr as usize);
+            p.p_type == libc::PT_LOAD && walk.mark.wrapping_sub(lo) < p.p_memsz as usize
+        });
+    }
     // SAFETY: a loaded object's dynamic section and base.
     let Some(o) = dynamic.and_then(|d| unsafe { object(base, d) }) else {
         // Unreadable: what it defines is dlsym's to find.
@@ -199,37 +209,61 @@ extern "C" fn walk(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -
         ),
         Hash::Empty => true,
     };
-    // Every name found: the rest of the list need not be seen.
-    (!left).into()
+    // Every name found (and the mark, if it is after this library): the
+    // rest of the list need not be seen.
+    (!left && (walk.mark_after_us || !walk.after_us)).into()
 }
 
 /// Finds every name of `names` (in `all`) as `dlsym(RTLD_NEXT)` would, in
 /// one walk, into `found`; false if this library is not in the main
 /// namespace's list (then only `dlsym` knows what comes next).
-fn find(all: &[u8], names: &[Name], found: &mut [Found], after_us: bool) -> bool {
+fn find(all: &[u8], names: &[Name], found: &mut [Found], after_us: bool, mark: usize) -> Walked {
     let mut w = Walk {
         all,
         names,
         found,
         seen: false,
         after_us,
+        mark,
+        mark_after_us: false,
     };
     // SAFETY: a plain callback and a pointer to `w`, which outlives the
     // call.
     unsafe { libc::dl_iterate_phdr(Some(walk), (&mut w as *mut Walk).cast()) };
-    w.seen
+    Walked {
+        seen: w.seen,
+        mark_after_us: w.mark_after_us,
+    }
+}
+
+/// What a walk saw.
+struct Walked {
+    /// This library, in the list.
+    seen: bool,
+    /// The mark, in an object after this library (among those walked
+    /// before every name was found).
+    mark_after_us: bool,
 }
 
 /// Fills `slots[k]` with the address of `names[k]` (in `all`, names each
 /// followed by a NUL): from the walk, and for what it left undecided from
 /// `dlsym`, itself found by the walk (`names[dlsym]`). A name no object
 /// after this library defines leaves its slot at 0, and so does every name
-/// if the walk could not see this library in the list (then false).
-pub fn resolve(all: &[u8], names: &[Name], slots: &[AtomicUsize], dlsym: usize) -> bool {
+/// if the walk could not see this library in the list (then `None`).
+/// Answers whether an object after this library holds the address `mark`
+/// (one the C library defines: then the walk goes on to the C library).
+pub fn resolve(
+    all: &[u8],
+    names: &[Name],
+    slots: &[AtomicUsize],
+    dlsym: usize,
+    mark: usize,
+) -> Option<bool> {
     let mut found = [Found::Nowhere; MAX_NAMES];
     let n = names.len().min(MAX_NAMES);
-    if !find(all, &names[..n], &mut found[..n], true) {
-        return false;
+    let walked = find(all, &names[..n], &mut found[..n], true, mark);
+    if !walked.seen {
+        return None;
     }
     let dlsym = match found.get(dlsym) {
         Some(&Found::At(a)) => a,
@@ -256,7 +290,7 @@ pub fn resolve(all: &[u8], names: &[Name], slots: &[AtomicUsize], dlsym: usize) 
         same_as_dlsym(name, f, address);
         slot.store(address, Ordering::Release);
     }
-    true
+    Some(walked.mark_after_us)
 }
 
 /// Fills each slot of `slots` still 0 with the first definition of its
@@ -276,7 +310,7 @@ pub fn resolve_anywhere(all: &[u8], names: &[Name], slots: &[AtomicUsize]) {
             *f = Found::Undecided;
         }
     }
-    find(all, &names[..n], &mut found[..n], false);
+    find(all, &names[..n], &mut found[..n], false, 0);
     for (&f, slot) in found[..n].iter().zip(slots) {
         if let Found::At(a) = f {
             if slot.load(Ordering::Relaxed) == 0 {
