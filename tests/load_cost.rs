@@ -37,7 +37,7 @@ const EXTRA_CALLS: [(&str, usize); 2] = [("mmap", 1), ("prctl", 1)];
 
 /// Most page faults the library may add at load (the median over `RUNS`).
 const MAX_FAULTS: i64 = 6;
-const RUNS: usize = 21;
+const RUNS: usize = 31;
 
 /// The library as the launcher ships it (built as its build script builds
 /// the one it embeds: link-time optimisation, one codegen unit), built here
