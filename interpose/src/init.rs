@@ -2,20 +2,32 @@
 //! (one line on stderr if it is malformed, then pass-through), install the
 //! fork handler, and at exit report the counters where asked.
 
+use crate::environment::Environment;
 use crate::platform::{os::RealOs, real};
 use crate::ENGINE;
+use core::ffi::{c_char, c_int};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use munmapq_core::config::{self, ConfigError, System, VAR_STATS_DIR, VAR_STATS_FILE};
 use munmapq_core::stats::{self, LineWriter};
 
+// The flags every process reads at load or at exit are kept in `.data`, on
+// the page of the library's own data that the loader writes anyway: in
+// `.bss`, past the 4 KiB path, they would cost a page fault of their own.
+#[cfg_attr(target_os = "linux", link_section = ".data")]
 static STATS_TO_STDERR: AtomicBool = AtomicBool::new(false);
 /// `MUNMAPQ_STATS_FILE`, copied at start-up (the program may change its
 /// environment later).
 static mut STATS_FILE: [u8; 4096] = [0; 4096];
+#[cfg_attr(target_os = "linux", link_section = ".data")]
 static STATS_FILE_LEN: AtomicUsize = AtomicUsize::new(0);
+/// `MUNMAPQ_STATS_DIR` was set: the launcher collects this process's
+/// counters and says itself what it could not read.
+#[cfg_attr(target_os = "linux", link_section = ".data")]
+static UNDER_LAUNCHER: AtomicBool = AtomicBool::new(false);
 /// A seccomp filter is in force (inherited and not trusted, or installed
 /// by the program): munmapq passes everything through and makes no system
 /// call of its own any more, the exit report included.
+#[cfg_attr(target_os = "linux", link_section = ".data")]
 static SANDBOXED: AtomicBool = AtomicBool::new(false);
 
 /// A seccomp filter is being installed (see `SANDBOXED`).
@@ -46,27 +58,34 @@ fn inherited_filter() -> bool {
 #[cfg(target_os = "linux")]
 #[used]
 #[link_section = ".init_array"]
-static AT_LOAD: extern "C" fn() = init;
+static AT_LOAD: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = init;
 #[cfg(target_os = "macos")]
 #[used]
 #[link_section = "__DATA,__mod_init_func,mod_init_funcs"]
-static AT_LOAD: extern "C" fn() = init;
+static AT_LOAD: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = init;
 
-extern "C" fn init() {
+/// The loader calls it with the program's arguments and environment (glibc
+/// `call_init`, dyld `Loader::runInitializers`); only the environment is
+/// read.
+extern "C" fn init(_argc: c_int, _argv: *const *const c_char, envp: *const *const c_char) {
     real::resolve();
+    // SAFETY: the environment the loader passes, valid during this call
+    // (values that must outlive it are copied).
+    let env = unsafe { Environment::read(envp) };
+    let getenv = |var: &'static str| env.get(var);
     if getenv(config::VAR_SECCOMP) != Some(b"trust") && inherited_filter() {
         // Nothing else: no configuration read (getrlimit), no load line.
         sandboxed();
         return;
     }
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        p if p > 0 && (p as usize).is_power_of_two() => p as usize,
-        _ => return,
+    let page = match page_size() {
+        0 => return,
+        p => p,
     };
-    remember_stats_file();
-    if STATS_FILE_LEN.load(Ordering::Acquire) != 0 {
-        if let Some(dir) = getenv(VAR_STATS_DIR) {
+    remember_stats_file(getenv(VAR_STATS_FILE));
+    if let Some(dir) = getenv(VAR_STATS_DIR) {
+        UNDER_LAUNCHER.store(true, Ordering::Relaxed);
+        if STATS_FILE_LEN.load(Ordering::Acquire) != 0 {
             crate::live::start(dir, page);
         }
     }
@@ -78,12 +97,14 @@ extern "C" fn init() {
     if !interposed {
         announce_not_interposed();
     }
-    // vm.max_map_count is read only if something is ever queued (a file
-    // read at load would cost every process): see bound_entries_later.
+    // vm.max_map_count and RLIMIT_AS are read only if something is ever
+    // queued (a file read or a system call at load would cost every
+    // process): see bound_entries_later, and the limit below.
     let sys = System {
         max_map_count: None,
-        address_space_limit: crate::posix::address_space_limit(),
+        address_space_limit: None,
     };
+    let forks_handled = register_fork_handlers();
     match config::parse(sys, getenv) {
         Ok(cfg) if !interposed => {
             // Off: were some call to reach a hook after all (a dlsym of
@@ -93,16 +114,25 @@ extern "C" fn init() {
                 write_all(2, NOT_INTERPOSED_LINE);
             }
         }
+        // Off: a fork could copy the table in the middle of a change.
+        Ok(_) if !forks_handled => {}
         Ok(cfg) => {
-            STATS_TO_STDERR.store(cfg.stats, Ordering::Relaxed);
+            if cfg.stats {
+                // Written only when set: its page of `.bss` is not touched
+                // at load otherwise.
+                STATS_TO_STDERR.store(true, Ordering::Relaxed);
+            }
             ENGINE.start(&cfg, page);
+            // As after a change of the limit by the program: the sizing
+            // takes the room under RLIMIT_AS for nothing until it has read
+            // the limit, which it does before the first mapping is queued.
+            ENGINE.address_space_limit_set(&RealOs, false);
             if cfg!(target_os = "linux") && getenv(config::VAR_MAX_ENTRIES).is_none() {
                 ENGINE.bound_entries_later();
             }
         }
-        Err(e) => report_config_error(e),
+        Err(e) => report_config_error(e, getenv(e.var)),
     }
-    register_fork_handlers();
     // SAFETY: registers a plain function, run at exit (on Linux the
     // `.fini_array` entry below does this without registration).
     #[cfg(target_os = "macos")]
@@ -111,47 +141,64 @@ extern "C" fn init() {
     };
 }
 
+/// The page size, a power of two; 0 if unknown.
+#[cfg(target_os = "linux")]
+fn page_size() -> usize {
+    real::page_size()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 && (p as usize).is_power_of_two() => p as usize,
+        _ => 0,
+    }
+}
+
 /// Installs the handlers run around fork. glibc's `pthread_atfork` is a
 /// static function of `libc_nonshared.a` calling `__register_atfork` with the
 /// caller's `__dso_handle`; libc.so.6 exports it only as a compatibility
 /// symbol on some architectures (x86_64) and not at all on others (aarch64),
 /// and the library is linked without libc, so it calls what that function
-/// calls.
+/// calls. False if it could not.
 #[cfg(target_os = "linux")]
-fn register_fork_handlers() {
+fn register_fork_handlers() -> bool {
     type Handler = Option<extern "C" fn()>;
+    type RegisterAtfork =
+        unsafe extern "C" fn(Handler, Handler, Handler, *mut core::ffi::c_void) -> c_int;
     extern "C" {
-        fn __register_atfork(
-            prepare: Handler,
-            parent: Handler,
-            child: Handler,
-            dso: *mut core::ffi::c_void,
-        ) -> core::ffi::c_int;
         // Defined by the C runtime's crtbeginS.o in every shared object.
         static __dso_handle: u8;
     }
-    // SAFETY: registers plain functions, called around fork; the handle is
-    // this library's own, which only names it (unregistered if unloaded).
+    let f = real::register_atfork_address();
+    if f == 0 {
+        return false;
+    }
+    // SAFETY: the C library's `__register_atfork` (its prototype); it
+    // registers plain functions, called around fork; the handle is this
+    // library's own, which only names it (unregistered if unloaded).
     unsafe {
-        __register_atfork(
+        let register: RegisterAtfork = core::mem::transmute(f);
+        register(
             Some(before_fork),
             Some(after_fork_in_parent),
             Some(after_fork_in_child),
             core::ptr::addr_of!(__dso_handle) as *mut core::ffi::c_void,
-        )
-    };
+        ) == 0
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn register_fork_handlers() {
+fn register_fork_handlers() -> bool {
     // SAFETY: registers plain functions, called around fork.
     unsafe {
         libc::pthread_atfork(
             Some(before_fork),
             Some(after_fork_in_parent),
             Some(after_fork_in_child),
-        )
-    };
+        ) == 0
+    }
 }
 
 extern "C" fn before_fork() {
@@ -170,24 +217,7 @@ extern "C" fn after_fork_in_child() {
     ENGINE.after_fork_in_child(&RealOs);
 }
 
-/// A variable's value as bytes, without allocating.
-fn getenv(var: &'static str) -> Option<&'static [u8]> {
-    let mut name = [0u8; 64];
-    if var.len() >= name.len() {
-        return None;
-    }
-    name[..var.len()].copy_from_slice(var.as_bytes());
-    // SAFETY: `name` is NUL-terminated.
-    let p = unsafe { libc::getenv(name.as_ptr().cast()) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: getenv answers a NUL-terminated string that lives as long as
-    // the environment entry; we read it during start-up only.
-    Some(unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes())
-}
-
-fn report_config_error(e: ConfigError) {
+fn report_config_error(e: ConfigError, value: Option<&[u8]>) {
     let mut buf = [0u8; 512];
     let mut w = LineWriter {
         buf: &mut buf,
@@ -196,7 +226,7 @@ fn report_config_error(e: ConfigError) {
     w.put(b"munmapq: ");
     w.put(e.var.as_bytes());
     w.put(b"=\"");
-    let v = getenv(e.var).unwrap_or(b"");
+    let v = value.unwrap_or(b"");
     w.put(&v[..v.len().min(64)]);
     w.put(b"\" is not valid: it accepts ");
     w.put(e.accepts.as_bytes());
@@ -205,8 +235,8 @@ fn report_config_error(e: ConfigError) {
     write_all(2, &buf[..n]);
 }
 
-fn remember_stats_file() {
-    if let Some(path) = getenv(VAR_STATS_FILE) {
+fn remember_stats_file(path: Option<&[u8]>) {
+    if let Some(path) = path {
         if !path.is_empty() && !path.starts_with(b"/") {
             // Opened again in each process's working directory, it would
             // scatter the lines (git -C repo: into the repository), as git
@@ -299,8 +329,7 @@ fn announce_load() {
         return;
     }
     let mut buf = [0u8; 64];
-    // SAFETY: getpid has no preconditions.
-    let n = stats::write_loaded_line(unsafe { libc::getpid() } as u64, &mut buf);
+    let n = stats::write_loaded_line(crate::selfio::getpid() as u64, &mut buf);
     let fd = match open_stats_file() {
         Ok(fd) => fd,
         Err(e) => {
@@ -317,8 +346,8 @@ fn announce_load() {
 /// tried again at exit; not under the launcher, whose directory is gone
 /// for a process that outlives it.
 fn stats_file_unusable(e: libc::c_int) {
-    STATS_FILE_LEN.store(0, Ordering::Release);
-    if getenv(VAR_STATS_DIR).is_some() {
+    let len = STATS_FILE_LEN.swap(0, Ordering::AcqRel);
+    if UNDER_LAUNCHER.load(Ordering::Relaxed) {
         return;
     }
     let mut why = [0u8; 64];
@@ -329,7 +358,10 @@ fn stats_file_unusable(e: libc::c_int) {
     w.put(b"cannot be opened: ");
     w.put(crate::errno::phrase(e));
     let n = w.len;
-    stats_file_refused(getenv(VAR_STATS_FILE).unwrap_or(b""), &why[..n]);
+    // SAFETY: written once, in the constructor, before this reader (which
+    // runs in the constructor too, after it).
+    let path = unsafe { &(&*core::ptr::addr_of!(STATS_FILE))[..len] };
+    stats_file_refused(path, &why[..n]);
 }
 
 /// What is said on stderr under `MUNMAPQ_STATS=1` when the hooks are not
@@ -369,8 +401,7 @@ fn announce_not_interposed() {
         return;
     }
     let mut buf = [0u8; 64];
-    // SAFETY: getpid has no preconditions.
-    let n = stats::write_not_interposed_line(unsafe { libc::getpid() } as u64, &mut buf);
+    let n = stats::write_not_interposed_line(crate::selfio::getpid() as u64, &mut buf);
     append_to_stats_file(&buf[..n]);
 }
 
@@ -387,8 +418,7 @@ extern "C" fn at_exit() {
         return;
     }
     let mut buf = [0u8; 1024];
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() } as u64;
+    let pid = crate::selfio::getpid() as u64;
     let n = ENGINE.stats.write_line(pid, &mut buf);
     if STATS_TO_STDERR.load(Ordering::Relaxed) {
         write_all(2, &buf[..n]);

@@ -38,6 +38,7 @@
 //!   trait (its contract: `munmapq_core::os::Os`).
 #![no_std]
 
+mod environment;
 mod errno;
 mod hooks;
 mod init;

@@ -160,8 +160,7 @@ fn try_attach(start: Start) -> bool {
     if len == 0 {
         return false;
     }
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() } as u64;
+    let pid = crate::selfio::getpid() as u64;
     // SAFETY: this process has one thread here (see DIR); `start` wrote
     // the directory before.
     let path = unsafe { &mut *core::ptr::addr_of_mut!(DIR) };

@@ -14,7 +14,13 @@
 
 // Not in a test build of this crate (`--all-targets` makes one, even with
 // `test = false`): the test harness brings std's.
-#[cfg(not(test))]
+#[cfg(all(not(test), target_os = "linux"))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    crate::platform::real::abort()
+}
+
+#[cfg(all(not(test), not(target_os = "linux")))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     // SAFETY: abort has no preconditions and does not return.

@@ -51,7 +51,7 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
     // SAFETY: `stat` is plain data; fstat writes it or fails.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+    if unsafe { fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return None;
     }
     Some(facts_of(&st))
@@ -79,14 +79,52 @@ fn facts_of(st: &libc::stat) -> FileFacts {
     }
 }
 
+// On Linux, the system calls glibc's `fstat`, `getrlimit` and `sigaltstack`
+// make, without binding those names at load (each import costs every
+// process a symbol lookup at start-up).
+
+/// # Safety
+/// `st` is valid for writing.
+#[cfg(target_os = "linux")]
+unsafe fn fstat(fd: i32, st: *mut libc::stat) -> i32 {
+    let args = [
+        fd as libc::c_long,
+        c"".as_ptr() as libc::c_long,
+        st as libc::c_long,
+        libc::AT_EMPTY_PATH as libc::c_long,
+    ];
+    // SAFETY: forwarded from our caller's contract; the path is empty.
+    unsafe { crate::platform::sys::call_errno(libc::SYS_newfstatat, &args) as i32 }
+}
+#[cfg(not(target_os = "linux"))]
+use libc::fstat;
+
+/// # Safety
+/// `rl` is valid for writing.
+#[cfg(target_os = "linux")]
+unsafe fn getrlimit(resource: libc::__rlimit_resource_t, rl: *mut libc::rlimit) -> i32 {
+    crate::platform::real::prlimit_raw(0, resource as i32, core::ptr::null(), rl)
+}
+#[cfg(not(target_os = "linux"))]
+use libc::getrlimit;
+
+/// # Safety
+/// `old` is valid for writing; `new` is NULL or a valid stack.
+#[cfg(target_os = "linux")]
+unsafe fn sigaltstack(new: *const libc::stack_t, old: *mut libc::stack_t) -> i32 {
+    let args = [new as libc::c_long, old as libc::c_long];
+    // SAFETY: forwarded from our caller's contract.
+    unsafe { crate::platform::sys::call_errno(libc::SYS_sigaltstack, &args) as i32 }
+}
+#[cfg(not(target_os = "linux"))]
+use libc::sigaltstack;
+
 /// The `RLIMIT_AS` soft limit, or `None` when unlimited.
 pub fn address_space_limit() -> Option<usize> {
     // SAFETY: plain out-parameter.
     let mut rl: libc::rlimit = unsafe { core::mem::zeroed() };
     // SAFETY: valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) } != 0
-        || rl.rlim_cur == libc::RLIM_INFINITY
-    {
+    if unsafe { getrlimit(libc::RLIMIT_AS, &mut rl) } != 0 || rl.rlim_cur == libc::RLIM_INFINITY {
         return None;
     }
     Some(rl.rlim_cur as usize)
@@ -99,22 +137,50 @@ pub fn fits_file_size_limit(fd: libc::c_int, len: usize) -> bool {
     // SAFETY: plain out-parameter.
     let mut rl: libc::rlimit = unsafe { core::mem::zeroed() };
     // SAFETY: a valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut rl) } != 0
-        || rl.rlim_cur == libc::RLIM_INFINITY
+    if unsafe { getrlimit(libc::RLIMIT_FSIZE, &mut rl) } != 0 || rl.rlim_cur == libc::RLIM_INFINITY
     {
         return true;
     }
     // SAFETY: `stat` is plain data; fstat writes it or fails.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: a valid out-pointer.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+    if unsafe { fstat(fd, &mut st) } != 0 {
         return false;
     }
     st.st_mode & libc::S_IFMT != libc::S_IFREG
         || (st.st_size.max(0) as u64).saturating_add(len as u64) <= rl.rlim_cur as u64
 }
 
+/// The calling thread, as a number no other live thread has: on Linux its
+/// thread pointer (what glibc's `pthread_self` answers on x86_64, and a
+/// word of the thread's own control block on aarch64), read without
+/// binding `pthread_self` at load.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub fn this_thread() -> usize {
+    let tp: usize;
+    // SAFETY: reads the word at %fs:0, the thread control block's pointer
+    // to itself, which glibc sets for every thread before it runs.
+    unsafe {
+        core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags))
+    };
+    tp
+}
+
+#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+pub fn this_thread() -> usize {
+    let tp: usize;
+    // SAFETY: reads the thread pointer register.
+    unsafe {
+        core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem, preserves_flags))
+    };
+    tp
+}
+
 /// The calling thread's `pthread_self`.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 pub fn this_thread() -> usize {
     // SAFETY: pthread_self has no preconditions; it reads the thread pointer
     // (no system call, async-signal-safe in practice on glibc and macOS).
@@ -127,7 +193,7 @@ pub fn signal_stack() -> SignalStack {
     // SAFETY: plain data, filled in by the kernel.
     let mut ss: libc::stack_t = unsafe { core::mem::zeroed() };
     // SAFETY: a NULL new stack only queries; `ss` is a valid out-pointer.
-    if unsafe { libc::sigaltstack(core::ptr::null(), &mut ss) } != 0 {
+    if unsafe { sigaltstack(core::ptr::null(), &mut ss) } != 0 {
         return SignalStack::Unknown;
     }
     if ss.ss_flags & libc::SS_ONSTACK == 0 {

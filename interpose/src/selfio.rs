@@ -1,5 +1,6 @@
 //! The file calls munmapq makes for itself (the trace, the stats file):
-//! `open`, `write` and `close`, on macOS their non-cancelable variants.
+//! `open`, `write` and `close`, on macOS their non-cancelable variants, and
+//! `getpid` for the lines it writes.
 //!
 //! On macOS all three are pthread cancellation points (xnu
 //! `bsd/vfs/vfs_syscalls.c` `open`, `bsd/kern/sys_generic.c` `write`,
@@ -57,6 +58,19 @@ mod linux {
         // SAFETY: forwarded from our caller's contract.
         unsafe { call(libc::SYS_close, &[fd as c_long]) as c_int }
     }
+
+    /// This process's id (glibc's `getpid` is this system call).
+    pub fn getpid() -> libc::pid_t {
+        // SAFETY: getpid takes no argument.
+        unsafe { call(libc::SYS_getpid, &[]) as libc::pid_t }
+    }
 }
 #[cfg(target_os = "linux")]
-pub use linux::{close, open, write};
+pub use linux::{close, getpid, open, write};
+
+/// This process's id.
+#[cfg(target_os = "macos")]
+pub fn getpid() -> libc::pid_t {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}

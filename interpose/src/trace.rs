@@ -58,8 +58,7 @@ pub fn enabled() -> bool {
 
 /// In a child after fork: its records carry its own pid.
 pub fn refresh_pid() {
-    // SAFETY: getpid has no preconditions.
-    PID.store(unsafe { libc::getpid() } as u32, Relaxed);
+    PID.store(crate::selfio::getpid() as u32, Relaxed);
 }
 
 /// Appends one record (a no-op unless tracing).

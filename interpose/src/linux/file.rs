@@ -208,8 +208,18 @@ fn mount_is_untracked(id: u64, fd: i32) -> Option<bool> {
 fn on_untracked_fs(fd: i32) -> Option<bool> {
     // SAFETY: `statfs` is plain data; fstatfs writes it or fails.
     let mut sf: libc::statfs = unsafe { core::mem::zeroed() };
-    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
-    if unsafe { libc::fstatfs(fd, &mut sf) } != 0 {
+    // SAFETY: a valid out-pointer; a bad fd only makes the call fail (the
+    // system call glibc's fstatfs makes).
+    if unsafe {
+        super::sys::call(
+            libc::SYS_fstatfs,
+            &[
+                fd as libc::c_long,
+                &mut sf as *mut libc::statfs as libc::c_long,
+            ],
+        )
+    } != 0
+    {
         return None;
     }
     // The type of `f_type` differs between targets.

@@ -130,8 +130,18 @@ const HUGE: usize = 1 << 30;
 fn segment_size(id: c_int) -> Option<usize> {
     // SAFETY: plain data, filled in by the kernel.
     let mut ds: libc::shmid_ds = unsafe { core::mem::zeroed() };
-    // SAFETY: a valid out-pointer; a bad id only makes the call fail.
-    let r = unsafe { libc::shmctl(id, libc::IPC_STAT, &mut ds) };
+    // SAFETY: a valid out-pointer; a bad id only makes the call fail (the
+    // system call glibc's shmctl makes on 64-bit targets).
+    let r = unsafe {
+        super::sys::call(
+            libc::SYS_shmctl,
+            &[
+                id as libc::c_long,
+                libc::IPC_STAT as libc::c_long,
+                &mut ds as *mut libc::shmid_ds as libc::c_long,
+            ],
+        )
+    };
     (r == 0).then_some(ds.shm_segsz as usize)
 }
 
@@ -140,8 +150,7 @@ fn segment_size(id: c_int) -> Option<usize> {
 /// (arch/arm64/include/asm/shmparam.h); four pages elsewhere, which only
 /// prepares a little more than needed.
 fn shmlba() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let page = super::real::page_size();
     if cfg!(target_arch = "x86_64") {
         page
     } else {

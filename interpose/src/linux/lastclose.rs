@@ -235,7 +235,7 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
     } else {
         before(|| {
             // SAFETY: the caller's stream, about to be closed.
-            let fd = unsafe { libc::fileno(fp) };
+            let fd = unsafe { real::fileno(fp) };
             ENGINE.closing(&RealOs, fd, fd)
         })
     };

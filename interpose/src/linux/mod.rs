@@ -5,6 +5,7 @@
 //! documentation for what each module provides.
 
 mod context;
+mod dynsym;
 mod exports;
 mod file;
 /// Per-thread hook frames for the longjmp recovery (ELF TLS, by assembly).
@@ -20,6 +21,7 @@ pub mod real;
 mod sandbox;
 mod sharing;
 mod shm;
+mod symbols;
 mod syscall;
 /// Whether a hook runs on the process's descriptor table (vfork, unshare).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]

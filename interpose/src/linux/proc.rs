@@ -68,8 +68,7 @@ fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Opt
 /// Current address space and RSS from `/proc/self/statm` (its first
 /// read: the first two fields, in pages).
 pub fn usage() -> Option<Usage> {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as usize;
+    let page = super::real::page_size();
     let mut usage = None;
     read(c"/proc/self/statm", &mut [0u8; 128], |text| {
         let mut fields = text.split(|&c| c == b' ').map(parse_uint);

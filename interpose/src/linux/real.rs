@@ -1,10 +1,12 @@
-//! The real functions: resolved once, at load time, with `dlsym(RTLD_NEXT)`
-//! (so another preloaded library below us still sees its calls); before
+//! The real functions: resolved once, at load time, as `dlsym(RTLD_NEXT)`
+//! would (so another preloaded library below us still sees its calls), all
+//! in one walk of the loaded objects' symbol tables (symbols.rs); before
 //! that, and if a name does not resolve, the stand-in of its `hook_table!`
 //! entry (the raw system call). Nothing here is ever looked up from inside
 //! a hook.
 
-use core::sync::atomic::Ordering;
+use super::symbols::{self, Name};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
 // The types of sandbox.rs's hooks.
 use libc::{c_long, pid_t, rlimit};
@@ -15,39 +17,74 @@ use libc::{
 
 /// For each entry of `hook_table!` with a stand-in: a slot, filled by
 /// `resolve`, and a function of the entry's name that calls through it.
+/// The slots and their names are tables without pointers (a pointer in a
+/// static is one more relocation for the loader at every start).
 macro_rules! real_functions {
     (shared { $($shared:tt)* } platform { $($platform:tt)* }) => {
         real_functions!(@all $($shared)* $($platform)*);
     };
     (@all $( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty, [$($stand_in:tt)*]; )*) => {
-        #[allow(non_upper_case_globals)]
-        mod slots {
-            use core::sync::atomic::AtomicUsize;
-            $( real_functions!(@slot $name [$($stand_in)*]); )*
-        }
+        // Besides the hooks' real functions: vfork (its export cannot be an
+        // ordinary function), and functions of the C library that the
+        // library calls for itself at load only (found as the real
+        // functions are, which costs less than an import bound at load).
+        real_functions!(
+            @helpers [vfork dlsym __register_atfork sysconf abort fileno]
+            $( $name [$($stand_in)*] )*
+        );
 
         /// Resolves every real function. Called once, from the constructor.
         pub fn resolve() {
-            $( real_functions!(@resolve $name [$($stand_in)*]); )*
-            resolve_vfork();
+            static NAMES: [Name; SLOT_COUNT] = symbols::names(SLOT_NAMES);
+            // libc is the object that holds the `dl_iterate_phdr` this
+            // library is bound to (an import, never an export).
+            let libc = libc::dl_iterate_phdr as *const () as usize;
+            let libc_after_us = symbols::resolve(
+                SLOT_NAMES.as_bytes(),
+                &NAMES,
+                &SLOTS,
+                Slot::dlsym as usize,
+                libc,
+            );
+            INTERPOSED.store(libc_after_us.unwrap_or(true), Ordering::Relaxed);
+            // The C library's functions the library calls for itself (the
+            // first slots), wherever they are: a library loaded by dlopen
+            // comes after the C library.
+            symbols::resolve_anywhere(
+                SLOT_NAMES.as_bytes(),
+                &NAMES[..HELPERS],
+                &SLOTS[..HELPERS],
+            );
+            PAGE.store(ask_page_size(), Ordering::Relaxed);
         }
 
         $( real_functions!(@function $name ($($arg: $ty),*) -> $ret, [$($stand_in)*]); )*
     };
 
-    (@slot $name:ident []) => {};
-    (@slot $name:ident [$($stand_in:tt)+]) => {
-        pub static $name: AtomicUsize = AtomicUsize::new(0);
+    (@helpers [$($helper:ident)*] $($rest:tt)*) => {
+        /// How many slots, first, are not the hooks' real functions.
+        const HELPERS: usize = [$(stringify!($helper),)*].len();
+        real_functions!(@slots [$($helper)*] $($rest)*);
     };
 
-    (@resolve $name:ident []) => {};
-    (@resolve $name:ident [$($stand_in:tt)+]) => {
-        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the
-        // definition after this library (libc's, normally).
-        let f = unsafe {
-            libc::dlsym(libc::RTLD_NEXT, concat!(stringify!($name), "\0").as_ptr().cast())
-        };
-        slots::$name.store(f as usize, Ordering::Release);
+    // The entries that have a slot, gathered into `Slot` and `SLOT_NAMES`.
+    (@slots [$($slot:ident)*]) => {
+        /// The index of each real function's slot in `SLOTS`.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy)]
+        enum Slot { $($slot,)* }
+        /// The names of the slots, in order, each followed by a NUL.
+        const SLOT_NAMES: &str = concat!($(stringify!($slot), "\0",)*);
+        const SLOT_COUNT: usize = [$(Slot::$slot,)*].len();
+        /// Each real function's address, 0 until `resolve` (or if the name
+        /// resolved to nothing).
+        static SLOTS: [AtomicUsize; SLOT_COUNT] = [const { AtomicUsize::new(0) }; SLOT_COUNT];
+    };
+    (@slots [$($slot:ident)*] $name:ident [] $($rest:tt)*) => {
+        real_functions!(@slots [$($slot)*] $($rest)*);
+    };
+    (@slots [$($slot:ident)*] $name:ident [$($stand_in:tt)+] $($rest:tt)*) => {
+        real_functions!(@slots [$($slot)* $name] $($rest)*);
     };
 
     (@function $name:ident ($($arg:ident : $ty:ty),*) -> $ret:ty, []) => {};
@@ -57,12 +94,12 @@ macro_rules! real_functions {
         /// # Safety
         /// The caller passes what the C function accepts.
         pub unsafe fn $name($($arg: $ty),*) -> $ret {
-            let f = slots::$name.load(Ordering::Acquire);
+            let f = SLOTS[Slot::$name as usize].load(Ordering::Acquire);
             if f == 0 {
                 return real_functions!(@stand_in ($($arg),*) -> $ret, $($stand_in)+);
             }
-            // SAFETY: `f` came from dlsym for this exact C function, whose
-            // prototype is the one declared here.
+            // SAFETY: `f` is the next definition of this exact C function
+            // (symbols.rs), whose prototype is the one declared here.
             let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { core::mem::transmute(f) };
             // SAFETY: forwarded from our caller's contract.
             unsafe { f($($arg),*) }
@@ -102,23 +139,74 @@ fn popen_fallback(_: *const c_char, _: *const c_char) -> *mut FILE {
     core::ptr::null_mut()
 }
 
-/// The real `vfork`, for `table_owner.rs`'s trampoline (not in
-/// `hook_table!`: its export cannot be an ordinary function).
-static VFORK: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
-
-fn resolve_vfork() {
-    // SAFETY: dlsym with a NUL-terminated name (see `resolve`).
-    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"vfork".as_ptr()) };
-    VFORK.store(f as usize, Ordering::Release);
-}
-
-/// The real `vfork`'s address, 0 before `resolve` (or if none resolved).
+/// The real `vfork`'s address, for `table_owner.rs`'s trampoline: 0
+/// before `resolve` (or if none resolved).
 #[cfg_attr(
     not(any(target_arch = "x86_64", target_arch = "aarch64")),
     allow(dead_code)
 )]
 pub fn vfork_address() -> usize {
-    VFORK.load(Ordering::Acquire)
+    SLOTS[Slot::vfork as usize].load(Ordering::Acquire)
+}
+
+/// The page size (`sysconf(_SC_PAGESIZE)`, asked once by `resolve`), 0
+/// if unknown.
+pub fn page_size() -> usize {
+    PAGE.load(Ordering::Relaxed)
+}
+
+static PAGE: AtomicUsize = AtomicUsize::new(0);
+
+fn ask_page_size() -> usize {
+    let f = SLOTS[Slot::sysconf as usize].load(Ordering::Relaxed);
+    if f == 0 {
+        return 0;
+    }
+    // SAFETY: the C library's sysconf (its prototype), which has no
+    // memory-safety preconditions.
+    let page = unsafe {
+        let sysconf: unsafe extern "C" fn(c_int) -> c_long = core::mem::transmute(f);
+        sysconf(libc::_SC_PAGESIZE)
+    };
+    if page > 0 && (page as usize).is_power_of_two() {
+        page as usize
+    } else {
+        0
+    }
+}
+
+/// Ends the process as the C library's `abort` does; before `resolve` (a
+/// panic, which nothing expects, that early) by an illegal instruction.
+pub fn abort() -> ! {
+    let f = SLOTS[Slot::abort as usize].load(Ordering::Relaxed);
+    if f != 0 {
+        // SAFETY: the C library's abort (its prototype), which does not
+        // return.
+        unsafe {
+            let abort: unsafe extern "C" fn() -> ! = core::mem::transmute(f);
+            abort()
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: traps; nothing follows.
+    unsafe {
+        core::arch::asm!("ud2", options(noreturn))
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: traps; nothing follows.
+    unsafe {
+        core::arch::asm!("brk #1", options(noreturn))
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    loop {
+        core::hint::spin_loop();
+    }
+}
+
+/// The C library's `__register_atfork` (what glibc's `pthread_atfork`
+/// calls), 0 if none was found.
+pub fn register_atfork_address() -> usize {
+    SLOTS[Slot::__register_atfork as usize].load(Ordering::Acquire)
 }
 
 /// glibc's posix_madvise: DONTNEED is ignored, errors are returned, not set.
@@ -184,9 +272,30 @@ fn dup2_fallback(old: c_int, new: c_int) -> c_int {
 fn fclose_fallback(fp: *mut FILE) -> c_int {
     // Without libc's fclose only the descriptor can be closed.
     // SAFETY: the caller's stream.
-    let fd = unsafe { libc::fileno(fp) };
+    let fd = unsafe { fileno(fp) };
     // SAFETY: the raw system call.
     raw(unsafe { super::sys::call_errno(libc::SYS_close, &[fd as libc::c_long]) })
+}
+
+/// The descriptor of stream `fp`: the C library's `fileno` (found by the
+/// walk, rather than bound at load); before `resolve`, the `_fileno` field
+/// of glibc's public `struct _IO_FILE` (after `_flags` and 13 pointers).
+///
+/// # Safety
+/// `fp` is a valid stream.
+pub unsafe fn fileno(fp: *mut FILE) -> c_int {
+    let f = SLOTS[Slot::fileno as usize].load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: the C library's fileno (its prototype), on the caller's
+        // stream.
+        return unsafe {
+            let fileno: unsafe extern "C" fn(*mut FILE) -> c_int = core::mem::transmute(f);
+            fileno(fp)
+        };
+    }
+    const FILENO_OFFSET: usize = 8 + 13 * core::mem::size_of::<usize>();
+    // SAFETY: the caller's stream, a glibc `FILE`; the field is an int.
+    unsafe { fp.cast::<u8>().add(FILENO_OFFSET).cast::<c_int>().read() }
 }
 
 fn unlink_fallback(path: *const c_char) -> c_int {
@@ -290,56 +399,19 @@ pub fn prlimit_raw(pid: pid_t, resource: c_int, new: *const rlimit, old: *mut rl
     }
 }
 
-/// Whether the program's calls reach the hooks: this library comes before
-/// libc in the process's load order (`dl_iterate_phdr` walks the link maps
-/// in it: the program, the `LD_PRELOAD` libraries, its dependencies, then
-/// what `dlopen` loaded), which is the order of the main program's lookup
-/// scope that binds its calls. A library loaded by `dlopen` comes after
-/// libc: loaded, not interposed. libc is the object that holds
-/// `dl_iterate_phdr` (an import of this library, never an export). Not
-/// `dlsym(RTLD_DEFAULT)`: glibc searches the *calling* object's scope, which
-/// for a `dlopen`ed library finds its own export first; nor `RTLD_NEXT`,
-/// which finds nothing after a `dlopen`ed library that does not link libc
-/// itself. Load time only.
+/// Whether the program's calls reach the hooks, as the constructor found
+/// (`resolve`): whether this library comes before libc in the load order
+/// of the main namespace, which is the order of the program's lookup scope
+/// that binds its calls. A library loaded by `dlopen` comes after libc:
+/// loaded, not interposed. libc is the object that holds the
+/// `dl_iterate_phdr` this library is bound to (an import, never an
+/// export), looked for among the objects the walk after this library
+/// (symbols.rs) goes through. Not `dlsym(RTLD_DEFAULT)`: glibc searches the
+/// *calling* object's scope, which for a `dlopen`ed library finds its own
+/// export first. Unknown (the walk did not find this library in the list):
+/// taken as interposed.
 pub fn interposed() -> bool {
-    struct Order {
-        addrs: [usize; 2],
-        at: [usize; 2],
-        seen: usize,
-    }
-    extern "C" fn visit(info: *mut libc::dl_phdr_info, _: size_t, data: *mut c_void) -> c_int {
-        // SAFETY: `data` is the `Order` below, `info` the loader's record
-        // of one object, valid during the call, its headers `dlpi_phnum`
-        // long.
-        let (order, info) = unsafe { (&mut *data.cast::<Order>(), &*info) };
-        let phdrs = if info.dlpi_phdr.is_null() {
-            &[][..]
-        } else {
-            // SAFETY: as above.
-            unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) }
-        };
-        for (i, &a) in order.addrs.iter().enumerate() {
-            let inside = phdrs.iter().any(|p| {
-                let lo = (info.dlpi_addr as usize).wrapping_add(p.p_vaddr as usize);
-                p.p_type == libc::PT_LOAD && a >= lo && a - lo < p.p_memsz as usize
-            });
-            if inside && order.at[i] == usize::MAX {
-                order.at[i] = order.seen;
-            }
-        }
-        order.seen += 1;
-        0
-    }
-    let ours = interposed as *const () as usize;
-    let libc = libc::dl_iterate_phdr as *const () as usize;
-    let mut order = Order {
-        addrs: [ours, libc],
-        at: [usize::MAX; 2],
-        seen: 0,
-    };
-    // SAFETY: a plain callback and a pointer to `order`, which outlives
-    // the call.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut order as *mut Order).cast()) };
-    // Unknown (either not found): taken as interposed.
-    order.at[0] == usize::MAX || order.at[1] == usize::MAX || order.at[0] < order.at[1]
+    INTERPOSED.load(Ordering::Relaxed)
 }
+
+static INTERPOSED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);

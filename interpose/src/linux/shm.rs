@@ -19,8 +19,16 @@ pub fn shm_path(name: *const c_char, buf: &mut ShmPath) -> bool {
     if name.is_null() {
         return false;
     }
-    // SAFETY: the caller's NUL-terminated name (glibc reads it too).
-    let name = unsafe { core::ffi::CStr::from_ptr(name) }.to_bytes();
+    // The caller's NUL-terminated name (glibc reads it too), measured here:
+    // `CStr::from_ptr`, or a plain loop the compiler would make one, calls
+    // `strlen`, which would be bound at load.
+    let mut len = 0;
+    // SAFETY: stops at the NUL.
+    while unsafe { name.add(len).cast::<u8>().read_volatile() } != 0 {
+        len += 1;
+    }
+    // SAFETY: `len` bytes, all inside the string.
+    let name = unsafe { core::slice::from_raw_parts(name.cast::<u8>(), len) };
     let name = &name[name.iter().take_while(|&&b| b == b'/').count()..];
     if name.is_empty() || name.contains(&b'/') || name.len() >= libc::NAME_MAX as usize {
         return false;
