@@ -72,7 +72,7 @@ def refused_literal(s):
 def test_failures(name, code):
     code = without_linux_items(re.sub(r"//[^\n]*", "", code))
     failures = []
-    for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', code):
+    for lit in sorted(set(re.findall(r'"((?:[^"\\]|\\.)*)"', code))):
         if refused_literal(lit):
             failures.append(f"tests/{name}.rs: runs or names {lit!r}, SIP-protected on macOS: "
                             "dyld drops DYLD_* for it and whatever it starts")
