@@ -21,11 +21,19 @@
 //! `-dead_strip_dylibs` makes the linker drop a dylib none of whose symbols
 //! is used (ld64(1), dyld's `doc/man/man1/ld.1`), which leaves libSystem
 //! alone; scripts/inspect_macho.py checks the load commands.
+//!
+//! And `-install_name @rpath/libmunmapq.dylib`: rustc gives the linker the
+//! output's absolute path as the dylib's install name (its `LC_ID_DYLIB`),
+//! so every copy would carry the build machine's directory (a home
+//! directory). Nothing links against this library (dyld loads it by the
+//! path in `DYLD_INSERT_LIBRARIES`), so the name only has to say nothing
+//! of where it was built; scripts/inspect_macho.py checks it.
 
 fn main() {
     let cfg = |name: &str| std::env::var(format!("CARGO_CFG_TARGET_{name}")).unwrap_or_default();
     if cfg("VENDOR") == "apple" {
         println!("cargo:rustc-link-arg-cdylib=-Wl,-dead_strip_dylibs");
+        println!("cargo:rustc-link-arg-cdylib=-Wl,-install_name,@rpath/libmunmapq.dylib");
     }
     if cfg("OS") == "linux" && cfg("ARCH") == "x86_64" {
         println!("cargo:rustc-link-arg-cdylib=-Wl,-z,separate-loadable-segments");

@@ -10,7 +10,8 @@ hook is exported under its bare C name; every libSystem entry point of the
 system calls the hooks stand for (ENTRY_POINTS) is an original or one address
 with one; the dylib imports no cancellation point but the originals
 (CANCELABLE: a hook must not end the thread), loads no library but
-libSystem, and says minos 11.0 (MINOS). Every slice of a universal (fat) file is checked; --archs
+libSystem, says minos 11.0 (MINOS), imports REQUIRED_IMPORTS and has the
+install name INSTALL_NAME. Every slice of a universal (fat) file is checked; --archs
 arm64,x86_64 requires those slices.
 Usage: inspect_macho.py [--archs A,B] SRC DYLIB...
        inspect_macho.py --selftest   (the alias check on known aliases)
@@ -73,7 +74,24 @@ ENTRY_POINTS = [
     # no _delete (___carbon_delete is the Carbon-era delete).
     "_unlink", "_unlinkat", "_rename", "_renameat", "_renamex_np",
     "_renameatx_np", "_unmount", "___carbon_delete",
+    # What a fork child inherits of a range and how it is paged (macos/hooks.rs):
+    # the BSD call and the Mach MIG routines (xnu osfmk/mach/vm_map.defs,
+    # mach_vm.defs), no two one address.
+    "_minherit", "_vm_inherit", "_mach_vm_inherit", "_vm_behavior_set",
+    "_mach_vm_behavior_set",
+    # vfork, a fork that skips pthread_atfork handlers (Libc sys/fork.c).
+    "_vfork",
 ]
+
+# What the library must import, and why: the main executable's header, to
+# read DYLD_DLSYM_RESULT before any dlsym (macos/real.rs, interposed: dyld
+# halts a process whose dlsym it disabled with `abort`); sched_yield, the
+# wait between tries at the table before a fork (macos/os.rs, pause).
+REQUIRED_IMPORTS = ["__NSGetMachExecuteHeader", "_sched_yield"]
+
+# The dylib's own install name (LC_ID_DYLIB): never the build machine's path
+# (interpose/cdylib_build.rs).
+INSTALL_NAME = "@rpath/libmunmapq.dylib"
 
 # The oldest macOS the build supports (scripts/macos-build.sh sets
 # MACOSX_DEPLOYMENT_TARGET): 11.0, the first with arm64. Every slice's
@@ -220,6 +238,13 @@ def check_slice(path, b, arch, hooks, aliases):
         failures.append(f"{path}: minimum macOS {minos}, expected {'.'.join(map(str, MINOS))} "
                         "(MACOSX_DEPLOYMENT_TARGET)")
     imported = {s.name for s in b.imported_symbols}
+    for name in REQUIRED_IMPORTS:
+        if name not in imported:
+            failures.append(f"{path}: does not import {name}")
+    ids = [c.name for c in b.commands if c.command == lief.MachO.LoadCommand.TYPE.ID_DYLIB]
+    install_name = ids[0] if len(ids) == 1 else ids
+    if install_name != INSTALL_NAME:
+        failures.append(f"{path}: install name (LC_ID_DYLIB) {install_name!r}, expected {INSTALL_NAME}")
     for name in sorted((imported & CANCELABLE) - set(originals)):
         failures.append(f"{path}: imports the cancellation point {name} (use its $NOCANCEL variant)")
     load_kinds = {lief.MachO.LoadCommand.TYPE.LOAD_DYLIB, lief.MachO.LoadCommand.TYPE.LOAD_WEAK_DYLIB,
@@ -245,13 +270,15 @@ def selftest():
     full = ["_mmap", "_munmap", "_mprotect", "_madvise", "_mlock", "_munlock", "_mlockall",
             "_munlockall", "_msync", "_mincore", "___mmap", "___munmap", "_msync$NOCANCEL",
             "_unlink", "_unlinkat", "_rename", "_renameat", "_renamex_np", "_renameatx_np",
-            "_unmount", "___carbon_delete"]
+            "_unmount", "___carbon_delete", "_minherit", "_vm_inherit", "_mach_vm_inherit",
+            "_vm_behavior_set", "_mach_vm_behavior_set", "_vfork"]
     for arch in ("arm64", "x86_64"):
         assert not uncovered_entry_points(full, arch, aliases)
         assert uncovered_entry_points([o for o in full if o != "___mmap"], arch, aliases) == ["___mmap"]
         assert uncovered_entry_points([o for o in full if o != "_msync$NOCANCEL"], arch, aliases) == \
             ["_msync$NOCANCEL", "___msync_nocancel"]
         assert uncovered_entry_points([o for o in full if o != "_renamex_np"], arch, aliases) == ["_renamex_np"]
+        assert uncovered_entry_points([o for o in full if o != "_vm_inherit"], arch, aliases) == ["_vm_inherit"]
     assert link_names(os.path.join(os.path.dirname(ALIASES_TXT), "..", "interpose", "src")).get(
         "msync_nocancel") == "msync$NOCANCEL"
     print("inspect_macho selftest: the alias check refuses _madvise + _posix_madvise, accepts the hooks; "
@@ -327,7 +354,7 @@ def main():
             print(f"{path} ({' + '.join(archs)}): minos {'.'.join(map(str, MINOS))}, {len(hooks)} interpose pairs each "
                   f"({', '.join(c_symbol(h, LINKS)[1:] for h in hooks)}), originals bound to libSystem, none "
                   "aliases another, every entry point covered, no bare exports, no cancelable import, "
-                  "loads only libSystem")
+                  f"imports {', '.join(REQUIRED_IMPORTS)}, install name {INSTALL_NAME}, loads only libSystem")
     print(f"macho: {passed} passed, {failed} failed")
     sys.exit(1 if failed or not passed else 0)
 

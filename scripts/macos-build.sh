@@ -3,7 +3,9 @@
 # universal (arm64 + x86_64) one, and the launcher whose embedded library
 # must be universal, and inspects every slice (scripts/inspect_macho.py);
 # then checks the launcher's reading of dyld's __RESTRICT rule against
-# LIEF's on real linker output (inspect_macho.py --restrict-fixtures).
+# LIEF's on real linker output (inspect_macho.py --restrict-fixtures), and
+# that the macOS test set runs nothing through a SIP-protected program
+# (scripts/check-macos-tests.py).
 # This compiles and links the macOS code for real; it does not run it (no
 # Mac here). With --all-targets it also checks every target of the
 # workspace (probes and tests included, warnings denied) and links the
@@ -68,6 +70,12 @@ if [ $all_targets = 1 ]; then
   done
   exit 0
 fi
+
+# No SIP-protected program between a macOS test and its command (dyld
+# drops DYLD_* there): the integration tests test.sh runs on Darwin and the
+# ci.yml macos job.
+python3 scripts/check-macos-tests.py --selftest
+python3 scripts/check-macos-tests.py
 
 out=()
 for target in aarch64-apple-darwin x86_64-apple-darwin universal2-apple-darwin; do

@@ -307,8 +307,8 @@ usage: munmapq preload-env [bash|zsh|fish]
 
 Prints the shell code that preloads the library into everything the
 shell starts: eval \"$(munmapq preload-env)\". Evaluated twice, it lists the
-library once. Refused on macOS where the library cannot serve every
-program this Mac runs.
+library once. Refused on macOS, where dyld kills a program whose inserted
+library is gone or fails library validation: use shell-init there.
 ",
     ),
     (

@@ -70,30 +70,42 @@ pub fn library_archs(lib: &Path) -> Vec<macho::Arch> {
         .unwrap_or_default()
 }
 
-/// macOS: `munmapq preload-env` preloads the library into everything the shell
-/// starts, so it must serve every architecture a process of this Mac can
-/// be. Linux: always fine.
-pub fn shell_wide_ok(lib: &Path) -> Result<(), String> {
-    #[cfg(target_os = "macos")]
-    {
-        let archs = library_archs(lib);
-        let missing = macho::unserved(&archs, macho::Host::this());
-        if !missing.is_empty() {
-            return Err(shell_wide_refusal(lib, &archs, &missing));
-        }
-    }
-    let _ = lib;
-    Ok(())
+/// The dynamic linker a shell-wide preload would go through.
+#[allow(dead_code)] // a platform uses one variant; the tests both
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loader {
+    /// glibc's ld.so: an `LD_PRELOAD` entry it cannot load gets one line
+    /// and the program runs without it (elf/rtld.c, `do_preload`).
+    LdSo,
+    /// dyld: a `DYLD_INSERT_LIBRARIES` entry it cannot load, or that fails
+    /// library validation, halts the process unless AMFI allows insert
+    /// failures (dyld-1378 dyld/DyldRuntimeState.cpp,
+    /// `RuntimeState::loadInsertedLibraries`, "terminating because inserted
+    /// dylib ... could not be loaded", `halt` in dyld/dyldMain.cpp; library
+    /// validation is the `F_CHECK_LV` fcntl of dyld/Loader.cpp).
+    Dyld,
 }
 
-#[cfg_attr(not(target_os = "macos"), allow(dead_code))] // macOS and tests
-pub fn shell_wide_refusal(lib: &Path, archs: &[macho::Arch], missing: &[macho::Arch]) -> String {
-    format!(
-        "preload-env: {} has {}, and dyld kills every {} process it is inserted into; use `munmapq shell-init` (it checks each program) or `munmapq COMMAND`",
-        lib.display(),
-        macho::names(archs),
-        macho::names(missing)
-    )
+#[cfg(target_os = "macos")]
+pub const LOADER: Loader = Loader::Dyld;
+#[cfg(not(target_os = "macos"))]
+pub const LOADER: Loader = Loader::LdSo;
+
+/// Whether `munmapq preload-env` may export `lib` to everything a shell
+/// starts. Not with dyld: no path can be trusted for every program the
+/// shell will start for as long as it lives. The launcher's cached copy
+/// goes when the cache is pruned or cleaned, and any copy fails library
+/// validation in a hardened program that allows `DYLD_*` variables but
+/// keeps validation: either way dyld kills the program at launch, where
+/// ld.so would run it without the library. `shell-init` checks each
+/// program (`doctor::launcher`) and finds the library anew.
+pub fn shell_wide_ok(loader: Loader) -> Result<(), String> {
+    match loader {
+        Loader::LdSo => Ok(()),
+        Loader::Dyld => Err(format!(
+            "preload-env: refused on macOS: dyld kills every program started with {PRELOAD_VAR} naming a library that is gone (the cache is pruned) or fails library validation (hardened programs); use `munmapq shell-init` (it checks each program) or `munmapq COMMAND`"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -126,12 +138,15 @@ mod tests {
     }
 
     #[test]
-    fn env_refusal_names_what_is_missing() {
-        use macho::Arch::*;
-        let msg = shell_wide_refusal(Path::new("/l.dylib"), &[Arm64, X86_64], &[Arm64e]);
+    fn preload_env_is_refused_under_dyld_only() {
+        let msg = shell_wide_ok(Loader::Dyld).unwrap_err();
         assert!(
-            msg.contains("arm64 + x86_64") && msg.contains("every arm64e process"),
+            msg.starts_with("preload-env: ")
+                && msg.contains(PRELOAD_VAR)
+                && msg.contains("munmapq shell-init")
+                && !msg.contains('\n'),
             "{msg}"
         );
+        assert_eq!(shell_wide_ok(Loader::LdSo), Ok(()));
     }
 }

@@ -121,14 +121,12 @@ pub const SHELLS: [&str; 4] = ["bash", "zsh", "sh", "fish"];
 
 /// `munmapq preload-env [bash|zsh|fish]`: sets LD_PRELOAD (or
 /// DYLD_INSERT_LIBRARIES) for everything the shell starts, keeping what is
-/// set; sh syntax by default, fish's for fish. On macOS only if the library
-/// serves every architecture a process of this Mac can be: the variable
-/// reaches everything the shell starts, and dyld kills a process whose
-/// inserted library it cannot load.
+/// set; sh syntax by default, fish's for fish. Refused on macOS, before the
+/// library is looked for (`platform::shell_wide_ok`).
 pub fn preload_env(shell: Option<&str>) -> Result<String, String> {
     let fish = shell == Some("fish");
+    platform::shell_wide_ok(platform::LOADER)?;
     let lib = find_library(None)?;
-    platform::shell_wide_ok(&lib)?;
     let lib = lib.to_string_lossy();
     let sep = PRELOAD_LIST.separator();
     // Already in the list (evaluated twice, or inherited): left as it is.

@@ -24,7 +24,7 @@ fn the_built_library_passes_in_seconds() {
     let (code, text, took) = selftest(&lib(), &[]);
     println!("{text}");
     assert_eq!(code, 0, "{text}");
-    for check in ["load", "invariants", "random", "reuse"] {
+    for check in ["load", "invariants", "random", "reuse", "names"] {
         assert!(
             text.lines()
                 .any(|l| l.trim_start().starts_with(check) && l.contains(" ok: ")),

@@ -8,6 +8,7 @@ pub mod close_seq;
 pub mod config;
 pub mod context;
 pub mod dirty;
+pub mod dyld_env;
 // Under `--cfg loom` only the lock-free part is built, with loom's atomics
 // (which cannot live in the engine's `const` statics).
 #[cfg(not(loom))]

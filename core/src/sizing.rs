@@ -32,11 +32,12 @@
 //!   the process's footprint (`phys_footprint`, what jetsam limits and
 //!   Activity Monitor shows, is internal, compressed, IOKit, purgeable
 //!   and page-table memory: xnu `osfmk/arm64/sptm/pmap/pmap.c`, the
-//!   comment above `pmap_destroy_internal`), and a drop (`mprotect`
-//!   `PROT_NONE`, see `interpose/src/macos/pages.rs`) only unlinks the
+//!   comment above `pmap_destroy_internal`), and a drop (`MADV_DONTNEED`
+//!   only deactivates pages there; `mprotect` to `PROT_NONE` reaches
+//!   `pmap_remove_options`) would only unlink the
 //!   translations: the pages stay in the unified buffer cache, where the
 //!   pageout daemon reclaims them as it would after a real munmap. It
-//!   lowers `resident_size` (what `ps` and `ru_maxrss` show) and frees
+//!   would lower `resident_size` (what `ps` and `ru_maxrss` show) and free
 //!   nothing; so no drop, and no read of the process's usage for it.
 //! - **Address space**, only where it is limited (`RLIMIT_AS`): at most
 //!   1 MiB and an eighth of the room left (the queue's own length counted

@@ -201,15 +201,15 @@ fn register_fork_handlers() -> bool {
     }
 }
 
-extern "C" fn before_fork() {
+pub(crate) extern "C" fn before_fork() {
     ENGINE.before_fork(&RealOs);
 }
 
-extern "C" fn after_fork_in_parent() {
+pub(crate) extern "C" fn after_fork_in_parent() {
     ENGINE.after_fork_in_parent(&RealOs);
 }
 
-extern "C" fn after_fork_in_child() {
+pub(crate) extern "C" fn after_fork_in_child() {
     crate::trace::refresh_pid();
     // Before the engine zeroes the counters: they may still be the
     // parent's file.

@@ -184,7 +184,9 @@ fn is_version_dir(name: &str) -> bool {
 /// this month) marked its directory when it started, so its library is
 /// never removed under the processes it starts; only one kept in a raw
 /// `LD_PRELOAD` for a month without any launcher of that version running
-/// would be (the loader then says so and runs the program without it).
+/// would be (ld.so then says so and runs the program without it). dyld
+/// would kill the program instead, which is why `preload-env` refuses on
+/// macOS (`platform::shell_wide_ok`).
 fn prune(root: &Path, current: &str, now: SystemTime) {
     let Ok(entries) = std::fs::read_dir(root) else {
         return;

@@ -1,7 +1,5 @@
 //! The kind of Mac, and its boot-args.
 
-use super::arch::Arch;
-
 /// The kind of Mac: what its processes can be.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Host {
@@ -12,17 +10,6 @@ pub enum Host {
 }
 
 impl Host {
-    /// A slice of each kind of process this Mac can have, as far as dyld's
-    /// choice of library slices goes (see `loads_into`): arm64e with
-    /// pointer authentication on, arm64 (pointer authentication off; an
-    /// arm64e slice of another ABI version runs so too), and x86_64.
-    pub fn process_archs(self) -> &'static [Arch] {
-        match self {
-            Host::AppleSilicon => &[Arch::Arm64e, Arch::Arm64, Arch::X86_64],
-            Host::Intel => &[Arch::X86_64h, Arch::X86_64],
-        }
-    }
-
     /// This Mac. `hw.optional.arm64` is 1 on Apple Silicon, also inside a
     /// process translated by Rosetta.
     #[cfg(target_os = "macos")]

@@ -30,5 +30,3 @@ pub use slice_choice::{kernel_refuses, process_arch, would_kill};
 // What only the macOS build uses outside this module.
 #[cfg(target_os = "macos")]
 pub use host::{arm64e_preview_abi, bootargs, sysctl};
-#[cfg(target_os = "macos")]
-pub use slice_choice::unserved;

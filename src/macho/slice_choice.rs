@@ -120,13 +120,3 @@ pub fn would_kill(program: &[Arch], lib: &[Arch], host: Host) -> Option<String> 
         )
     })
 }
-
-/// Architectures a process of this Mac can be that `lib` does not serve:
-/// a library exported to everything a shell starts must serve them all.
-pub fn unserved(lib: &[Arch], host: Host) -> Vec<Arch> {
-    host.process_archs()
-        .iter()
-        .copied()
-        .filter(|&p| !loads_into(lib, p))
-        .collect()
-}

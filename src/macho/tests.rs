@@ -145,17 +145,6 @@ fn dyld_kills_what_the_library_cannot_serve() {
 }
 
 #[test]
-fn what_a_shell_wide_library_must_serve() {
-    assert_eq!(unserved(&[Arm64, X86_64], Host::AppleSilicon), vec![Arm64e]);
-    assert_eq!(unserved(&[Arm64], Host::AppleSilicon), vec![Arm64e, X86_64]);
-    assert!(unserved(&[Arm64e, Arm64, X86_64], Host::AppleSilicon).is_empty());
-    // arm64 processes load an arm64e slice (pointer authentication off).
-    assert!(unserved(&[Arm64e, X86_64], Host::AppleSilicon).is_empty());
-    assert!(unserved(&[Arm64, X86_64], Host::Intel).is_empty());
-    assert_eq!(unserved(&[Arm64], Host::Intel), vec![X86_64h, X86_64]);
-}
-
-#[test]
 fn restrict_section_rule() {
     let (cpu, sub) = CPU_ARM64;
     assert_eq!(restricted(&macho(cpu, sub, true, &[TEXT])), Some(false));

@@ -138,6 +138,9 @@ pub(super) struct Line {
     pub(super) detail: String,
 }
 
+/// How many checks [`checks`] makes when the library loads.
+pub(super) const CHECKS: usize = 5;
+
 /// The checks, in order; each after the load check needs the library loaded.
 pub(super) fn checks(t: &mut Selftest) -> Vec<Line> {
     let mut lines = Vec::new();
@@ -233,5 +236,20 @@ pub(super) fn checks(t: &mut Selftest) -> Vec<Line> {
         ))
     };
     say("reuse", reused);
+    // The hooks that end a file's name: what was queued of the file goes
+    // at the unlink and at the rename over it (each counted as released).
+    let names = t.differential(&["names", &dir], &[]).and_then(|r| {
+        let (d, released) = (r.get(Counter::Deferred), r.get(Counter::ReleasedAtClose));
+        if d == 0 {
+            Err("identical output, but nothing was deferred".into())
+        } else if released < 2 {
+            Err(format!("{released} of 2 queued files released at unlink and rename: the unlink or rename hook was not reached"))
+        } else {
+            Ok(format!(
+                "identical output; unlink and rename released {released} queued mappings"
+            ))
+        }
+    });
+    say("names", names);
     lines
 }

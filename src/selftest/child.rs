@@ -24,6 +24,7 @@ pub fn child(args: &[String]) -> ExitCode {
         }
         "random" => random::run(&arg(1), num(2) as u64, num(3)),
         "reuse" => reuse_cycles(&arg(1)),
+        "names" => lose_names(&arg(1)),
         _ => 2,
     };
     ExitCode::from(code as u8)
@@ -51,4 +52,41 @@ fn reuse_cycles(file: &str) -> i32 {
     }
     println!("wrong bytes: {wrong}");
     (wrong != 0) as i32
+}
+
+/// Queues a mapping of a file (map/unmap cycles, so that the queue keeps
+/// it) and unlinks the file, then does the same to a file another one is
+/// renamed over; the descriptors stay open meanwhile, so that only the
+/// unlink and rename hooks can release what is queued (on macOS a queued
+/// mapping keeps the vnode in use: the file's space, an unmount).
+fn lose_names(dir: &str) -> i32 {
+    use munmapq_check::sys::*;
+    let pg = page();
+    let (a, b, c) = (
+        format!("{dir}/names-a"),
+        format!("{dir}/names-b"),
+        format!("{dir}/names-c"),
+    );
+    let queue_some = |file: &str| -> Option<i32> {
+        make_file(file, 8);
+        let fd = open(file, libc::O_RDONLY);
+        for i in 0..REUSE_CYCLES / 4 {
+            let off = (i % 2) * 2 * pg;
+            let m = map_file(fd, off, 2 * pg).ok()?;
+            if wrong_bytes(m, off, 2 * pg, 97) != 0 || munmap(m, 2 * pg).is_err() {
+                return None;
+            }
+        }
+        (fd >= 0).then_some(fd)
+    };
+    let Some(fa) = queue_some(&a) else { return 1 };
+    let unlinked = std::fs::remove_file(&a).is_ok();
+    let Some(fb) = queue_some(&b) else { return 1 };
+    make_file(&c, 1);
+    let renamed = std::fs::rename(&c, &b).is_ok();
+    close(fa);
+    close(fb);
+    let _ = std::fs::remove_file(&b);
+    println!("unlinked: {unlinked}, renamed over: {renamed}");
+    !(unlinked && renamed) as i32
 }

@@ -10,7 +10,7 @@ mod checks;
 mod child;
 
 use crate::platform::LIB_NAME;
-use checks::{checks, Selftest};
+use checks::{checks, Selftest, CHECKS};
 pub use child::child;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -111,7 +111,7 @@ pub fn run(lib: Option<PathBuf>) -> ExitCode {
     };
     let lines = checks(&mut t);
     let _ = std::fs::remove_dir_all(&dir);
-    let all = lines.iter().all(|l| l.ok) && lines.len() == 4;
+    let all = lines.iter().all(|l| l.ok) && lines.len() == CHECKS;
     let vars: Vec<String> = std::env::vars()
         .filter(|(k, _)| k.starts_with("MUNMAPQ_"))
         .map(|(k, v)| format!("{k}={v}"))
@@ -127,7 +127,7 @@ pub fn run(lib: Option<PathBuf>) -> ExitCode {
         let mark = if l.ok { "ok" } else { "FAILED" };
         println!("  {:<11} {mark}: {}", l.name, l.detail);
     }
-    let skipped = 4 - lines.len();
+    let skipped = CHECKS - lines.len();
     if skipped > 0 {
         println!("  ({skipped} check(s) not run: the library did not load)");
     }

@@ -285,12 +285,17 @@ impl Engine {
     }
 
     /// The program is about to unmount a file system: every queued mapping
-    /// is unmapped, so that none keeps it busy.
+    /// is unmapped, so that none keeps it busy. Waits a bounded while for
+    /// a busy table (`lock_patiently`, as before a fork): a record applied
+    /// after the call would come too late, the unmount having failed with
+    /// EBUSY (Linux `do_umount`: `propagate_mount_busy`; xnu `dounmount`:
+    /// `vflush` finds a vnode in use) where without munmapq it succeeds.
+    /// Recorded only when the wait runs out or this thread holds the table.
     pub fn unmounting<O: Os>(&self, os: &O) {
         if !self.tracks_any() {
             return;
         }
-        match self.lock(os) {
+        match self.lock_patiently(os) {
             Some(mut q) => self.release_for_unmount(os, &mut q),
             None => self.unmount_while_busy(),
         }

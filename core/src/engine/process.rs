@@ -1,6 +1,7 @@
 //! What the process does around the queue: fork, a seccomp filter, a
 //! lower `RLIMIT_AS`. Each is rare, so each may wait a bounded while for
-//! the table (never a hook's common path, which only ever tries once).
+//! the table (never a hook's common path, which only ever tries once); so
+//! does an unmount (`fds.rs`).
 
 use super::{Engine, ACTIVE, FORKED, LIMIT_CHANGED, OFF};
 use crate::os::Os;
@@ -14,7 +15,7 @@ const TRIES: usize = 2000;
 impl Engine {
     /// Takes the table, waiting a bounded while (None if it stays busy, or
     /// this thread holds it: a signal handler nested in a hook).
-    fn lock_patiently<O: Os>(&self, os: &O) -> Option<crate::holder::TableGuard<'_>> {
+    pub(super) fn lock_patiently<O: Os>(&self, os: &O) -> Option<crate::holder::TableGuard<'_>> {
         for _ in 0..TRIES {
             if self.table.held_here(os) {
                 return None;

@@ -118,7 +118,8 @@ pub struct FakeOs<const N: usize = 256> {
     /// `peak_resident` calls.
     pub peak_reads: RefCell<usize>,
     /// Called first in `munmap`, `drop_pages` and `usage` with the call's
-    /// name and range: what another thread does meanwhile, for a test.
+    /// name and range, and in `pause` with `("pause", 0, 0)`: what another
+    /// thread does meanwhile, for a test.
     pub meanwhile: Option<fn(&'static str, usize, usize)>,
     /// What `fd_table` answers.
     pub fd_table: RefCell<FdTable>,
@@ -477,6 +478,13 @@ impl<const N: usize> Os for FakeOs<N> {
     /// One thread.
     fn this_thread(&self) -> usize {
         1
+    }
+
+    /// What another thread does while this one waits (`meanwhile`).
+    fn pause(&self) {
+        if let Some(f) = self.meanwhile {
+            f("pause", 0, 0);
+        }
     }
 
     fn signal_stack(&self) -> SignalStack {

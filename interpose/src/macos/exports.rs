@@ -17,11 +17,12 @@
 //! scripts/inspect_macho.py refuses a table with aliased originals.
 
 use super::hooks as macos_hooks;
-use super::real::libsystem;
+use super::real::libsystem::{self, vm_behavior_t};
 use crate::hooks as shared_hooks;
-use libc::{c_char, c_int, c_uint, c_void, off_t, size_t};
+use libc::{c_char, c_int, c_uint, c_void, off_t, pid_t, size_t};
 use libc::{
-    kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
+    kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_inherit_t, vm_map_t,
+    vm_prot_t, vm_size_t,
 };
 
 #[repr(C)]

@@ -8,14 +8,17 @@
 //! it, and a reuse could hand back an address where other memory now is.
 //! `vm_protect` and `mach_vm_protect` change protections as mprotect does: a
 //! tracked mapping made writable that way and written must not be reused.
-//! All answer a `kern_return_t` and leave errno alone.
+//! All answer a `kern_return_t` and leave errno alone; so do the Mach
+//! calls that set a range's inheritance or paging behaviour (below).
 
 use super::os::{RawOs, RealOs};
 use super::real;
+use super::real::libsystem::vm_behavior_t;
 use crate::{errno, ENGINE};
-use libc::{c_char, c_int, c_uint, c_void, off_t, size_t};
+use libc::{c_char, c_int, c_uint, c_void, off_t, pid_t, size_t};
 use libc::{
-    kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
+    kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_inherit_t, vm_map_t,
+    vm_prot_t, vm_size_t,
 };
 use munmapq_core::engine::Effect;
 use munmapq_core::os::Errno;
@@ -99,6 +102,111 @@ pub unsafe extern "C" fn mach_vm_protect(
     on_own_range(task, address, size, || unsafe {
         real::mach_vm_protect(task, address, size, set_maximum, new_protection)
     })
+}
+
+// What a fork child inherits of a range, and how the range is paged.
+//
+// `minherit` (xnu `bsd/kern/kern_mman.c` `minherit`, to
+// `mach_vm_inherit`) and `vm_inherit`/`mach_vm_inherit` set an entry's
+// inheritance; a mapping reused from the queue would keep the
+// `VM_INHERIT_NONE` the program gave the range it unmapped, where a fresh
+// mmap gets `VM_INHERIT_DEFAULT`, a copy (`kern_mman.c` `mmap`), and a fork
+// child reading it would fault. `vm_behavior_set`/`mach_vm_behavior_set` set
+// its paging behaviour (`osfmk/vm/vm_map.c` `vm_map_behavior_set`:
+// sequential, random, and the advice `madvise` gives), which a fresh
+// mapping would not have either. So each is a range call like `madvise`:
+// what is queued in the range is unmapped first, and a live mapping there
+// is no longer tracked (never reused). None is a cancellation point.
+
+/// # Safety
+/// As for C `minherit`.
+pub unsafe extern "C" fn minherit(addr: *mut c_void, len: size_t, inherit: c_int) -> c_int {
+    // SAFETY: the caller's own arguments.
+    crate::hooks::on_range(addr, len, Effect::Modify, || unsafe {
+        real::minherit(addr, len, inherit)
+    })
+}
+
+/// # Safety
+/// As for Mach's `vm_inherit`.
+pub unsafe extern "C" fn vm_inherit(
+    task: vm_map_t,
+    address: vm_address_t,
+    size: vm_size_t,
+    new_inheritance: vm_inherit_t,
+) -> kern_return_t {
+    // SAFETY: the caller's own arguments.
+    on_own_range(task, address as u64, size as u64, || unsafe {
+        real::vm_inherit(task, address, size, new_inheritance)
+    })
+}
+
+/// # Safety
+/// As for Mach's `mach_vm_inherit`.
+pub unsafe extern "C" fn mach_vm_inherit(
+    task: vm_map_t,
+    address: mach_vm_address_t,
+    size: mach_vm_size_t,
+    new_inheritance: vm_inherit_t,
+) -> kern_return_t {
+    // SAFETY: the caller's own arguments.
+    on_own_range(task, address, size, || unsafe {
+        real::mach_vm_inherit(task, address, size, new_inheritance)
+    })
+}
+
+/// # Safety
+/// As for Mach's `vm_behavior_set`.
+pub unsafe extern "C" fn vm_behavior_set(
+    task: vm_map_t,
+    address: vm_address_t,
+    size: vm_size_t,
+    new_behavior: vm_behavior_t,
+) -> kern_return_t {
+    // SAFETY: the caller's own arguments.
+    on_own_range(task, address as u64, size as u64, || unsafe {
+        real::vm_behavior_set(task, address, size, new_behavior)
+    })
+}
+
+/// # Safety
+/// As for Mach's `mach_vm_behavior_set`.
+pub unsafe extern "C" fn mach_vm_behavior_set(
+    task: vm_map_t,
+    address: mach_vm_address_t,
+    size: mach_vm_size_t,
+    new_behavior: vm_behavior_t,
+) -> kern_return_t {
+    // SAFETY: the caller's own arguments.
+    on_own_range(task, address, size, || unsafe {
+        real::mach_vm_behavior_set(task, address, size, new_behavior)
+    })
+}
+
+/// # Safety
+/// As for C `vfork`, which on macOS is a fork that runs libSystem's own
+/// fork handlers but not those registered with `pthread_atfork` (Libc
+/// `sys/fork.c`: `vfork` calls `_do_fork(true)`, which passes
+/// `LIBSYSTEM_ATFORK_HANDLERS_ONLY_FLAG`; Libsystem `init.c`
+/// `libSystem_atfork_prepare` and `_parent` then skip
+/// `_pthread_atfork_*_handlers`, and `libSystem_atfork_child` runs only
+/// libSystem's). The library's handlers are run here around it, so that a
+/// vfork child gets the table whole and releases what its parent had
+/// queued, as a fork child does (the child is a process of its own, with
+/// its own copy of this stack: the call returns once in each). errno as
+/// the call left it.
+pub unsafe extern "C" fn vfork() -> pid_t {
+    crate::init::before_fork();
+    // SAFETY: no arguments; a fork on macOS.
+    let pid = unsafe { real::vfork() };
+    let saved = errno::get();
+    if pid == 0 {
+        crate::init::after_fork_in_child();
+    } else {
+        crate::init::after_fork_in_parent();
+    }
+    errno::set(saved);
+    pid
 }
 
 // The raw stubs and `msync$NOCANCEL`.
@@ -210,12 +318,23 @@ fn losing_name(dir: c_int, path: *const c_char) {
     errno::set(saved);
 }
 
+/// The result of an unlink, rename or unmount, after one more try at the
+/// table if the call had to record itself (it found the table busy), as
+/// Linux's hooks do (`Engine::name_call_done`): the record is applied now
+/// if the holder is done, else by the next holder. errno as the call set it.
+fn after_name_call(r: c_int) -> c_int {
+    let saved = errno::get();
+    ENGINE.name_call_done(&RealOs);
+    errno::set(saved);
+    r
+}
+
 /// # Safety
 /// As for C `unlink`.
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
     losing_name(libc::AT_FDCWD, path);
     // SAFETY: the caller's own arguments.
-    unsafe { real::unlink(path) }
+    after_name_call(unsafe { real::unlink(path) })
 }
 
 /// # Safety
@@ -223,7 +342,7 @@ pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
 pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
     losing_name(dir, path);
     // SAFETY: the caller's own arguments.
-    unsafe { real::unlinkat(dir, path, flags) }
+    after_name_call(unsafe { real::unlinkat(dir, path, flags) })
 }
 
 /// # Safety
@@ -231,7 +350,7 @@ pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int)
 pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
     losing_name(libc::AT_FDCWD, new);
     // SAFETY: the caller's own arguments.
-    unsafe { real::rename(old, new) }
+    after_name_call(unsafe { real::rename(old, new) })
 }
 
 /// # Safety
@@ -244,7 +363,7 @@ pub unsafe extern "C" fn renameat(
 ) -> c_int {
     losing_name(new_dir, new);
     // SAFETY: the caller's own arguments.
-    unsafe { real::renameat(old_dir, old, new_dir, new) }
+    after_name_call(unsafe { real::renameat(old_dir, old, new_dir, new) })
 }
 
 /// # Safety
@@ -258,7 +377,7 @@ pub unsafe extern "C" fn renamex_np(
 ) -> c_int {
     losing_name(libc::AT_FDCWD, new);
     // SAFETY: the caller's own arguments.
-    unsafe { real::renamex_np(old, new, flags) }
+    after_name_call(unsafe { real::renamex_np(old, new, flags) })
 }
 
 /// # Safety
@@ -272,19 +391,21 @@ pub unsafe extern "C" fn renameatx_np(
 ) -> c_int {
     losing_name(new_dir, new);
     // SAFETY: the caller's own arguments.
-    unsafe { real::renameatx_np(old_dir, old, new_dir, new, flags) }
+    after_name_call(unsafe { real::renameatx_np(old_dir, old, new_dir, new, flags) })
 }
 
 /// # Safety
 /// As for `unmount`: every queued mapping is unmapped first, so that none
 /// keeps a vnode of the volume in use (with `MNT_FORCE` too: a forced
-/// unmount would leave them mapped to a dead vnode).
+/// unmount would leave them mapped to a dead vnode); a busy table is
+/// waited for a bounded while (`Engine::unmounting`), since xnu's
+/// `dounmount` fails with EBUSY while `vflush` finds a vnode in use.
 pub unsafe extern "C" fn unmount(target: *const c_char, flags: c_int) -> c_int {
     let saved = errno::get();
     ENGINE.unmounting(&RealOs);
     errno::set(saved);
     // SAFETY: the caller's own arguments.
-    unsafe { real::unmount(target, flags) }
+    after_name_call(unsafe { real::unmount(target, flags) })
 }
 
 /// # Safety
@@ -292,5 +413,5 @@ pub unsafe extern "C" fn unmount(target: *const c_char, flags: c_int) -> c_int {
 pub unsafe extern "C" fn __carbon_delete(path: *const c_char) -> c_int {
     losing_name(libc::AT_FDCWD, path);
     // SAFETY: the caller's own arguments.
-    unsafe { real::__carbon_delete(path) }
+    after_name_call(unsafe { real::__carbon_delete(path) })
 }

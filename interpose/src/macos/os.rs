@@ -62,17 +62,28 @@ impl Os for RealOs {
         None
     }
 
-    /// `mprotect(PROT_NONE)` then back to `PROT_READ` (macOS's
-    /// MADV_DONTNEED only deactivates pages, so it cannot serve).
-    /// See [`super::pages`] for what xnu does with each call.
-    fn drop_pages(&self, addr: usize, len: usize) -> bool {
-        super::pages::drop_pages(addr, len)
+    /// Never asked: with `drops_free_memory` false no resident budget is
+    /// kept (`munmapq_core::sizing`, `over_budget`), so the queue drops no
+    /// pages on macOS. Were it asked, false makes it unmap instead.
+    fn drop_pages(&self, _addr: usize, _len: usize) -> bool {
+        false
     }
 
     /// No per-thread hook frames on macOS: a lock abandoned by a longjmp
     /// stays locked.
     fn thread_cells(&self) -> Option<&'static PerThread> {
         None
+    }
+
+    /// `sched_yield`: the holder may be a preempted thread on this very
+    /// CPU, and a spin of one instruction would spend the bounded wait
+    /// before a fork in microseconds. libpthread's `sched_yield`
+    /// (libpthread `src/pthread.c`) is `swtch_pri(0)` (or `thread_switch`),
+    /// Mach traps that never test for a pending cancel: not a cancellation
+    /// point.
+    fn pause(&self) {
+        // SAFETY: no arguments, no preconditions.
+        unsafe { libc::sched_yield() };
     }
 }
 
@@ -129,6 +140,10 @@ impl Os for RawOs {
 
     fn thread_cells(&self) -> Option<&'static PerThread> {
         RealOs.thread_cells()
+    }
+
+    fn pause(&self) {
+        RealOs.pause()
     }
 
     fn this_thread(&self) -> usize {

@@ -2,10 +2,12 @@
 //! not interpose the image that holds the interpose table): a function of
 //! each hook's name and C signature (`hook_table!`) that calls libSystem's.
 
-use libc::{c_char, c_int, c_uint, c_void, off_t, size_t};
+use libc::{c_char, c_int, c_uint, c_void, off_t, pid_t, size_t};
 use libc::{
-    kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_map_t, vm_prot_t, vm_size_t,
+    kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_inherit_t, vm_map_t,
+    vm_prot_t, vm_size_t,
 };
+use libsystem::vm_behavior_t;
 
 /// This task's own port.
 pub fn task_self() -> libc::mach_port_t {
@@ -80,6 +82,14 @@ pub mod libsystem {
     }
 
     extern "C" {
+        /// Libc `sys/fork.c` (the libc crate declares it for Linux only).
+        pub fn vfork() -> pid_t;
+
+        /// The main executable's Mach-O header (Libc `sys/crt_externs.c`).
+        pub fn _NSGetMachExecuteHeader() -> *const MachHeader64;
+    }
+
+    extern "C" {
         /// The Carbon-era `delete` (xnu `libsyscall/wrappers/carbon_delete.c`:
         /// `__carbon_delete` calls the raw `__delete`, system call 226,
         /// "private delete (Carbon semantics)" in `bsd/kern/syscalls.master`,
@@ -87,6 +97,26 @@ pub mod libsystem {
         /// is the name that resolves.
         pub fn __carbon_delete(path: *const c_char) -> c_int;
     }
+
+    /// `struct mach_header_64` of `<mach-o/loader.h>` (the libc crate's is
+    /// deprecated), and its magic.
+    #[repr(C)]
+    #[allow(dead_code)] // the C layout: only some fields are read
+    pub struct MachHeader64 {
+        pub magic: u32,
+        pub cputype: i32,
+        pub cpusubtype: i32,
+        pub filetype: u32,
+        pub ncmds: u32,
+        pub sizeofcmds: u32,
+        pub flags: u32,
+        pub reserved: u32,
+    }
+    pub const MH_MAGIC_64: u32 = 0xfeed_facf;
+
+    /// xnu `osfmk/mach/vm_behavior.h` (the libc crate lacks it).
+    #[allow(non_camel_case_types)]
+    pub type vm_behavior_t = c_int;
 
     extern "C" {
         /// This task's own port, what the `mach_task_self()` macro reads
@@ -98,6 +128,33 @@ pub mod libsystem {
             target: vm_map_t,
             address: mach_vm_address_t,
             size: mach_vm_size_t,
+        ) -> kern_return_t;
+
+        /// MIG routines of libsystem_kernel (xnu `osfmk/mach/vm_map.defs`,
+        /// `mach_vm.defs`): four functions, no two one address.
+        pub fn vm_inherit(
+            target: vm_map_t,
+            address: vm_address_t,
+            size: vm_size_t,
+            new_inheritance: vm_inherit_t,
+        ) -> kern_return_t;
+        pub fn mach_vm_inherit(
+            target: vm_map_t,
+            address: mach_vm_address_t,
+            size: mach_vm_size_t,
+            new_inheritance: vm_inherit_t,
+        ) -> kern_return_t;
+        pub fn vm_behavior_set(
+            target: vm_map_t,
+            address: vm_address_t,
+            size: vm_size_t,
+            new_behavior: vm_behavior_t,
+        ) -> kern_return_t;
+        pub fn mach_vm_behavior_set(
+            target: vm_map_t,
+            address: mach_vm_address_t,
+            size: mach_vm_size_t,
+            new_behavior: vm_behavior_t,
         ) -> kern_return_t;
 
         /// xnu `libsyscall/mach/mach_vm.c`.
@@ -162,9 +219,48 @@ fn first_mmap() -> usize {
 
 /// Whether the program's calls reach the hooks: the `mmap` they bind to
 /// (`first_mmap`) is not libSystem's own (`next_mmap`). Load time only.
+/// Only when dyld answers `dlsym` for `mmap` (`dlsym_answered`): where the
+/// main executable disabled it, asking would halt the process or answer
+/// NULL, and the library cannot tell, so it stays off. A NULL answer is
+/// not taken for the hook either.
 pub fn interposed() -> bool {
+    if !dlsym_answered() {
+        return false;
+    }
     let first = first_mmap();
-    first == 0 || first != next_mmap()
+    first != 0 && first != next_mmap()
+}
+
+/// Whether the main executable's `LC_DYLD_ENVIRONMENT` commands leave
+/// `dlsym(RTLD_DEFAULT, "mmap")` answered (`munmapq_core::dyld_env`: the
+/// `DYLD_DLSYM_RESULT` dyld-1160 and later honour). The header is
+/// libSystem's record of it (Libc `sys/crt_externs.c`:
+/// `_NSGetMachExecuteHeader` returns what `_program_vars_init` got from
+/// dyld in `libSystem_initializer`, which runs before an inserted
+/// library's initializers): no lookup through dyld.
+fn dlsym_answered() -> bool {
+    // SAFETY: no arguments; libSystem set the pointer before any inserted
+    // image's initializer runs.
+    let mh = unsafe { libsystem::_NSGetMachExecuteHeader() };
+    if mh.is_null() {
+        return false;
+    }
+    // SAFETY: the main executable's header, mapped for the process's
+    // life; dyld validated its load commands before running it.
+    let head = unsafe { mh.read() };
+    if head.magic != libsystem::MH_MAGIC_64 {
+        return false;
+    }
+    // SAFETY: `sizeofcmds` bytes of load commands follow the 64-bit
+    // header (`<mach-o/loader.h>`), mapped with it.
+    let cmds = unsafe {
+        core::slice::from_raw_parts(
+            mh.cast::<u8>()
+                .add(core::mem::size_of::<libsystem::MachHeader64>()),
+            head.sizeofcmds as usize,
+        )
+    };
+    munmapq_core::dyld_env::dlsym_answered(cmds, head.ncmds, b"mmap")
 }
 
 /// libSystem's `mmap`, as this image binds it (dyld never rebinds the

@@ -184,6 +184,38 @@ fn unlink_rename_and_unmount_release_under_macos_rules() {
     assert_eq!(fcntls(&os), 0, "no F_GETFL on the way");
 }
 
+/// An unmount while another thread holds the table waits for it (a
+/// bounded while), so that no queued mapping keeps the volume busy when
+/// the real call runs: recorded for the next holder, it would fail with
+/// EBUSY. The holder lets go during the wait (`meanwhile` at `pause`).
+#[test]
+fn unmount_waits_for_a_busy_table_rather_than_fail_with_ebusy() {
+    static E: Engine = Engine::new();
+    start(&E, 16);
+    let mut os = macos();
+    let a = map(&E, &os, 3, 0);
+    unmap(&E, &os, a);
+    assert_eq!(os.mapped(a), Some((3, 0)), "queued");
+    // Another thread holds the table, and lets go while this one waits.
+    let Taken::Got(held) = E.table.try_lock_unhooked() else {
+        panic!("free")
+    };
+    core::mem::forget(held);
+    os.meanwhile = Some(|call, _, _| {
+        if call == "pause" {
+            // SAFETY: the "other thread" of this test is done with it.
+            unsafe { E.table.force_unlock() };
+        }
+    });
+    E.unmounting(&os);
+    assert_eq!(
+        os.mapped(a),
+        None,
+        "unmapped before the real unmount, not by a later holder"
+    );
+    assert_eq!(E.stats.get(Counter::ReleasedAtClose), 1);
+}
+
 /// Small mappings of files never mapped again pass through here too: the
 /// queue would only defer their last-mapping teardowns (`payoff.rs`), and
 /// the pass-through asks nothing.
