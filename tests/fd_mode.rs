@@ -170,6 +170,16 @@ fn a_write_only_reopen_after_syscall_close_is_refused() {
 }
 
 #[test]
+fn a_write_only_reopen_after_syscall_close_of_a_wide_number_is_refused() {
+    reopen("syscall_high", EACCES);
+}
+
+#[test]
+fn a_write_only_syscall_dup3_of_wide_numbers_onto_the_number_is_refused() {
+    reopen("syscall_dup3_high", EACCES);
+}
+
+#[test]
 fn a_path_only_reopen_after_close_is_refused() {
     reopen(
         "opath",

@@ -169,3 +169,28 @@ fn a_lock_taken_before_a_pidfd_getfd_copy_is_released_at_the_last_close() {
 fn a_fork_childs_flock_is_released_at_the_parents_last_close() {
     scenario("fdlocks", &["fork-flock"], GRANTED);
 }
+
+#[test]
+fn a_flock_by_syscall_is_released_at_the_last_close() {
+    scenario("fdlocks", &["sys-flock"], GRANTED);
+}
+
+#[test]
+fn an_ofd_lock_by_syscall_is_released_at_the_last_close() {
+    scenario("fdlocks", &["sys-ofd"], GRANTED);
+}
+
+#[test]
+fn a_lock_carried_by_a_syscall_dup_is_released_at_the_last_close() {
+    scenario("fdlocks", &["sys-dup"], GRANTED);
+}
+
+#[test]
+fn a_lock_carried_by_a_syscall_f_dupfd_is_released_at_the_last_close() {
+    scenario("fdlocks", &["sys-dupfd"], GRANTED);
+}
+
+#[test]
+fn a_flock_past_libc_is_released_at_the_last_close() {
+    scenario("fdlocks", &["raw-flock"], GRANTED);
+}

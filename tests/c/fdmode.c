@@ -11,7 +11,10 @@
  *       window 1 through A (queued with munmapq). Then B's number is made
  *       to name a write-only (or, with HOW rdwr, read-write) description
  *       of FILE, by HOW: close, dup2, dup3, close_range, fclose (B was a
- *       stream's), syscall (syscall(SYS_close)), opath (close, then open
+ *       stream's), syscall (syscall(SYS_close)), syscall_high and
+ *       syscall_dup3_high (syscall(SYS_close) and syscall(SYS_dup3) with
+ *       the descriptor's upper 32 bits set: the kernel takes it as an
+ *       unsigned int), opath (close, then open
  *       O_PATH), rdwr (close, then open O_RDWR). A PROT_READ, MAP_PRIVATE
  *       mmap of window 1 through B must then fail with EACCES (EBADF for
  *       O_PATH) as it does without munmapq (the queued
@@ -94,6 +97,14 @@ static void replace(const char *file, int b, FILE *stream, const char *how, int 
     } else if (!strcmp(how, "syscall")) {
         syscall(SYS_close, b);
         got = open_or_die(file, flags);
+    } else if (!strcmp(how, "syscall_high")) {
+        if (syscall(SYS_close, (long)b | 1L << 32) != 0)
+            die("syscall(SYS_close)");
+        got = open_or_die(file, flags);
+    } else if (!strcmp(how, "syscall_dup3_high")) {
+        w = open_or_die(file, flags);
+        got = syscall(SYS_dup3, (long)w | 3L << 32, (long)b | 1L << 32, 0);
+        close(w);
     } else if (!strcmp(how, "fclose")) {
         fclose(stream);
         got = open_or_die(file, flags);
