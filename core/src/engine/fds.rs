@@ -285,12 +285,17 @@ impl Engine {
     }
 
     /// The program is about to unmount a file system: every queued mapping
-    /// is unmapped, so that none keeps it busy.
+    /// is unmapped, so that none keeps it busy. Unmounts are rare, and one
+    /// that found a queued mapping still there would fail (EBUSY) where it
+    /// succeeds without munmapq: a busy table is waited for a bounded
+    /// while, as before a fork. Only where it stays busy (a signal handler
+    /// that interrupted this thread's own hook) is the unmount recorded
+    /// for the next holder.
     pub fn unmounting<O: Os>(&self, os: &O) {
         if !self.tracks_any() {
             return;
         }
-        match self.lock(os) {
+        match self.lock(os).or_else(|| self.lock_patiently(os)) {
             Some(mut q) => self.release_for_unmount(os, &mut q),
             None => self.unmount_while_busy(),
         }

@@ -1,5 +1,5 @@
 //! What the process does around the queue: fork, a seccomp filter, a
-//! lower `RLIMIT_AS`. Each is rare, so each may wait a bounded while for
+//! lower `RLIMIT_AS` (and an unmount, `fds.rs`). Each is rare, so each may wait a bounded while for
 //! the table (never a hook's common path, which only ever tries once).
 
 use super::{Engine, ACTIVE, FORKED, LIMIT_CHANGED, OFF};
@@ -14,7 +14,7 @@ const TRIES: usize = 2000;
 impl Engine {
     /// Takes the table, waiting a bounded while (None if it stays busy, or
     /// this thread holds it: a signal handler nested in a hook).
-    fn lock_patiently<O: Os>(&self, os: &O) -> Option<crate::holder::TableGuard<'_>> {
+    pub(super) fn lock_patiently<O: Os>(&self, os: &O) -> Option<crate::holder::TableGuard<'_>> {
         for _ in 0..TRIES {
             if self.table.held_here(os) {
                 return None;

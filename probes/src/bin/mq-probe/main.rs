@@ -136,6 +136,7 @@ fn last_close(args: &[String]) -> i32 {
         Some("exec") => lastclose::exec_written(at),
         Some("tmpfs-space") => lastclose::tmpfs_space(at),
         Some("tmpfs-umount") => lastclose::tmpfs_umount(at),
+        Some("busy-umount") => lastclose::busy_umount(at),
         Some("noexec") => lastclose::noexec(at),
         Some("inotify") => lastclose::inotify(at),
         Some("lease") => lastclose::lease(at),
@@ -145,7 +146,7 @@ fn last_close(args: &[String]) -> i32 {
         Some("rlimit-map") => lastclose::rlimit_lowered(at, "map"),
         Some("fork") => return lastclose::fork_queued(at, extra, arg(args, 4, 300)),
         _ => {
-            eprintln!("usage: mq-probe last-close flock|ofd|exec|tmpfs-space|tmpfs-umount|noexec|inotify|lease|shm-space|maps-name|rlimit-malloc|rlimit-map|fork DIR|FILE [OTHER N]");
+            eprintln!("usage: mq-probe last-close flock|ofd|exec|tmpfs-space|tmpfs-umount|busy-umount|noexec|inotify|lease|shm-space|maps-name|rlimit-malloc|rlimit-map|fork DIR|FILE [OTHER N]");
             return 2;
         }
     }
