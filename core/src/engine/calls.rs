@@ -430,20 +430,52 @@ impl Engine {
             // queued (and then locked).
             let before = self.locked_future.load(Relaxed);
             self.locked_future.store(before || future, Relaxed);
-            match self.lock(os) {
-                Some(mut q) => {
-                    q.flush_all(os, self.books());
-                    self.stats.add(Counter::Forgotten, q.table.len() as u64);
-                    q.table.clear();
-                }
-                None => self.dirty.record(0, usize::MAX),
-            }
+            self.release_everything(os);
             let r = self.retry_enomem(os, call);
             self.locked_future
                 .store(if r.is_ok() { future } else { before }, Relaxed);
             return r;
         }
         call()
+    }
+
+    /// A call that may change the state of any mapping of the process
+    /// without replacing one (`process_madvise`, whose ranges the kernel
+    /// reads behind the program's pointer): everything queued is
+    /// unmapped and live mappings stop being tracked first, as for
+    /// `mlockall`.
+    pub fn everything_call<O: Os, T>(
+        &self,
+        os: &O,
+        mut call: impl FnMut() -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        if !self.active() {
+            return call();
+        }
+        self.stats.bump(Counter::OtherCalls);
+        self.release_everything(os);
+        self.retry_enomem(os, call)
+    }
+
+    /// Unmaps every queued mapping and forgets every live one. Such calls
+    /// are rare: a busy table is waited for a bounded while. Where it
+    /// stays busy (a signal handler that interrupted this thread's own
+    /// hook) the table's next holder does it: it unmaps what is queued,
+    /// which is still the library's (these calls replace no mapping),
+    /// rather than forgetting it as a range changed by a busy call is.
+    fn release_everything<O: Os>(&self, os: &O) {
+        match self.lock(os).or_else(|| self.lock_patiently(os)) {
+            Some(mut q) => {
+                q.flush_all(os, self.books());
+                self.stats.add(Counter::Forgotten, q.table.len() as u64);
+                q.table.clear();
+                self.publish_bounds(&q.table);
+            }
+            None => {
+                self.stats.bump(Counter::PassContention);
+                self.lost_names.everything();
+            }
+        }
     }
 
     /// munlockall: deferring may resume once the real call has succeeded

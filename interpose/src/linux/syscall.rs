@@ -16,7 +16,7 @@
 
 use super::hooks as own;
 use super::lastclose as names;
-use super::policy::{changing, everything, policy_span};
+use super::policy::{changing, changing_everything, policy_span};
 use super::real;
 use super::sandbox::{installs_seccomp, seccomp_coming};
 use crate::hooks as shared;
@@ -87,7 +87,7 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
             libc::SYS_mbind | libc::SYS_set_mempolicy_home_node => {
                 changing(&[policy_span(a[0] as usize, n(1))], raw)
             }
-            libc::SYS_process_madvise => changing(&[everything()], raw),
+            libc::SYS_process_madvise => changing_everything(raw),
             #[cfg(target_arch = "x86_64")]
             libc::SYS_unlink => names::unlink(s(0)) as c_long,
             libc::SYS_unlinkat => names::unlinkat(i(0), s(1), i(2)) as c_long,

@@ -111,6 +111,10 @@ fn past_hooks(args: &[String]) -> i32 {
         Some("mbind") => pasthooks::mbind(at),
         Some("process-madvise") => pasthooks::process_madvise_self(at),
         Some("busy-unlink") => pasthooks::busy_unlink(at, arg(args, 3, 4), arg(args, 4, 500)),
+        Some("busy-mlockall") => pasthooks::busy_whole(at, "mlockall", arg(args, 3, 300)),
+        Some("busy-process-madvise") => {
+            pasthooks::busy_whole(at, "process-madvise", arg(args, 3, 300))
+        }
         Some("near-map-count") => {
             cliffs::near_map_count(at, arg(args, 3, 65000), arg(args, 4, 50000))
         }
@@ -118,7 +122,7 @@ fn past_hooks(args: &[String]) -> i32 {
             cliffs::fork_with_a_full_queue(at, arg(args, 3, 4000), arg(args, 4, 20))
         }
         _ => {
-            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|fork-queue|near-map-count DIR|FILE [N M]");
+            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|busy-mlockall|busy-process-madvise|fork-queue|near-map-count DIR|FILE [N M]");
             return 2;
         }
     }
