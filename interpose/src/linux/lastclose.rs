@@ -44,15 +44,47 @@ fn close_failed_with_nothing_closed(r: c_int) -> bool {
     r != 0 && errno::get() == libc::EBADF
 }
 
+extern "C" {
+    // glibc's (libc.so.6 since 2.34); neither touches errno.
+    fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
+    fn pthread_testcancel();
+}
+
+const PTHREAD_CANCEL_DISABLE: c_int = 1;
+
+/// Runs `call`, which makes a close that is a cancellation point (`close`,
+/// `fclose`), so that a cancellation is acted on where it leaves the
+/// engine's records as the kernel leaves the descriptor: at the entry,
+/// before the engine changes anything (glibc acts on a pending request
+/// before the system call, and the descriptor stays open); a request
+/// that comes while the engine and the real close run waits for the
+/// thread's next cancellation point, as one that came just after the
+/// system call would. No unwinding passes through a frame of the
+/// library's that holds anything (the table is never held here).
+fn cancel_at_entry<T>(call: impl FnOnce() -> T) -> T {
+    // SAFETY: glibc's cancellation point; it unwinds out of this frame
+    // only at this line, before anything was changed.
+    unsafe { pthread_testcancel() };
+    let mut old = 0;
+    // SAFETY: a valid out-pointer.
+    unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut old) };
+    let r = call();
+    // SAFETY: the state saved above; a valid out-pointer.
+    unsafe { pthread_setcancelstate(old, &mut old) };
+    r
+}
+
 /// # Safety
 /// As for C `close`.
 #[inline(always)]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    let c = closing(fd, fd);
-    // SAFETY: the caller's own arguments.
-    let r = unsafe { real::close(fd) };
-    closed(c, !close_failed_with_nothing_closed(r));
-    r
+    cancel_at_entry(|| {
+        let c = closing(fd, fd);
+        // SAFETY: the caller's own arguments.
+        let r = unsafe { real::close(fd) };
+        closed(c, !close_failed_with_nothing_closed(r));
+        r
+    })
 }
 
 /// # Safety
@@ -230,6 +262,17 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 /// through `close`.
 #[inline(always)]
 pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
+    cancel_at_entry(|| {
+        // SAFETY: the caller's own arguments.
+        unsafe { fclose_uncancelled(fp) }
+    })
+}
+
+/// `fclose` with cancellation put off (see [`cancel_at_entry`]).
+///
+/// # Safety
+/// As for C `fclose`.
+unsafe fn fclose_uncancelled(fp: *mut FILE) -> c_int {
     let c = if fp.is_null() {
         Closing::NONE
     } else {
