@@ -22,6 +22,12 @@
  *       read-write B it succeeds, and its munmap must really unmap (a
  *       mapping made through a read-write descriptor is never queued).
  *
+ *   fdmode FILE high ROUNDS
+ *       ROUNDS times: FILE opened, moved to a descriptor numbered 4999 or
+ *       more, window ROUND % 16 (a miss, where FILE has 16 windows and
+ *       ROUNDS is at most 16) mapped through it, the descriptor closed, the
+ *       window unmapped (strace counts the system calls).
+ *
  * FILE: a data file of at least 8 windows (mq-probe mkfile). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -156,11 +163,41 @@ static int reopen(const char *file, const char *how) {
     return 0;
 }
 
+/* ROUNDS times: FILE opened, its descriptor moved to a number at or above
+ * 4096 (F_DUPFD), window ROUND % 16 mapped through it and read, the
+ * descriptor closed, the window unmapped. */
+static int high(const char *file, long rounds) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max < 5000)
+        die("RLIMIT_NOFILE");
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        die("setrlimit");
+    long sum = 0;
+    for (long r = 0; r < rounds; r++) {
+        int fd = open_or_die(file, O_RDONLY);
+        int hi = fcntl(fd, F_DUPFD, 4999);
+        if (hi < 4096)
+            die("F_DUPFD");
+        close(fd);
+        char *p = mmap(NULL, WINDOW, PROT_READ, MAP_PRIVATE, hi, (off_t)(r % 16) * WINDOW);
+        if (p == MAP_FAILED)
+            die("mmap");
+        sum += *(volatile char *)p;
+        close(hi);
+        munmap(p, WINDOW);
+    }
+    printf("sum %ld\n", sum);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 4 && !strcmp(argv[2], "high"))
+        return high(argv[1], atol(argv[3]));
     if (argc >= 5 && !strcmp(argv[2], "cycle"))
         return cycle(argv[1], atol(argv[3]), atoi(argv[4]));
     if (argc >= 4 && !strcmp(argv[2], "reopen"))
         return reopen(argv[1], argv[3]);
-    fprintf(stderr, "usage: fdmode FILE cycle ROUNDS WINDOWS | fdmode FILE reopen HOW\n");
+    fprintf(stderr, "usage: fdmode FILE cycle ROUNDS WINDOWS | fdmode FILE reopen HOW | fdmode FILE high ROUNDS\n");
     return 2;
 }
