@@ -215,3 +215,30 @@ fn a_flock_past_libc_is_released_at_the_last_close() {
 fn a_close_cancelled_at_its_entry_keeps_the_descriptors_records() {
     scenario("cancelclose", &[], GRANTED);
 }
+
+/// glibc's `clone(CLONE_VM | CLONE_VFORK)` (not `vfork`): its child runs in
+/// the parent's memory on a copy of the table. The library at d02eb11 let
+/// it write the parent's records ("mmap through the write-only descriptor
+/// succeeded").
+#[test]
+fn a_clone_vm_childs_reopening_a_number_teaches_the_parent_nothing() {
+    scenario("fdtable", &["reopen", "clone"], EACCES);
+}
+
+#[test]
+fn a_clone_vm_childs_close_leaves_the_parents_lock_bit() {
+    scenario("fdtable", &["lock", "clone"], GRANTED);
+}
+
+/// Children of glibc's `clone()` and `_Fork()`, which run no atfork
+/// handler: the library at d02eb11 took the parent's descriptions for its
+/// own alone, and the child's lock stayed with the queued mapping.
+#[test]
+fn a_clone_childs_flock_is_released_at_the_parents_last_close() {
+    scenario("fdlocks", &["clone-flock"], GRANTED);
+}
+
+#[test]
+fn an_underscore_fork_childs_flock_is_released_at_the_parents_last_close() {
+    scenario("fdlocks", &["_fork-flock"], GRANTED);
+}

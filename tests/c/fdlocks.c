@@ -17,6 +17,9 @@
  *         pidfd-getfd     a copy of D made with pidfd_getfd on itself
  *         fork-flock      the lock is taken by a fork child through its
  *                         inherited D, not by the parent
+ *         clone-flock     the same with a child of glibc's clone() (no
+ *                         atfork handler runs)
+ *         _fork-flock     the same with a child of glibc's _Fork()
  *         sys-flock       the lock is taken by syscall(SYS_flock)
  *         sys-ofd         the lock is an OFD read lock taken by
  *                         syscall(SYS_fcntl, F_OFD_SETLK)
@@ -32,6 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -72,6 +77,14 @@ static int scm_copy(int d) {
     close(sv[0]);
     close(sv[1]);
     return copy;
+}
+
+static int child_d;
+
+/* In a child: the lock through the inherited descriptor; 0 on success. */
+static int child_flock(void *unused) {
+    (void)unused;
+    return flock(child_d, LOCK_EX | LOCK_NB) != 0;
 }
 
 /* flock(fd, op) by the syscall instruction itself, past libc. */
@@ -158,10 +171,16 @@ int main(int argc, char **argv) {
         int d = open(path, O_RDONLY);
         if (d < 0)
             die("open");
-        if (!strcmp(how, "fork-flock")) {
-            pid_t pid = fork();
+        if (!strcmp(how, "fork-flock") || !strcmp(how, "clone-flock") ||
+            !strcmp(how, "_fork-flock")) {
+            static char stack[1 << 16] __attribute__((aligned(16)));
+            child_d = d;
+            pid_t pid = !strcmp(how, "clone-flock")
+                            ? clone(child_flock, stack + sizeof stack, SIGCHLD, NULL)
+                        : !strcmp(how, "_fork-flock") ? _Fork()
+                                                      : fork();
             if (pid == 0)
-                _exit(flock(d, LOCK_EX | LOCK_NB) != 0);
+                _exit(child_flock(NULL));
             int status;
             if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
                 die("the child's flock");

@@ -56,6 +56,7 @@ macro_rules! real_functions {
         ///
         /// # Safety
         /// The caller passes what the C function accepts.
+        #[allow(non_snake_case, clippy::too_many_arguments)]
         pub unsafe fn $name($($arg: $ty),*) -> $ret {
             let f = slots::$name.load(Ordering::Acquire);
             if f == 0 {
@@ -100,6 +101,27 @@ fn system_fallback(_: *const c_char) -> c_int {
 
 fn popen_fallback(_: *const c_char, _: *const c_char) -> *mut FILE {
     core::ptr::null_mut()
+}
+
+/// Stand-ins for `clone` and `_Fork` before `resolve` (nothing makes a
+/// child that early): the call fails as if the system had no room.
+#[allow(clippy::too_many_arguments)]
+fn clone_fallback(
+    _: *mut c_void,
+    _: *mut c_void,
+    _: c_int,
+    _: *mut c_void,
+    _: *mut pid_t,
+    _: *mut c_void,
+    _: *mut pid_t,
+) -> c_int {
+    crate::errno::set(libc::EAGAIN);
+    -1
+}
+
+fn fork_fallback() -> pid_t {
+    crate::errno::set(libc::EAGAIN);
+    -1
 }
 
 /// The real `vfork`, for `table_owner.rs`'s trampoline (not in
