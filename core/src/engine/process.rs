@@ -73,7 +73,16 @@ impl Engine {
         if !self.active() {
             return;
         }
-        if let Some(q) = self.lock_patiently(os) {
+        if let Some(mut q) = self.lock_patiently(os) {
+            // What the program gave up is kept out of the child: the
+            // kernel would copy every queued mapping at the fork and tear
+            // it down at the child's exit or exec. Once per mapping (it
+            // stays marked while queued); never a range a call that found
+            // the table busy may have made the program's again.
+            let dirty = &self.dirty;
+            q.table.keep_queued_from_fork(|start, len| {
+                !dirty.pending_overlaps(start, start + len) && os.keep_from_fork(start, len)
+            });
             self.fork_previous.store(q.keep(), Relaxed);
             self.fork_kept.store(true, Relaxed);
         }
@@ -99,8 +108,9 @@ impl Engine {
     }
 
     /// In a child after `fork`: the table the forking thread kept across
-    /// the fork is whole, and its mappings are the child's own copies, so
-    /// nothing is unmapped now (a child that execs or exits, the common
+    /// the fork is whole; the queued mappings kept out of the child are
+    /// forgotten, and the others are the child's own copies, so nothing
+    /// is unmapped now (a child that execs or exits, the common
     /// kind, would pay one munmap per queued run for nothing). What the
     /// parent had queued, the program had unmapped; its copies keep their
     /// files open in the child, so they are unmapped by the child's first
@@ -112,8 +122,8 @@ impl Engine {
     /// on in the child: it is left be. Counters restart so parent and
     /// child each report their own calls.
     pub fn after_fork_in_child<O: Os>(&self, os: &O) {
-        if self.fork_kept.swap(false, Relaxed) {
-            self.inherited.store(true, Relaxed);
+        let kept = self.fork_kept.swap(false, Relaxed);
+        if kept {
             // SAFETY: the forking thread kept it in `before_fork`.
             unsafe { self.table.give_back(os, self.fork_previous.load(Relaxed)) };
         } else if self.table.held_elsewhere(os) {
@@ -126,6 +136,17 @@ impl Engine {
         }
         self.dirty.reset_after_fork();
         self.lost_names.reset_after_fork();
+        if kept {
+            // The mappings kept out of this child are not here: forgotten
+            // (the place may be another mapping's soon). What is left of
+            // the parent's queue is unmapped by the first holder.
+            if let Some(mut q) = self.lock(os) {
+                if q.table.forget_kept_from_fork() > 0 {
+                    self.publish_bounds(&q.table);
+                }
+            }
+            self.inherited.store(true, Relaxed);
+        }
         // The sizing rule reads its memory anew: applied by the next
         // holder, since this thread may be the holder (see above).
         self.pending.fetch_or(FORKED, Relaxed);

@@ -143,6 +143,9 @@ struct Slot {
     newer: u16,
     /// Next slot in the same key bucket, or in the free list.
     next: u16,
+    /// Queued and kept out of fork children (`MADV_DONTFORK`): a reuse
+    /// gives it back to them first.
+    no_fork: bool,
 }
 
 impl Slot {
@@ -165,6 +168,7 @@ impl Slot {
         older: NIL,
         newer: NIL,
         next: NIL,
+        no_fork: false,
     };
 }
 
@@ -608,6 +612,41 @@ impl Table {
             link = s.next;
         }
         Lookup::Miss
+    }
+
+    /// Before a fork: hands each queued entry not yet kept out of fork
+    /// children to `keep` (oldest first), and marks those it kept out.
+    pub fn keep_queued_from_fork(&mut self, mut keep: impl FnMut(usize, usize) -> bool) {
+        let mut link = self.oldest;
+        while link != NIL {
+            let s = self.slots[link as usize];
+            if !s.no_fork && keep(s.start, s.len) {
+                self.slots[link as usize].no_fork = true;
+            }
+            link = s.newer;
+        }
+    }
+
+    /// In a fork child: forgets the queued entries kept out of it (they
+    /// are not mapped there); answers how many.
+    pub fn forget_kept_from_fork(&mut self) -> usize {
+        let mut n = 0;
+        let mut link = self.oldest;
+        while link != NIL {
+            let s = self.slots[link as usize];
+            if s.no_fork {
+                self.remove(link);
+                n += 1;
+            }
+            link = s.newer;
+        }
+        n
+    }
+
+    /// Whether the entry in `slot` (just taken for a reuse) was kept out
+    /// of fork children; the mark is cleared.
+    pub fn take_no_fork(&mut self, slot: u16) -> bool {
+        core::mem::replace(&mut self.slots[slot as usize].no_fork, false)
     }
 
     #[cfg(test)]
