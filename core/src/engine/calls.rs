@@ -252,7 +252,7 @@ impl Engine {
                             self.stats.bump(Counter::ForgottenQueued);
                         }
                         Lookup::Hit(start) if !forgets || self.may_answer(os, fd) => {
-                            if !self.inheritable(os, &mut q.table, start) {
+                            if !self.inheritable(os, &mut q.table, start, key.len) {
                                 continue;
                             }
                             self.stats.bump(Counter::Reused);
@@ -326,15 +326,14 @@ impl Engine {
     /// children while it was queued (`process.rs`) is given back to them
     /// (one `madvise`); where that fails it is unmapped instead, and the
     /// caller looks again (a miss).
-    fn inheritable<O: Os>(&self, os: &O, t: &mut Table, start: usize) -> bool {
-        let Some(e) = t.find(start) else {
-            return true;
-        };
-        if !t.take_no_fork(e.slot) || os.give_to_fork(e.start, e.len) {
+    fn inheritable<O: Os>(&self, os: &O, t: &mut Table, start: usize, len: usize) -> bool {
+        if !t.hit_was_kept_from_fork() || os.give_to_fork(start, len) {
             return true;
         }
-        self.unmap_queued(os, t, e, Counter::Released);
-        self.publish_bounds(t);
+        if let Some(e) = t.find(start) {
+            self.unmap_queued(os, t, e, Counter::Released);
+            self.publish_bounds(t);
+        }
         false
     }
 

@@ -81,6 +81,14 @@ impl Engine {
         self.fresh_fds.duplicated(old, new);
     }
 
+    /// Whether the records of `fd` say anything a close would change and a
+    /// close that did not happen would need back: a mapping was made or a
+    /// lock taken through it (two loads).
+    #[inline]
+    pub fn fd_has_records(&self, fd: i32) -> bool {
+        self.mapped_fds.get(fd) || self.carrying_fds.get(fd)
+    }
+
     /// The process is about to share its descriptions with another
     /// (fork, vfork, a spawn, descriptors sent or received over a socket,
     /// `pidfd_getfd`): a lock may be taken on any of them through a copy

@@ -192,6 +192,9 @@ pub struct Table {
     aged_munmaps: u64,
     /// Page drops [`Table::cool_by_age`] has made so far.
     cooling_drops: u64,
+    /// Whether the last [`Table::take_queued`] hit was kept out of fork
+    /// children (its mark then cleared).
+    hit_no_fork: bool,
     /// The range being unmapped right now (empty: none), for a recovery
     /// after a longjmp out of that very unmap: it may or may not be done.
     in_flight: (usize, usize),
@@ -231,6 +234,7 @@ impl Table {
             enqueues: 0,
             aged_munmaps: 0,
             cooling_drops: 0,
+            hit_no_fork: false,
             in_flight: (0, 0),
             with_fd: 0,
             fd_slots: [NIL; FD_SET],
@@ -603,6 +607,8 @@ impl Table {
             let s = &self.slots[link as usize];
             if s.key == *key {
                 let start = s.start;
+                self.hit_no_fork = s.no_fork;
+                self.slots[link as usize].no_fork = false;
                 self.detach(link);
                 return Lookup::Hit(start);
             }
@@ -643,10 +649,10 @@ impl Table {
         n
     }
 
-    /// Whether the entry in `slot` (just taken for a reuse) was kept out
-    /// of fork children; the mark is cleared.
-    pub fn take_no_fork(&mut self, slot: u16) -> bool {
-        core::mem::replace(&mut self.slots[slot as usize].no_fork, false)
+    /// Whether the entry the last [`Table::take_queued`] hit was kept out
+    /// of fork children (its mark is cleared by the hit).
+    pub fn hit_was_kept_from_fork(&self) -> bool {
+        self.hit_no_fork
     }
 
     #[cfg(test)]

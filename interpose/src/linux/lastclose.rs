@@ -44,12 +44,6 @@ fn close_failed_with_nothing_closed(r: c_int) -> bool {
     r != 0 && errno::get() == libc::EBADF
 }
 
-extern "C" {
-    // glibc's (libc.so.6 since 2.34); neither touches errno.
-    fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
-    fn pthread_testcancel();
-}
-
 const PTHREAD_CANCEL_DISABLE: c_int = 1;
 
 /// Runs `call`, which makes a close that is a cancellation point (`close`,
@@ -62,15 +56,12 @@ const PTHREAD_CANCEL_DISABLE: c_int = 1;
 /// system call would. No unwinding passes through a frame of the
 /// library's that holds anything (the table is never held here).
 fn cancel_at_entry<T>(call: impl FnOnce() -> T) -> T {
-    // SAFETY: glibc's cancellation point; it unwinds out of this frame
-    // only at this line, before anything was changed.
-    unsafe { pthread_testcancel() };
-    let mut old = 0;
-    // SAFETY: a valid out-pointer.
-    unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut old) };
+    // glibc's cancellation point: it unwinds out of this frame only here,
+    // before anything was changed. Neither call touches errno.
+    real::testcancel();
+    let old = real::setcancelstate(PTHREAD_CANCEL_DISABLE);
     let r = call();
-    // SAFETY: the state saved above; a valid out-pointer.
-    unsafe { pthread_setcancelstate(old, &mut old) };
+    real::setcancelstate(old);
     r
 }
 
@@ -78,13 +69,21 @@ fn cancel_at_entry<T>(call: impl FnOnce() -> T) -> T {
 /// As for C `close`.
 #[inline(always)]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    cancel_at_entry(|| {
+    let call = || {
         let c = closing(fd, fd);
         // SAFETY: the caller's own arguments.
         let r = unsafe { real::close(fd) };
         closed(c, !close_failed_with_nothing_closed(r));
         r
-    })
+    };
+    // A descriptor with no mapping or lock recorded loses nothing that
+    // matters to a cancellation at the entry (at worst its number's later
+    // mmaps go untracked): no cancellation state is touched for it.
+    if ENGINE.fd_has_records(fd) {
+        cancel_at_entry(call)
+    } else {
+        call()
+    }
 }
 
 /// # Safety
@@ -262,10 +261,19 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 /// through `close`.
 #[inline(always)]
 pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
-    cancel_at_entry(|| {
-        // SAFETY: the caller's own arguments.
-        unsafe { fclose_uncancelled(fp) }
-    })
+    let fd = if fp.is_null() {
+        -1
+    } else {
+        // SAFETY: the caller's stream, about to be closed.
+        unsafe { libc::fileno(fp) }
+    };
+    // SAFETY: the caller's own arguments.
+    let call = || unsafe { fclose_uncancelled(fp) };
+    if ENGINE.fd_has_records(fd) {
+        cancel_at_entry(call)
+    } else {
+        call()
+    }
 }
 
 /// `fclose` with cancellation put off (see [`cancel_at_entry`]).

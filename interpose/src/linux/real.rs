@@ -30,6 +30,7 @@ macro_rules! real_functions {
         pub fn resolve() {
             $( real_functions!(@resolve $name [$($stand_in)*]); )*
             resolve_vfork();
+            resolve_cancellation();
         }
 
         $( real_functions!(@function $name ($($arg: $ty),*) -> $ret, [$($stand_in)*]); )*
@@ -132,6 +133,54 @@ fn resolve_vfork() {
     // SAFETY: dlsym with a NUL-terminated name (see `resolve`).
     let f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"vfork".as_ptr()) };
     VFORK.store(f as usize, Ordering::Release);
+}
+
+/// glibc's `pthread_setcancelstate` and `pthread_testcancel`, for the
+/// close hooks (`lastclose.rs`): looked up, not linked, because before
+/// glibc 2.34 they live in libpthread, which a program need not load.
+static SETCANCELSTATE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+static TESTCANCEL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+fn resolve_cancellation() {
+    // SAFETY: dlsym with NUL-terminated names; RTLD_DEFAULT finds them
+    // wherever the program loaded them.
+    let (set, test) = unsafe {
+        (
+            libc::dlsym(libc::RTLD_DEFAULT, c"pthread_setcancelstate".as_ptr()),
+            libc::dlsym(libc::RTLD_DEFAULT, c"pthread_testcancel".as_ptr()),
+        )
+    };
+    // Both or neither.
+    if !set.is_null() && !test.is_null() {
+        SETCANCELSTATE.store(set as usize, Ordering::Release);
+        TESTCANCEL.store(test as usize, Ordering::Release);
+    }
+}
+
+/// `pthread_testcancel`, if the program has it.
+pub fn testcancel() {
+    let f = TESTCANCEL.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: glibc's `void pthread_testcancel(void)`, from dlsym.
+        let f: unsafe extern "C" fn() = unsafe { core::mem::transmute(f) };
+        // SAFETY: no arguments; it may unwind the thread (cancellation).
+        unsafe { f() };
+    }
+}
+
+/// `pthread_setcancelstate(state, &old)`, answering `old`; `state` itself
+/// if the program has no such function (nothing to change then).
+pub fn setcancelstate(state: c_int) -> c_int {
+    let f = SETCANCELSTATE.load(Ordering::Acquire);
+    if f == 0 {
+        return state;
+    }
+    // SAFETY: glibc's `int pthread_setcancelstate(int, int *)`, from dlsym.
+    let f: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = unsafe { core::mem::transmute(f) };
+    let mut old = state;
+    // SAFETY: a valid out-pointer.
+    unsafe { f(state, &mut old) };
+    old
 }
 
 /// The real `vfork`'s address, 0 before `resolve` (or if none resolved).
