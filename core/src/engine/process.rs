@@ -93,6 +93,10 @@ impl Engine {
     /// too).
     pub(super) fn release_inherited<O: Os>(&self, os: &O, q: &mut crate::queue::Queue) {
         if self.inherited.swap(false, Relaxed) {
+            // Those an earlier fork kept out of children are not mapped
+            // here: forgotten, never unmapped (the place may be another
+            // mapping's by now).
+            q.table.forget_kept_from_fork();
             q.flush_all(os, self.books());
             self.publish_bounds(&q.table);
         }
@@ -119,8 +123,9 @@ impl Engine {
     /// the fork ran out) is taken over, trusting only each slot's own
     /// state, as after a longjmp out of a hook. A holder that is this very
     /// thread (fork from a signal handler that interrupted a hook) carries
-    /// on in the child: it is left be. Counters restart so parent and
-    /// child each report their own calls.
+    /// on in the child: it is left be, and the queue it leaves is
+    /// released by the next holder. Counters restart so parent and child
+    /// each report their own calls.
     pub fn after_fork_in_child<O: Os>(&self, os: &O) {
         let kept = self.fork_kept.swap(false, Relaxed);
         if kept {
@@ -138,15 +143,17 @@ impl Engine {
         self.lost_names.reset_after_fork();
         if kept {
             // The mappings kept out of this child are not here: forgotten
-            // (the place may be another mapping's soon). What is left of
-            // the parent's queue is unmapped by the first holder.
+            // (the place may be another mapping's soon).
             if let Some(mut q) = self.lock(os) {
                 if q.table.forget_kept_from_fork() > 0 {
                     self.publish_bounds(&q.table);
                 }
             }
-            self.inherited.store(true, Relaxed);
         }
+        // What is left of the parent's queue is unmapped by the first
+        // holder (after forgetting what an earlier fork kept out, where
+        // this fork could not take the table).
+        self.inherited.store(true, Relaxed);
         // The sizing rule reads its memory anew: applied by the next
         // holder, since this thread may be the holder (see above).
         self.pending.fetch_or(FORKED, Relaxed);
