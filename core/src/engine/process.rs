@@ -112,13 +112,13 @@ impl Engine {
     }
 
     /// In a child after `fork`: the table the forking thread kept across
-    /// the fork is whole; the queued mappings kept out of the child are
-    /// forgotten, and the others are the child's own copies, so nothing
-    /// is unmapped now (a child that execs or exits, the common
-    /// kind, would pay one munmap per queued run for nothing). What the
-    /// parent had queued, the program had unmapped; its copies keep their
-    /// files open in the child, so they are unmapped by the child's first
-    /// call that takes the table (see `inherited`). Only the forking
+    /// the fork is whole, and nothing is done to it now (a child that
+    /// execs or exits, the common kind, would pay for nothing). What the
+    /// parent had queued, the program had unmapped: the child's first
+    /// call that takes the table forgets the queued mappings kept out of
+    /// the child (not mapped here; every way to the table passes there
+    /// first) and unmaps the others, copies that keep their files open
+    /// (see `inherited`). Only the forking
     /// thread survives: a table some other thread held (the wait before
     /// the fork ran out) is taken over, trusting only each slot's own
     /// state, as after a longjmp out of a hook. A holder that is this very
@@ -127,8 +127,7 @@ impl Engine {
     /// released by the next holder. Counters restart so parent and child
     /// each report their own calls.
     pub fn after_fork_in_child<O: Os>(&self, os: &O) {
-        let kept = self.fork_kept.swap(false, Relaxed);
-        if kept {
+        if self.fork_kept.swap(false, Relaxed) {
             // SAFETY: the forking thread kept it in `before_fork`.
             unsafe { self.table.give_back(os, self.fork_previous.load(Relaxed)) };
         } else if self.table.held_elsewhere(os) {
@@ -141,18 +140,10 @@ impl Engine {
         }
         self.dirty.reset_after_fork();
         self.lost_names.reset_after_fork();
-        if kept {
-            // The mappings kept out of this child are not here: forgotten
-            // (the place may be another mapping's soon).
-            if let Some(mut q) = self.lock(os) {
-                if q.table.forget_kept_from_fork() > 0 {
-                    self.publish_bounds(&q.table);
-                }
-            }
-        }
-        // What is left of the parent's queue is unmapped by the first
-        // holder (after forgetting what an earlier fork kept out, where
-        // this fork could not take the table).
+        // What the parent had queued is released by the child's first
+        // holder (`release_inherited`): what was kept out of the child
+        // forgotten, the rest unmapped. Nothing is done now: a child that
+        // execs or exits pays nothing for it.
         self.inherited.store(true, Relaxed);
         // The sizing rule reads its memory anew: applied by the next
         // holder, since this thread may be the holder (see above).
