@@ -34,12 +34,20 @@ fn library() -> PathBuf {
 /// Every system call `fdmode FILE cycle ROUNDS WINDOWS` makes under the
 /// library, by name (strace).
 fn calls(exe: &Path, file: &str, dir: &Path, rounds: usize) -> BTreeMap<String, usize> {
-    let log = dir.join(format!("strace-{rounds}"));
+    let (r, w) = (rounds.to_string(), WINDOWS.to_string());
+    calls_of(exe, &[file, "cycle", &r, &w], dir, true)
+}
+
+/// Every system call `fdmode ARGS...` makes, under the library or not.
+fn calls_of(exe: &Path, args: &[&str], dir: &Path, preload: bool) -> BTreeMap<String, usize> {
+    let log = dir.join(format!("strace-{}-{preload}", args[1..].join("-")));
     let mut c = Command::new("strace");
-    c.args(["-f", "-qq", "-o"]).arg(&log).arg("-E");
-    c.arg(format!("LD_PRELOAD={}", library().display()));
-    c.arg(exe)
-        .args([file, "cycle", &rounds.to_string(), &WINDOWS.to_string()]);
+    c.args(["-f", "-qq", "-o"]).arg(&log);
+    if preload {
+        c.arg("-E")
+            .arg(format!("LD_PRELOAD={}", library().display()));
+    }
+    c.arg(exe).args(args);
     let out = output_within(&mut c, MINUTE);
     assert!(out.status.success(), "strace: {}", text(&out.stderr));
     let mut by_name = BTreeMap::new();
@@ -108,6 +116,41 @@ fn a_miss_costs_two_statx_and_mmap_and_a_descriptor_one_fcntl() {
     );
 }
 
+/// A descriptor numbered 4096 or more costs what a lower one does: its
+/// close no longer asks the kernel about locks, nor each mmap its access
+/// mode (the library at d02eb11 read `/proc/self/fdinfo` at every such
+/// close, 3 system calls and 2 `rt_sigprocmask`: 130 system calls for the
+/// program's 60 here, now 80).
+#[test]
+fn a_high_descriptor_costs_what_a_low_one_does() {
+    // 16 windows: every round maps one not mapped before, a miss.
+    let (dir, file) = scratch_with_data("fd-mode-high", 64);
+    let exe = c_program("fdmode", &dir);
+    let run = |rounds: usize, preload: bool| {
+        calls_of(&exe, &[&file, "high", &rounds.to_string()], &dir, preload)
+    };
+    let (d_with, with) = more(&run(2, true), &run(12, true));
+    let (_, without) = more(&run(2, false), &run(12, false));
+    println!(
+        "10 rounds on a descriptor above 4096: {with} system calls with the library, \
+         {without} without: {d_with:?}"
+    );
+    let get = |k: &str| d_with.get(k).copied().unwrap_or(0);
+    // A miss: two statx and the mmap, and the munmap deferred; each new
+    // description's access mode asked once (F_GETFL), beside the
+    // program's own F_DUPFD: what a descriptor below 4096 costs.
+    assert_eq!(
+        (
+            get("openat"),
+            get("read"),
+            get("rt_sigprocmask"),
+            get("fcntl")
+        ),
+        (10, 0, 0, 20),
+        "no /proc read at a close: {d_with:?}"
+    );
+}
+
 /// A run killed after this is a hang.
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -167,6 +210,16 @@ fn a_write_only_reopen_after_fclose_is_refused() {
 #[test]
 fn a_write_only_reopen_after_syscall_close_is_refused() {
     reopen("syscall", EACCES);
+}
+
+#[test]
+fn a_write_only_reopen_after_syscall_close_of_a_wide_number_is_refused() {
+    reopen("syscall_high", EACCES);
+}
+
+#[test]
+fn a_write_only_syscall_dup3_of_wide_numbers_onto_the_number_is_refused() {
+    reopen("syscall_dup3_high", EACCES);
 }
 
 #[test]

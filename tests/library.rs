@@ -101,6 +101,8 @@ fn the_library_is_small_and_exports_only_its_hooks() {
     assert_eq!(
         exported,
         [
+            "_Fork",
+            "clone",
             "close",
             "close_range",
             "closefrom",

@@ -19,17 +19,25 @@
 //! counted: README, Limits.
 //!
 //! Each number below [`FRESH_FDS`] has one word: 0, or the epoch plus one
-//! read when a close of it began; a close costs one load and one store.
+//! read when a close of it began; a close costs two loads and one store.
 
-use core::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 
-/// Numbers below this have a word (32 KiB of `.bss`, touched only where
-/// used); the others are never fresh.
-pub const FRESH_FDS: usize = 4096;
+/// Numbers below this have a word (512 KiB of `.bss`, touched only where
+/// used: a page per 512 numbers); the others are never fresh.
+pub const FRESH_FDS: usize = crate::fds::FD_BITS;
+
+/// A close of a range (`close_range`, `closefrom`) marks the numbers below
+/// this, and above it only those below the highest number ever marked:
+/// a number above both never had a word written, and stays not fresh
+/// (asked about), which costs only a system call at its close.
+const RANGE_FLOOR: usize = 4096;
 
 pub struct FreshFds {
     words: [AtomicU64; FRESH_FDS],
     epoch: AtomicU64,
+    /// One more than the highest number whose word was written.
+    top: AtomicUsize,
 }
 
 impl Default for FreshFds {
@@ -48,6 +56,7 @@ impl FreshFds {
         FreshFds {
             words: [const { AtomicU64::new(0) }; FRESH_FDS],
             epoch: AtomicU64::new(0),
+            top: AtomicUsize::new(0),
         }
     }
 
@@ -71,12 +80,31 @@ impl FreshFds {
     /// description opened on one of the numbers from now on is fresh
     /// while nothing is shared.
     pub fn closed(&self, lo: i32, hi: i32, epoch: u64) {
+        if lo == hi {
+            if let Some(i) = index(lo) {
+                self.write(i, epoch + 1);
+            }
+            return;
+        }
         let (Ok(lo), Ok(hi)) = (usize::try_from(lo), usize::try_from(hi)) else {
             return;
         };
-        for w in self.words.iter().take(hi.saturating_add(1)).skip(lo) {
+        let end = hi
+            .saturating_add(1)
+            .min(self.top.load(SeqCst).max(RANGE_FLOOR));
+        for w in self.words.iter().take(end).skip(lo) {
             w.store(epoch + 1, SeqCst);
         }
+    }
+
+    /// Writes word `i`, raising the mark of the highest number written
+    /// first (one load where it need not move).
+    #[inline]
+    fn write(&self, i: usize, v: u64) {
+        if i >= self.top.load(SeqCst) {
+            self.top.fetch_max(i + 1, SeqCst);
+        }
+        self.words[i].store(v, SeqCst);
     }
 
     /// `new` now names the description `old` names.
@@ -84,7 +112,7 @@ impl FreshFds {
     pub fn duplicated(&self, old: i32, new: i32) {
         if let Some(n) = index(new) {
             let v = index(old).map_or(0, |o| self.words[o].load(SeqCst));
-            self.words[n].store(v, SeqCst);
+            self.write(n, v);
         }
     }
 
@@ -120,7 +148,15 @@ mod tests {
         f.closed(3, 3, e);
         assert!(!f.fresh(3));
         f.closed(0, i32::MAX, f.closing());
-        assert!(f.fresh(0) && f.fresh(FRESH_FDS as i32 - 1));
+        assert!(f.fresh(0) && f.fresh(RANGE_FLOOR as i32 - 1));
+        assert!(
+            !f.fresh(RANGE_FLOOR as i32),
+            "a number above every one written"
+        );
         assert!(!f.fresh(FRESH_FDS as i32) && !f.fresh(-1));
+        f.closed(5000, 5000, f.closing());
+        assert!(f.fresh(5000));
+        f.closed(4096, i32::MAX, f.closing());
+        assert!(f.fresh(4999) && !f.fresh(5001));
     }
 }

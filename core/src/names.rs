@@ -86,6 +86,12 @@ impl LostNames {
         self.overflow.store(true, Release);
     }
 
+    /// Records a call that may have changed any mapping (without
+    /// replacing one): every file is released, as when a record is lost.
+    pub fn everything(&self) {
+        self.overflow.store(true, Release);
+    }
+
     /// Records an unmount.
     pub fn unmount(&self) {
         self.unmounted.store(true, Release);

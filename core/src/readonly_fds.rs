@@ -34,8 +34,8 @@
 //! (`crate::close_seq`), so that the identity and the access mode it keeps
 //! are about one description.
 //!
-//! A close of a descriptor costs one store before and one after (up to
-//! [`CACHED_FDS`] of each for a range).
+//! A close of a descriptor costs one store before and one after (for a
+//! range, one for each number below 4096 or the highest number claimed).
 //!
 //! Beside each word, the name of the file the description was opened
 //! through, for a file with several links (see
@@ -46,11 +46,15 @@
 //! answer, and read only after [`ReadOnlyFds::known`] found the answer.
 
 use crate::file::FileFacts;
-use core::sync::atomic::{AtomicU64, Ordering::*};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 
-/// Descriptors below this have a word (32 KiB); the others ask `F_GETFL`
-/// on every eligible mmap.
-pub const CACHED_FDS: usize = 4096;
+/// Descriptors below this have a word (512 KiB of `.bss`, touched only
+/// where used); the others ask `F_GETFL` on every eligible mmap.
+pub const CACHED_FDS: usize = crate::fds::FD_BITS;
+
+/// A range of closes marks the words below this, and above it those
+/// below the highest number ever claimed: the others are 0.
+const RANGE_FLOOR: usize = 4096;
 
 /// A close of the number is under way: nothing is recorded, nothing hits.
 const CLOSING: u64 = u64::MAX;
@@ -85,6 +89,8 @@ pub struct ReadOnlyFds {
     words: [AtomicU64; CACHED_FDS],
     /// The name's hash (0: one name, or not asked).
     names: [AtomicU64; CACHED_FDS],
+    /// One more than the highest number ever claimed.
+    top: AtomicUsize,
 }
 
 impl Default for ReadOnlyFds {
@@ -103,6 +109,7 @@ impl ReadOnlyFds {
         ReadOnlyFds {
             words: [const { AtomicU64::new(0) }; CACHED_FDS],
             names: [const { AtomicU64::new(0) }; CACHED_FDS],
+            top: AtomicUsize::new(0),
         }
     }
 
@@ -120,6 +127,12 @@ impl ReadOnlyFds {
     /// changed the word, or the number has no word).
     pub fn claim(&self, fd: i32, thread: usize) -> Option<Claim> {
         let index = index(fd)?;
+        // Before the word can hold anything: a range close that reads
+        // `top` after this marks it (one before is seen by the caller's
+        // `CloseSeq` check, ranges counting in the shared word).
+        if index >= self.top.load(SeqCst) {
+            self.top.fetch_max(index + 1, SeqCst);
+        }
         let mark = (thread as u64) << 1 | 1;
         let w = &self.words[index];
         let now = w.load(Relaxed);
@@ -184,7 +197,10 @@ impl ReadOnlyFds {
         let (lo, Ok(hi)) = (lo.max(0) as usize, usize::try_from(hi)) else {
             return;
         };
-        for w in self.words.iter().take(hi.saturating_add(1)).skip(lo) {
+        let end = hi
+            .saturating_add(1)
+            .min(self.top.load(SeqCst).max(RANGE_FLOOR));
+        for w in self.words.iter().take(end).skip(lo) {
             w.store(v, Release);
         }
     }

@@ -16,7 +16,18 @@
  *                         closed first
  *         pidfd-getfd     a copy of D made with pidfd_getfd on itself
  *         fork-flock      the lock is taken by a fork child through its
- *                         inherited D, not by the parent */
+ *                         inherited D, not by the parent
+ *         clone-flock     the same with a child of glibc's clone() (no
+ *                         atfork handler runs)
+ *         _fork-flock     the same with a child of glibc's _Fork()
+ *         sys-flock       the lock is taken by syscall(SYS_flock)
+ *         sys-ofd         the lock is an OFD read lock taken by
+ *                         syscall(SYS_fcntl, F_OFD_SETLK)
+ *         sys-dup         flock(), then a copy made by syscall(SYS_dup) is
+ *                         mapped, D closed first
+ *         sys-dupfd       the same with syscall(SYS_fcntl, F_DUPFD)
+ *         raw-flock       the lock is taken by the syscall instruction,
+ *                         past libc (as Rust's rustix does) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -66,6 +79,47 @@ static int scm_copy(int d) {
     return copy;
 }
 
+static int child_d;
+
+/* In a child: the lock through the inherited descriptor; 0 on success. */
+static int child_flock(void *unused) {
+    (void)unused;
+    return flock(child_d, LOCK_EX | LOCK_NB) != 0;
+}
+
+/* flock(fd, op) by the syscall instruction itself, past libc. */
+static long raw_flock(int fd, int op) {
+    long r;
+#if defined(__x86_64__)
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "0"((long)SYS_flock), "D"((long)fd), "S"((long)op)
+                     : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = SYS_flock;
+    register long x0 __asm__("x0") = fd;
+    register long x1 __asm__("x1") = op;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1) : "memory");
+    r = x0;
+#else
+    r = syscall(SYS_flock, fd, op);
+#endif
+    return r;
+}
+
+/* Takes the round's lock on D as HOW says; 0 on success. */
+static int take_lock(const char *how, int d) {
+    if (!strcmp(how, "sys-flock"))
+        return syscall(SYS_flock, d, LOCK_EX | LOCK_NB);
+    if (!strcmp(how, "raw-flock"))
+        return raw_flock(d, LOCK_EX | LOCK_NB);
+    if (!strcmp(how, "sys-ofd")) {
+        struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+        return syscall(SYS_fcntl, d, F_OFD_SETLK, &fl);
+    }
+    return flock(d, LOCK_EX | LOCK_NB);
+}
+
 /* The descriptor to map through after HOW. */
 static int after(const char *how, int d) {
     errno = 0;
@@ -83,6 +137,13 @@ static int after(const char *how, int d) {
             die("syscall(SYS_dup3) did not fail");
     } else if (!strcmp(how, "scm-rights")) {
         int copy = scm_copy(d);
+        close(d);
+        return copy;
+    } else if (!strcmp(how, "sys-dup") || !strcmp(how, "sys-dupfd")) {
+        int copy = !strcmp(how, "sys-dup") ? syscall(SYS_dup, d)
+                                           : syscall(SYS_fcntl, d, F_DUPFD, 0);
+        if (copy < 0)
+            die("syscall dup");
         close(d);
         return copy;
     } else if (!strcmp(how, "pidfd-getfd")) {
@@ -110,15 +171,21 @@ int main(int argc, char **argv) {
         int d = open(path, O_RDONLY);
         if (d < 0)
             die("open");
-        if (!strcmp(how, "fork-flock")) {
-            pid_t pid = fork();
+        if (!strcmp(how, "fork-flock") || !strcmp(how, "clone-flock") ||
+            !strcmp(how, "_fork-flock")) {
+            static char stack[1 << 16] __attribute__((aligned(16)));
+            child_d = d;
+            pid_t pid = !strcmp(how, "clone-flock")
+                            ? clone(child_flock, stack + sizeof stack, SIGCHLD, NULL)
+                        : !strcmp(how, "_fork-flock") ? _Fork()
+                                                      : fork();
             if (pid == 0)
-                _exit(flock(d, LOCK_EX | LOCK_NB) != 0);
+                _exit(child_flock(NULL));
             int status;
             if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
                 die("the child's flock");
-        } else if (flock(d, LOCK_EX | LOCK_NB) != 0) {
-            die("flock");
+        } else if (take_lock(how, d) != 0) {
+            die("lock");
         }
         map_close_unmap_then_lock(path, after(how, d), WINDOW, round);
     }

@@ -11,13 +11,22 @@
  *       window 1 through A (queued with munmapq). Then B's number is made
  *       to name a write-only (or, with HOW rdwr, read-write) description
  *       of FILE, by HOW: close, dup2, dup3, close_range, fclose (B was a
- *       stream's), syscall (syscall(SYS_close)), opath (close, then open
+ *       stream's), syscall (syscall(SYS_close)), syscall_high and
+ *       syscall_dup3_high (syscall(SYS_close) and syscall(SYS_dup3) with
+ *       the descriptor's upper 32 bits set: the kernel takes it as an
+ *       unsigned int), opath (close, then open
  *       O_PATH), rdwr (close, then open O_RDWR). A PROT_READ, MAP_PRIVATE
  *       mmap of window 1 through B must then fail with EACCES (EBADF for
  *       O_PATH) as it does without munmapq (the queued
  *       mapping made through A must not be handed back); through a
  *       read-write B it succeeds, and its munmap must really unmap (a
  *       mapping made through a read-write descriptor is never queued).
+ *
+ *   fdmode FILE high ROUNDS
+ *       ROUNDS times: FILE opened, moved to a descriptor numbered 4999 or
+ *       more, window ROUND % 16 (a miss, where FILE has 16 windows and
+ *       ROUNDS is at most 16) mapped through it, the descriptor closed, the
+ *       window unmapped (strace counts the system calls).
  *
  * FILE: a data file of at least 8 windows (mq-probe mkfile). */
 #define _GNU_SOURCE
@@ -27,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -94,6 +104,14 @@ static void replace(const char *file, int b, FILE *stream, const char *how, int 
     } else if (!strcmp(how, "syscall")) {
         syscall(SYS_close, b);
         got = open_or_die(file, flags);
+    } else if (!strcmp(how, "syscall_high")) {
+        if (syscall(SYS_close, (long)b | 1L << 32) != 0)
+            die("syscall(SYS_close)");
+        got = open_or_die(file, flags);
+    } else if (!strcmp(how, "syscall_dup3_high")) {
+        w = open_or_die(file, flags);
+        got = syscall(SYS_dup3, (long)w | 3L << 32, (long)b | 1L << 32, 0);
+        close(w);
     } else if (!strcmp(how, "fclose")) {
         fclose(stream);
         got = open_or_die(file, flags);
@@ -145,11 +163,41 @@ static int reopen(const char *file, const char *how) {
     return 0;
 }
 
+/* ROUNDS times: FILE opened, its descriptor moved to a number at or above
+ * 4096 (F_DUPFD), window ROUND % 16 mapped through it and read, the
+ * descriptor closed, the window unmapped. */
+static int high(const char *file, long rounds) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max < 5000)
+        die("RLIMIT_NOFILE");
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        die("setrlimit");
+    long sum = 0;
+    for (long r = 0; r < rounds; r++) {
+        int fd = open_or_die(file, O_RDONLY);
+        int hi = fcntl(fd, F_DUPFD, 4999);
+        if (hi < 4096)
+            die("F_DUPFD");
+        close(fd);
+        char *p = mmap(NULL, WINDOW, PROT_READ, MAP_PRIVATE, hi, (off_t)(r % 16) * WINDOW);
+        if (p == MAP_FAILED)
+            die("mmap");
+        sum += *(volatile char *)p;
+        close(hi);
+        munmap(p, WINDOW);
+    }
+    printf("sum %ld\n", sum);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 4 && !strcmp(argv[2], "high"))
+        return high(argv[1], atol(argv[3]));
     if (argc >= 5 && !strcmp(argv[2], "cycle"))
         return cycle(argv[1], atol(argv[3]), atoi(argv[4]));
     if (argc >= 4 && !strcmp(argv[2], "reopen"))
         return reopen(argv[1], argv[3]);
-    fprintf(stderr, "usage: fdmode FILE cycle ROUNDS WINDOWS | fdmode FILE reopen HOW\n");
+    fprintf(stderr, "usage: fdmode FILE cycle ROUNDS WINDOWS | fdmode FILE reopen HOW | fdmode FILE high ROUNDS\n");
     return 2;
 }

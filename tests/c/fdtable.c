@@ -15,8 +15,9 @@
  *   fdtable DIR reopen HOW
  *       The parent queues window 0 of DIR/file (maps and unmaps it through
  *       a read-only descriptor), and opens the file write-only on number N.
- *       A vfork child (HOW vfork; a thread after unshare(CLONE_FILES) with
- *       HOW unshare) closes N, opens the file read-only there, maps
+ *       A vfork child (HOW vfork; a child of glibc's clone(CLONE_VM |
+ *       CLONE_VFORK) with HOW clone; a thread after unshare(CLONE_FILES)
+ *       with HOW unshare) closes N, opens the file read-only there, maps
  *       window 0 through it and unmaps it. Then the parent maps window 0
  *       through its own, write-only N: the kernel refuses it (EACCES). */
 #define _GNU_SOURCE
@@ -24,6 +25,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,8 +92,31 @@ static void *unshared(void *what) {
     return NULL;
 }
 
-/* Runs `what` in the other table: a vfork child, or an unshared thread. */
+/* A child of glibc's clone(CLONE_VM | CLONE_VFORK): as a vfork child. */
+static int cloned(void *what) {
+    if (!strcmp(what, "lock")) {
+        close_copy();
+        char *argv[] = {"true", NULL};
+        execve("/bin/true", argv, (char *[]){NULL});
+        _exit(127);
+    }
+    reopen_and_map();
+    _exit(0);
+}
+
+/* Runs `what` in the other table: a vfork child, a clone child, or an
+ * unshared thread. */
 static void elsewhere(const char *what) {
+    if (!strcmp(how, "clone")) {
+        static char stack[1 << 16] __attribute__((aligned(16)));
+        pid_t pid = clone(cloned, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                          (void *)what);
+        int status;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+            WEXITSTATUS(status))
+            die("clone child");
+        return;
+    }
     if (!strcmp(how, "unshare")) {
         pthread_t t;
         pthread_create(&t, NULL, unshared, (void *)what);

@@ -2,7 +2,8 @@
  * flock on `fd`'s open file: a window mapped through `fd` is touched, `fd`
  * closed and the window unmapped; then another open of `path` asks for the
  * lock, which the kernel grants once the locked file's last reference is
- * gone. Prints "round N: lock granted" or why not. Needs the includer's
+ * gone (a flock, and an OFD write lock). Prints "round N: lock granted"
+ * or why not. Needs the includer's
  * die(). */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +32,10 @@ static void map_close_unmap_then_lock(const char *path, int fd, size_t window, i
     (void)*(volatile char *)p;
     close(fd);
     munmap(p, window);
-    int other = open(path, O_RDONLY);
-    if (flock(other, LOCK_EX | LOCK_NB) == 0)
+    /* Read-write: an OFD write lock conflicts with any OFD lock held. */
+    int other = open(path, O_RDWR);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (flock(other, LOCK_EX | LOCK_NB) == 0 && fcntl(other, F_OFD_SETLK, &fl) == 0)
         printf("round %d: lock granted\n", round);
     else
         printf("round %d: %s\n", round, strerror(errno));

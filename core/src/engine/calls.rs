@@ -271,6 +271,9 @@ impl Engine {
                             self.stats.bump(Counter::ForgottenQueued);
                         }
                         Lookup::Hit(start) if !forgets || self.may_answer(os, fd) => {
+                            if !self.inheritable(os, &mut q.table, start, key.len) {
+                                continue;
+                            }
                             self.stats.bump(Counter::Reused);
                             self.payoff.reused(key.len);
                             return Ok(start);
@@ -335,6 +338,22 @@ impl Engine {
             self.stats.bump(Counter::PassTableFull);
         }
         Ok(start)
+    }
+
+    /// The queued mapping at `start`, just taken for a reuse, as a fresh
+    /// mapping is to a later fork child: inherited. One kept out of fork
+    /// children while it was queued (`process.rs`) is given back to them
+    /// (one `madvise`); where that fails it is unmapped instead, and the
+    /// caller looks again (a miss).
+    fn inheritable<O: Os>(&self, os: &O, t: &mut Table, start: usize, len: usize) -> bool {
+        if !t.hit_was_kept_from_fork() || os.give_to_fork(start, len) {
+            return true;
+        }
+        if let Some(e) = t.find(start) {
+            self.unmap_queued(os, t, e, Counter::Released);
+            self.publish_bounds(t);
+        }
+        false
     }
 
     pub fn munmap<O: Os>(&self, os: &O, addr: usize, len: usize) -> Result<(), Errno> {
@@ -449,20 +468,52 @@ impl Engine {
             // queued (and then locked).
             let before = self.locked_future.load(Relaxed);
             self.locked_future.store(before || future, Relaxed);
-            match self.lock(os) {
-                Some(mut q) => {
-                    q.flush_all(os, self.books());
-                    self.stats.add(Counter::Forgotten, q.table.len() as u64);
-                    q.table.clear();
-                }
-                None => self.dirty.record(0, usize::MAX),
-            }
+            self.release_everything(os);
             let r = self.retry_enomem(os, call);
             self.locked_future
                 .store(if r.is_ok() { future } else { before }, Relaxed);
             return r;
         }
         call()
+    }
+
+    /// A call that may change the state of any mapping of the process
+    /// without replacing one (`process_madvise`, whose ranges the kernel
+    /// reads behind the program's pointer): everything queued is
+    /// unmapped and live mappings stop being tracked first, as for
+    /// `mlockall`.
+    pub fn everything_call<O: Os, T>(
+        &self,
+        os: &O,
+        mut call: impl FnMut() -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        if !self.active() {
+            return call();
+        }
+        self.stats.bump(Counter::OtherCalls);
+        self.release_everything(os);
+        self.retry_enomem(os, call)
+    }
+
+    /// Unmaps every queued mapping and forgets every live one. Such calls
+    /// are rare: a busy table is waited for a bounded while. Where it
+    /// stays busy (a signal handler that interrupted this thread's own
+    /// hook) the table's next holder does it: it unmaps what is queued,
+    /// which is still the library's (these calls replace no mapping),
+    /// rather than forgetting it as a range changed by a busy call is.
+    fn release_everything<O: Os>(&self, os: &O) {
+        match self.lock(os).or_else(|| self.lock_patiently(os)) {
+            Some(mut q) => {
+                q.flush_all(os, self.books());
+                self.stats.add(Counter::Forgotten, q.table.len() as u64);
+                q.table.clear();
+                self.publish_bounds(&q.table);
+            }
+            None => {
+                self.stats.bump(Counter::PassContention);
+                self.lost_names.everything();
+            }
+        }
     }
 
     /// munlockall: deferring may resume once the real call has succeeded

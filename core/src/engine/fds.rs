@@ -81,6 +81,14 @@ impl Engine {
         self.fresh_fds.duplicated(old, new);
     }
 
+    /// Whether the records of `fd` say anything a close would change and a
+    /// close that did not happen would need back: a mapping was made or a
+    /// lock taken through it (two loads).
+    #[inline]
+    pub fn fd_has_records(&self, fd: i32) -> bool {
+        self.mapped_fds.get(fd) || self.carrying_fds.get(fd)
+    }
+
     /// The process is about to share its descriptions with another
     /// (fork, vfork, a spawn, descriptors sent or received over a socket,
     /// `pidfd_getfd`): a lock may be taken on any of them through a copy
@@ -285,17 +293,17 @@ impl Engine {
     }
 
     /// The program is about to unmount a file system: every queued mapping
-    /// is unmapped, so that none keeps it busy. Waits a bounded while for
-    /// a busy table (`lock_patiently`, as before a fork): a record applied
-    /// after the call would come too late, the unmount having failed with
-    /// EBUSY (Linux `do_umount`: `propagate_mount_busy`; xnu `dounmount`:
-    /// `vflush` finds a vnode in use) where without munmapq it succeeds.
-    /// Recorded only when the wait runs out or this thread holds the table.
+    /// is unmapped, so that none keeps it busy. Unmounts are rare, and one
+    /// that found a queued mapping still there would fail (EBUSY) where it
+    /// succeeds without munmapq: a busy table is waited for a bounded
+    /// while, as before a fork. Only where it stays busy (a signal handler
+    /// that interrupted this thread's own hook) is the unmount recorded
+    /// for the next holder.
     pub fn unmounting<O: Os>(&self, os: &O) {
         if !self.tracks_any() {
             return;
         }
-        match self.lock_patiently(os) {
+        match self.lock(os).or_else(|| self.lock_patiently(os)) {
             Some(mut q) => self.release_for_unmount(os, &mut q),
             None => self.unmount_while_busy(),
         }

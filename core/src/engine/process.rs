@@ -1,7 +1,6 @@
 //! What the process does around the queue: fork, a seccomp filter, a
-//! lower `RLIMIT_AS`. Each is rare, so each may wait a bounded while for
-//! the table (never a hook's common path, which only ever tries once); so
-//! does an unmount (`fds.rs`).
+//! lower `RLIMIT_AS` (and an unmount, `fds.rs`). Each is rare, so each may wait a bounded while for
+//! the table (never a hook's common path, which only ever tries once).
 
 use super::{Engine, ACTIVE, FORKED, LIMIT_CHANGED, OFF};
 use crate::os::Os;
@@ -74,7 +73,16 @@ impl Engine {
         if !self.active() {
             return;
         }
-        if let Some(q) = self.lock_patiently(os) {
+        if let Some(mut q) = self.lock_patiently(os) {
+            // What the program gave up is kept out of the child: the
+            // kernel would copy every queued mapping at the fork and tear
+            // it down at the child's exit or exec. Once per mapping (it
+            // stays marked while queued); never a range a call that found
+            // the table busy may have made the program's again.
+            let dirty = &self.dirty;
+            q.table.keep_queued_from_fork(|start, len| {
+                !dirty.pending_overlaps(start, start + len) && os.keep_from_fork(start, len)
+            });
             self.fork_previous.store(q.keep(), Relaxed);
             self.fork_kept.store(true, Relaxed);
         }
@@ -85,6 +93,10 @@ impl Engine {
     /// too).
     pub(super) fn release_inherited<O: Os>(&self, os: &O, q: &mut crate::queue::Queue) {
         if self.inherited.swap(false, Relaxed) {
+            // Those an earlier fork kept out of children are not mapped
+            // here: forgotten, never unmapped (the place may be another
+            // mapping's by now).
+            q.table.forget_kept_from_fork();
             q.flush_all(os, self.books());
             self.publish_bounds(&q.table);
         }
@@ -100,21 +112,22 @@ impl Engine {
     }
 
     /// In a child after `fork`: the table the forking thread kept across
-    /// the fork is whole, and its mappings are the child's own copies, so
-    /// nothing is unmapped now (a child that execs or exits, the common
-    /// kind, would pay one munmap per queued run for nothing). What the
-    /// parent had queued, the program had unmapped; its copies keep their
-    /// files open in the child, so they are unmapped by the child's first
-    /// call that takes the table (see `inherited`). Only the forking
+    /// the fork is whole, and nothing is done to it now (a child that
+    /// execs or exits, the common kind, would pay for nothing). What the
+    /// parent had queued, the program had unmapped: the child's first
+    /// call that takes the table forgets the queued mappings kept out of
+    /// the child (not mapped here; every way to the table passes there
+    /// first) and unmaps the others, copies that keep their files open
+    /// (see `inherited`). Only the forking
     /// thread survives: a table some other thread held (the wait before
     /// the fork ran out) is taken over, trusting only each slot's own
     /// state, as after a longjmp out of a hook. A holder that is this very
     /// thread (fork from a signal handler that interrupted a hook) carries
-    /// on in the child: it is left be. Counters restart so parent and
-    /// child each report their own calls.
+    /// on in the child: it is left be, and the queue it leaves is
+    /// released by the next holder. Counters restart so parent and child
+    /// each report their own calls.
     pub fn after_fork_in_child<O: Os>(&self, os: &O) {
         if self.fork_kept.swap(false, Relaxed) {
-            self.inherited.store(true, Relaxed);
             // SAFETY: the forking thread kept it in `before_fork`.
             unsafe { self.table.give_back(os, self.fork_previous.load(Relaxed)) };
         } else if self.table.held_elsewhere(os) {
@@ -127,6 +140,11 @@ impl Engine {
         }
         self.dirty.reset_after_fork();
         self.lost_names.reset_after_fork();
+        // What the parent had queued is released by the child's first
+        // holder (`release_inherited`): what was kept out of the child
+        // forgotten, the rest unmapped. Nothing is done now: a child that
+        // execs or exits pays nothing for it.
+        self.inherited.store(true, Relaxed);
         // The sizing rule reads its memory anew: applied by the next
         // holder, since this thread may be the holder (see above).
         self.pending.fetch_or(FORKED, Relaxed);

@@ -36,6 +36,7 @@ macro_rules! exports {
             /// # Safety
             /// As for the C function of the same name.
             #[no_mangle]
+            #[allow(non_snake_case, clippy::too_many_arguments)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
                 hook_frame!();
                 // SAFETY: the caller's own arguments, forwarded.

@@ -44,15 +44,46 @@ fn close_failed_with_nothing_closed(r: c_int) -> bool {
     r != 0 && errno::get() == libc::EBADF
 }
 
+const PTHREAD_CANCEL_DISABLE: c_int = 1;
+
+/// Runs `call`, which makes a close that is a cancellation point (`close`,
+/// `fclose`), so that a cancellation is acted on where it leaves the
+/// engine's records as the kernel leaves the descriptor: at the entry,
+/// before the engine changes anything (glibc acts on a pending request
+/// before the system call, and the descriptor stays open); a request
+/// that comes while the engine and the real close run waits for the
+/// thread's next cancellation point, as one that came just after the
+/// system call would. No unwinding passes through a frame of the
+/// library's that holds anything (the table is never held here).
+fn cancel_at_entry<T>(call: impl FnOnce() -> T) -> T {
+    // glibc's cancellation point: it unwinds out of this frame only here,
+    // before anything was changed. Neither call touches errno.
+    real::testcancel();
+    let old = real::setcancelstate(PTHREAD_CANCEL_DISABLE);
+    let r = call();
+    real::setcancelstate(old);
+    r
+}
+
 /// # Safety
 /// As for C `close`.
 #[inline(always)]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    let c = closing(fd, fd);
-    // SAFETY: the caller's own arguments.
-    let r = unsafe { real::close(fd) };
-    closed(c, !close_failed_with_nothing_closed(r));
-    r
+    let call = || {
+        let c = closing(fd, fd);
+        // SAFETY: the caller's own arguments.
+        let r = unsafe { real::close(fd) };
+        closed(c, !close_failed_with_nothing_closed(r));
+        r
+    };
+    // A descriptor with no mapping or lock recorded loses nothing that
+    // matters to a cancellation at the entry (at worst its number's later
+    // mmaps go untracked): no cancellation state is touched for it.
+    if ENGINE.fd_has_records(fd) {
+        cancel_at_entry(call)
+    } else {
+        call()
+    }
 }
 
 /// # Safety
@@ -135,15 +166,25 @@ pub(super) fn closed_by_syscall(
     a2: c_long,
     a3: c_long,
 ) -> Option<(c_int, c_int)> {
-    let fd = |a: c_long| c_int::try_from(a).ok();
+    // The kernel takes these descriptors as `unsigned int`: the upper
+    // half of the word is dropped, not refused. A number past `c_int`'s
+    // range is refused by the kernel (EBADF) and closes nothing.
+    let fd = |a: c_long| Some(kernel_fd(a)).filter(|&f| f >= 0);
     match nr {
         libc::SYS_close => fd(a1).map(|f| (f, f)),
         libc::SYS_close_range => closed_range(a1 as c_uint, a2 as c_uint, a3 as c_int),
         #[cfg(target_arch = "x86_64")]
-        libc::SYS_dup2 if a1 != a2 => fd(a2).map(|f| (f, f)),
-        libc::SYS_dup3 if a1 != a2 => fd(a2).map(|f| (f, f)),
+        libc::SYS_dup2 if kernel_fd(a1) != kernel_fd(a2) => fd(a2).map(|f| (f, f)),
+        libc::SYS_dup3 if kernel_fd(a1) != kernel_fd(a2) => fd(a2).map(|f| (f, f)),
         _ => None,
     }
+}
+
+/// A descriptor argument of a raw system call as the kernel reads it: its
+/// low 32 bits (`unsigned int fd` in `fs/open.c`, `fs/file.c`,
+/// `fs/fcntl.c`, `fs/locks.c`), seen as the `int` the hooks take.
+pub(super) fn kernel_fd(a: c_long) -> c_int {
+    a as u32 as c_int
 }
 
 /// `syscall(nr, a1, a2, a3, ...)` by way of `call`, with what the close
@@ -176,19 +217,9 @@ pub(super) fn around_syscall(
         closed(c, !close_failed_with_nothing_closed(r as c_int));
     } else {
         closed(c, r >= 0);
-        ENGINE.fd_duplicated(&RealOs, a1 as c_int, r as c_int);
+        ENGINE.fd_duplicated(&RealOs, kernel_fd(a1), r as c_int);
     }
     r
-}
-
-/// # Safety
-/// As for C `dup`.
-#[inline(always)]
-pub unsafe extern "C" fn dup(old: c_int) -> c_int {
-    // SAFETY: the caller's own arguments.
-    let new = unsafe { real::dup(old) };
-    ENGINE.fd_duplicated(&RealOs, old, new);
-    new
 }
 
 /// # Safety
@@ -230,6 +261,26 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 /// through `close`.
 #[inline(always)]
 pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
+    let fd = if fp.is_null() {
+        -1
+    } else {
+        // SAFETY: the caller's stream, about to be closed.
+        unsafe { libc::fileno(fp) }
+    };
+    // SAFETY: the caller's own arguments.
+    let call = || unsafe { fclose_uncancelled(fp) };
+    if ENGINE.fd_has_records(fd) {
+        cancel_at_entry(call)
+    } else {
+        call()
+    }
+}
+
+/// `fclose` with cancellation put off (see [`cancel_at_entry`]).
+///
+/// # Safety
+/// As for C `fclose`.
+unsafe fn fclose_uncancelled(fp: *mut FILE) -> c_int {
     let c = if fp.is_null() {
         Closing::NONE
     } else {
@@ -247,15 +298,48 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
 }
 
 /// # Safety
+/// As for C `dup`.
+#[inline(always)]
+pub unsafe extern "C" fn dup(old: c_int) -> c_int {
+    // SAFETY: the caller's own arguments.
+    around_dup(old, || unsafe { real::dup(old) } as c_long) as c_int
+}
+
+/// `dup(old)` made by `call` (the C function, or libc's `syscall`).
+pub(super) fn around_dup(old: c_int, call: impl FnOnce() -> c_long) -> c_long {
+    let new = call();
+    ENGINE.fd_duplicated(&RealOs, old, new as c_int);
+    new
+}
+
+/// # Safety
 /// As for C `flock`.
 #[inline(always)]
 pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
+    // SAFETY: the caller's own arguments.
+    around_flock(fd, op, || unsafe { real::flock(fd, op) } as c_long) as c_int
+}
+
+/// `flock(fd, op)` made by `call`.
+pub(super) fn around_flock(fd: c_int, op: c_int, call: impl FnOnce() -> c_long) -> c_long {
     // Noted before the call: a lock granted is then never missed.
     if op & (libc::LOCK_SH | libc::LOCK_EX) != 0 {
         ENGINE.fd_locked(&RealOs, fd);
     }
-    // SAFETY: the caller's own arguments.
-    unsafe { real::flock(fd, op) }
+    call()
+}
+
+/// `fcntl(fd, cmd, arg)` made by `call`.
+pub(super) fn around_fcntl(
+    fd: c_int,
+    cmd: c_int,
+    arg: usize,
+    call: impl FnOnce() -> c_long,
+) -> c_long {
+    fcntl_before(fd, cmd, arg);
+    let r = call();
+    fcntl_after(fd, cmd, r as c_int);
+    r
 }
 
 /// What an `fcntl` command does to the descriptor's bits, before the call.
@@ -282,22 +366,18 @@ fn fcntl_after(fd: c_int, cmd: c_int, r: c_int) {
 /// 64-bit ABIs munmapq builds for (see `mremap` in `hook_table!`).
 #[inline(always)]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    fcntl_before(fd, cmd, arg);
     // SAFETY: the caller's own arguments.
-    let r = unsafe { real::fcntl(fd, cmd, arg) };
-    fcntl_after(fd, cmd, r);
-    r
+    around_fcntl(fd, cmd, arg, || unsafe { real::fcntl(fd, cmd, arg) }
+        as c_long) as c_int
 }
 
 /// # Safety
 /// As for C `fcntl64` (glibc's name for `fcntl` with 64-bit offsets).
 #[inline(always)]
 pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    fcntl_before(fd, cmd, arg);
     // SAFETY: the caller's own arguments.
-    let r = unsafe { real::fcntl64(fd, cmd, arg) };
-    fcntl_after(fd, cmd, r);
-    r
+    around_fcntl(fd, cmd, arg, || unsafe { real::fcntl64(fd, cmd, arg) }
+        as c_long) as c_int
 }
 
 /// Releases what munmapq holds of the file `path` names (relative to

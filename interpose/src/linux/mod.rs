@@ -105,6 +105,11 @@ macro_rules! hook_table {
             sendmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int) -> c_int, [syscall SYS_sendmmsg];
             recvmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int, timeout: *mut timespec) -> c_int, [syscall SYS_recvmmsg];
             pidfd_getfd(pidfd: c_int, fd: c_int, flags: c_uint) -> c_int, [syscall SYS_pidfd_getfd];
+            // Children no atfork handler hears of; glibc's clone with
+            // CLONE_VM runs its child in this memory (sharing.rs). clone is
+            // variadic after `arg`, as syscall is: see there.
+            clone(f: *mut c_void, stack: *mut c_void, flags: c_int, arg: *mut c_void, ptid: *mut pid_t, tls: *mut c_void, ctid: *mut pid_t) -> c_int, [clone_fallback];
+            _Fork() -> pid_t, [fork_fallback];
             // A seccomp filter may kill on munmapq's own calls (sandbox.rs).
             // Both variadic in C: see mremap; `syscall`'s sixth variadic
             // argument is on the stack on x86_64 as a seventh fixed one's.

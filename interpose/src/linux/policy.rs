@@ -6,7 +6,6 @@
 //! such state into a reuse: the ranges they touch are released first, as
 //! `madvise`'s are, and live mappings there stop being tracked.
 
-use super::hooks::ADDRESS_TOP;
 use super::os::RealOs;
 use super::real;
 use crate::errno;
@@ -47,12 +46,24 @@ pub(super) fn policy_span(start: usize, len: usize) -> Option<Span> {
     span(start as *const c_void, len, Effect::Modify)
 }
 
-/// What `process_madvise` may act on: its ranges are behind the program's
-/// pointer (read by the kernel, never here: a bad one must get EFAULT),
-/// and the pidfd may name this process, so the whole address space. The
-/// call is rare; it costs the queue and the tracking of live mappings.
-pub(super) fn everything() -> Option<Span> {
-    span(core::ptr::null(), ADDRESS_TOP, Effect::Modify)
+/// A call on what `process_madvise` may act on: its ranges are behind the
+/// program's pointer (read by the kernel, never here: a bad one must get
+/// EFAULT), and the pidfd may name this process, so the whole address
+/// space. The call is rare; it costs the queue and the tracking of live
+/// mappings (`Engine::everything_call`). Result and errno as `changing`.
+pub(super) fn changing_everything(call: impl FnMut() -> c_long) -> c_long {
+    let saved = errno::get();
+    let mut call = call;
+    match ENGINE.everything_call(&RealOs, || long_result(call())) {
+        Ok(v) => {
+            errno::set(saved);
+            v
+        }
+        Err(e) => {
+            errno::set(e);
+            -1
+        }
+    }
 }
 
 /// # Safety
@@ -81,7 +92,7 @@ pub unsafe extern "C" fn process_madvise(
     advice: c_int,
     flags: c_uint,
 ) -> ssize_t {
-    changing(&[everything()], || {
+    changing_everything(|| {
         // SAFETY: the caller's own arguments.
         unsafe { real::process_madvise(pidfd, iov, n, advice, flags) as c_long }
     }) as ssize_t

@@ -29,7 +29,7 @@ macro_rules! real_functions {
         // library calls for itself at load only (found as the real
         // functions are, which costs less than an import bound at load).
         real_functions!(
-            @helpers [vfork dlsym __register_atfork sysconf abort fileno]
+            @helpers [vfork dlsym __register_atfork sysconf abort fileno pthread_setcancelstate pthread_testcancel]
             $( $name [$($stand_in)*] )*
         );
 
@@ -93,6 +93,7 @@ macro_rules! real_functions {
         ///
         /// # Safety
         /// The caller passes what the C function accepts.
+        #[allow(non_snake_case, clippy::too_many_arguments)]
         pub unsafe fn $name($($arg: $ty),*) -> $ret {
             let f = SLOTS[Slot::$name as usize].load(Ordering::Acquire);
             if f == 0 {
@@ -137,6 +138,56 @@ fn system_fallback(_: *const c_char) -> c_int {
 
 fn popen_fallback(_: *const c_char, _: *const c_char) -> *mut FILE {
     core::ptr::null_mut()
+}
+
+/// Stand-ins for `clone` and `_Fork` before `resolve` (nothing makes a
+/// child that early): the call fails as if the system had no room.
+#[allow(clippy::too_many_arguments)]
+fn clone_fallback(
+    _: *mut c_void,
+    _: *mut c_void,
+    _: c_int,
+    _: *mut c_void,
+    _: *mut pid_t,
+    _: *mut c_void,
+    _: *mut pid_t,
+) -> c_int {
+    crate::errno::set(libc::EAGAIN);
+    -1
+}
+
+fn fork_fallback() -> pid_t {
+    crate::errno::set(libc::EAGAIN);
+    -1
+}
+
+/// `pthread_testcancel`, if the program has it (before glibc 2.34 it
+/// lives in libpthread, which a program need not load: found wherever it
+/// is, not linked).
+pub fn testcancel() {
+    let f = SLOTS[Slot::pthread_testcancel as usize].load(Ordering::Acquire);
+    // Both or neither (see `setcancelstate`).
+    if f != 0 && SLOTS[Slot::pthread_setcancelstate as usize].load(Ordering::Acquire) != 0 {
+        // SAFETY: the C library's `void pthread_testcancel(void)`.
+        let f: unsafe extern "C" fn() = unsafe { core::mem::transmute(f) };
+        // SAFETY: no arguments; it may unwind the thread (cancellation).
+        unsafe { f() };
+    }
+}
+
+/// `pthread_setcancelstate(state, &old)`, answering `old`; `state` itself
+/// if the program has no such function (nothing to change then).
+pub fn setcancelstate(state: c_int) -> c_int {
+    let f = SLOTS[Slot::pthread_setcancelstate as usize].load(Ordering::Acquire);
+    if f == 0 || SLOTS[Slot::pthread_testcancel as usize].load(Ordering::Acquire) == 0 {
+        return state;
+    }
+    // SAFETY: the C library's `int pthread_setcancelstate(int, int *)`.
+    let f: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = unsafe { core::mem::transmute(f) };
+    let mut old = state;
+    // SAFETY: a valid out-pointer.
+    unsafe { f(state, &mut old) };
+    old
 }
 
 /// The real `vfork`'s address, for `table_owner.rs`'s trampoline: 0

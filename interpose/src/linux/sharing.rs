@@ -5,11 +5,16 @@
 //! (`Engine::descriptions_shared`, one atomic add), whose close hooks then
 //! ask the kernel about a description's locks (`proc.rs`) until its
 //! number is closed again (`core/src/fresh_fds.rs`). `fork` tells it from
-//! the atfork handler, `vfork` from its trampoline (`table_owner.rs`).
+//! the atfork handler, `vfork` from its trampoline (`table_owner.rs`);
+//! glibc's `clone` and `_Fork`, which run no atfork handler, from their
+//! hooks here. A `clone` child that runs in this memory on a copy of the
+//! descriptor table (`CLONE_VM` without `CLONE_FILES`, as a vfork child
+//! does) is marked as one (`table_owner.rs`) where it keeps the caller's
+//! thread-local storage (no `CLONE_SETTLS`).
 
 use super::real;
 use crate::ENGINE;
-use libc::{c_char, c_int, c_uint, mmsghdr, msghdr, pid_t, ssize_t, timespec, FILE};
+use libc::{c_char, c_int, c_uint, c_void, mmsghdr, msghdr, pid_t, ssize_t, timespec, FILE};
 use libc::{posix_spawn_file_actions_t, posix_spawnattr_t};
 
 /// # Safety
@@ -167,4 +172,40 @@ pub(super) fn shares_descriptions(nr: libc::c_long) -> bool {
             | libc::SYS_sendmmsg
             | libc::SYS_recvmmsg
     )
+}
+
+/// # Safety
+/// As for glibc's `clone` (variadic after `arg`: `ptid`, `tls` and `ctid`
+/// travel as fixed arguments would on the 64-bit ABIs munmapq builds for;
+/// the real function reads them only where `flags` asks).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn clone(
+    f: *mut c_void,
+    stack: *mut c_void,
+    flags: c_int,
+    arg: *mut c_void,
+    ptid: *mut pid_t,
+    tls: *mut c_void,
+    ctid: *mut pid_t,
+) -> c_int {
+    if flags & libc::CLONE_FILES == 0 {
+        ENGINE.descriptions_shared();
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        if flags & libc::CLONE_VM != 0 && flags & libc::CLONE_SETTLS == 0 {
+            super::table_owner::child_in_this_memory();
+        }
+    }
+    // SAFETY: the caller's own arguments.
+    unsafe { real::clone(f, stack, flags, arg, ptid, tls, ctid) }
+}
+
+/// # Safety
+/// As for glibc's `_Fork`.
+#[inline(always)]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn _Fork() -> pid_t {
+    ENGINE.descriptions_shared();
+    // SAFETY: no arguments.
+    unsafe { real::_Fork() }
 }

@@ -2,8 +2,9 @@
 //! by name, and the kernel would meet a queued range as if munmapq were
 //! not there (a raw `mremap` moving a page into a queued range that a
 //! flush then unmaps; a raw `unlink` of a file whose space a queued mapping
-//! keeps). So each of those numbers is routed through its hook; the close
-//! and dup numbers through the close hooks (`lastclose.rs`); a seccomp
+//! keeps). So each of those numbers is routed through its hook; the close,
+//! dup, flock and fcntl numbers through the close and lock hooks
+//! (`lastclose.rs`); a seccomp
 //! filter stops munmapq first (`sandbox.rs`). Any other number goes
 //! straight on: `syscall` is common (Rust's futexes, for one), so this is a
 //! look at the number.
@@ -16,7 +17,7 @@
 use super::context;
 use super::hooks as own;
 use super::lastclose as names;
-use super::policy::{changing, everything, policy_span};
+use super::policy::{changing, changing_everything, policy_span};
 use super::real;
 use super::sandbox::{installs_seccomp, seccomp_coming};
 use crate::hooks as shared;
@@ -87,7 +88,7 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
             libc::SYS_mbind | libc::SYS_set_mempolicy_home_node => {
                 changing(&[policy_span(a[0] as usize, n(1))], raw)
             }
-            libc::SYS_process_madvise => changing(&[everything()], raw),
+            libc::SYS_process_madvise => changing_everything(raw),
             #[cfg(target_arch = "x86_64")]
             libc::SYS_unlink => names::unlink(s(0)) as c_long,
             libc::SYS_unlinkat => names::unlinkat(i(0), s(1), i(2)) as c_long,
@@ -104,6 +105,12 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
                 context::mount_setattr(i(0), s(1), a[2] as c_uint, p(3), n(4)) as c_long
             }
             libc::SYS_personality => context::personality(a[0] as c_ulong) as c_long,
+            // Locks and copies of a descriptor: what their hooks note
+            // around the raw call (`i` keeps the low 32 bits, as the
+            // kernel's `unsigned int fd`).
+            libc::SYS_flock => names::around_flock(i(0), i(1), raw),
+            libc::SYS_fcntl => names::around_fcntl(i(0), i(1), a[2] as usize, raw),
+            libc::SYS_dup => names::around_dup(i(0), raw),
             _ => return None,
         }
     };

@@ -76,6 +76,18 @@ pub fn unsharing() {
     UNSHARED.store(true, core::sync::atomic::Ordering::Relaxed);
 }
 
+/// Before a `clone` whose child runs in this memory, with this thread's
+/// thread-local storage, on a copy of the descriptor table: marked as
+/// before a `vfork` (with `CLONE_VFORK` the parent waits, and its first
+/// hook after clears the mark; without it, parent and child run at once
+/// on one thread-local word, which nothing can tell apart: README,
+/// Limits).
+pub fn child_in_this_memory() {
+    if fd_table() != FdTable::VforkChild {
+        word().store(getpid(), core::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The `vfork` trampoline's first step: marks the thread (unless it is a
 /// vfork child already) and answers where to
 /// jump: the real `vfork`, or before `resolve` libc's `fork` (nothing

@@ -21,10 +21,17 @@ pub fn fork_with_a_full_queue(file: &str, windows: usize, forks: usize) {
     for a in all.iter().step_by(2) {
         sys::munmap(*a, p).expect("munmap");
     }
-    for _ in 0..forks {
-        // SAFETY: the child only exits.
+    for f in 0..forks {
+        // SAFETY: the child only counts its mappings (the last one) and
+        // exits.
         let child = unsafe { libc::fork() };
         if child == 0 {
+            if f + 1 == forks {
+                let n = std::fs::read_to_string("/proc/self/maps")
+                    .map(|m| m.lines().count())
+                    .unwrap_or(0);
+                println!("the last child has {n} mappings");
+            }
             // SAFETY: ends the child at once.
             unsafe { libc::_exit(0) };
         }
@@ -33,8 +40,29 @@ pub fn fork_with_a_full_queue(file: &str, windows: usize, forks: usize) {
         unsafe { libc::waitpid(child, &mut status, 0) };
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     }
+    // A window of the queue mapped again (with the library, a reuse of a
+    // mapping the forks above kept out of their children): a fork child
+    // must get it, as it would a fresh mapping.
+    let again = sys::map_file(fd, 0, p).expect("mmap");
+    // SAFETY: the child only reads and exits.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let ok = peek(again, 0) == sys::pattern(0);
+        // SAFETY: ends the child at once.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: our child, a valid out-pointer.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    let read = if libc::WIFSIGNALED(status) {
+        format!("killed by signal {}", libc::WTERMSIG(status))
+    } else {
+        format!("exit {}", libc::WEXITSTATUS(status))
+    };
+    sys::munmap(again, p).expect("munmap");
     sys::close(fd);
     println!("{windows} windows unmapped, {forks} children forked");
+    println!("a child reading a window mapped again: {read}");
 }
 
 /// The process holds `total` mappings (one-page anonymous fillers, none

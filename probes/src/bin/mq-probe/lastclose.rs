@@ -260,6 +260,60 @@ pub fn tmpfs_umount(dir: &str) {
     println!("umount: {}", show(r));
 }
 
+/// Scenario 3c: 400 times, a tmpfs is mounted, a file of it written,
+/// mapped, closed and unmapped (the munmap is deferred with the library),
+/// and the tmpfs unmounted, while three threads map and unmap a file of
+/// another tmpfs in a loop (so that munmapq's table is often held by one
+/// of them when the unmount comes). Each unmount must succeed.
+pub fn busy_umount(dir: &str) {
+    let mnt = format!("{dir}/mnt");
+    let other = format!("{dir}/other");
+    if let Err(why) = private_mounts().and_then(|_| mount_tmpfs(&other, 8)) {
+        return skipped(why);
+    }
+    let busy = format!("{other}/busy.bin");
+    sys::make_file(&busy, 4);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            let (busy, stop) = (busy.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let fd = open(&busy, libc::O_RDONLY, 0);
+                while !stop.load(Relaxed) {
+                    map_touch_unmap(fd, 4 * page());
+                }
+                sys::close(fd);
+            })
+        })
+        .collect();
+    let rounds = 400;
+    let mut failed = 0;
+    for _ in 0..rounds {
+        if let Err(why) = mount_tmpfs(&mnt, 4) {
+            println!("mount: {why}");
+            break;
+        }
+        let f = format!("{mnt}/file.bin");
+        write_file(&f, 4 * page()).unwrap();
+        let fd = open(&f, libc::O_RDONLY, 0);
+        let a = sys::map_file(fd, 0, 4 * page()).expect("mmap");
+        peek(a, 1);
+        sys::close(fd);
+        sys::munmap(a, 4 * page()).expect("munmap");
+        // SAFETY: a NUL-terminated path.
+        if unsafe { libc::umount2(c(&mnt).as_ptr(), 0) } != 0 {
+            failed += 1;
+            // SAFETY: as above; the next round needs the place free.
+            unsafe { libc::umount2(c(&mnt).as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+    stop.store(true, Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    println!("umount failed {failed} times of {rounds}");
+}
+
 /// Scenario 5: one file seen through a mount and through a `noexec` bind
 /// mount of it. `mprotect(PROT_EXEC)` is allowed on a mapping made through
 /// the first and refused (EACCES) through the second; a queued mapping made

@@ -116,6 +116,10 @@ fn past_hooks(args: &[String]) -> i32 {
         Some("mbind") => pasthooks::mbind(at),
         Some("process-madvise") => pasthooks::process_madvise_self(at),
         Some("busy-unlink") => pasthooks::busy_unlink(at, arg(args, 3, 4), arg(args, 4, 500)),
+        Some("busy-mlockall") => pasthooks::busy_whole(at, "mlockall", arg(args, 3, 300)),
+        Some("busy-process-madvise") => {
+            pasthooks::busy_whole(at, "process-madvise", arg(args, 3, 300))
+        }
         Some("near-map-count") => {
             cliffs::near_map_count(at, arg(args, 3, 65000), arg(args, 4, 50000))
         }
@@ -123,7 +127,7 @@ fn past_hooks(args: &[String]) -> i32 {
             cliffs::fork_with_a_full_queue(at, arg(args, 3, 4000), arg(args, 4, 20))
         }
         _ => {
-            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|fork-queue|near-map-count DIR|FILE [N M]");
+            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|busy-mlockall|busy-process-madvise|fork-queue|near-map-count DIR|FILE [N M]");
             return 2;
         }
     }
@@ -158,6 +162,7 @@ fn last_close(args: &[String]) -> i32 {
         Some("exec") => lastclose::exec_written(at),
         Some("tmpfs-space") => lastclose::tmpfs_space(at),
         Some("tmpfs-umount") => lastclose::tmpfs_umount(at),
+        Some("busy-umount") => lastclose::busy_umount(at),
         Some("noexec") => lastclose::noexec(at),
         Some("inotify") => lastclose::inotify(at),
         Some("lease") => lastclose::lease(at),
@@ -167,7 +172,7 @@ fn last_close(args: &[String]) -> i32 {
         Some("rlimit-map") => lastclose::rlimit_lowered(at, "map"),
         Some("fork") => return lastclose::fork_queued(at, extra, arg(args, 4, 300)),
         _ => {
-            eprintln!("usage: mq-probe last-close flock|ofd|exec|tmpfs-space|tmpfs-umount|noexec|inotify|lease|shm-space|maps-name|rlimit-malloc|rlimit-map|fork DIR|FILE [OTHER N]");
+            eprintln!("usage: mq-probe last-close flock|ofd|exec|tmpfs-space|tmpfs-umount|busy-umount|noexec|inotify|lease|shm-space|maps-name|rlimit-malloc|rlimit-map|fork DIR|FILE [OTHER N]");
             return 2;
         }
     }

@@ -9,6 +9,7 @@
 
 use munmapq_check::sys::{self, page, peek, poke};
 use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::Relaxed};
 
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
@@ -352,6 +353,116 @@ pub fn busy_unlink(dir: &str, threads: usize, rounds: usize) {
         threads * rounds,
         maps_of(&tag)
     );
+}
+
+/// `rounds` times: a file of its own in `dir` mapped, closed and unmapped
+/// (queued with the library), then unlinked, while a timer's handler
+/// calls `how` every 20 microseconds during the munmap (`mlockall`: `mlockall(MCL_CURRENT |
+/// MCL_ONFAULT)` and `munlockall`; `process-madvise`: `MADV_COLD` on a
+/// page of its own through a pidfd of itself). The handler often lands
+/// inside the munmap's hook while it holds munmapq's table, and finds it
+/// busy. No
+/// mapping of a deleted file may stay.
+pub fn busy_whole(dir: &str, how: &str, rounds: usize) {
+    let at = shm_or(dir);
+    let tag = format!("munmapq-whole-{}", std::process::id());
+    // SAFETY: no pointers.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
+    let page_of_mine = sys::mmap(
+        0,
+        page(),
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+        0,
+        false,
+    )
+    .expect("mmap");
+    WHOLE_PIDFD.store(pidfd, Relaxed);
+    WHOLE_PAGE.store(page_of_mine, Relaxed);
+    WHOLE_MLOCKALL.store(how == "mlockall", Relaxed);
+    if whole() < 0 {
+        return skipped(format!("{how}: {}", sys::errname(errno())));
+    }
+    let every = |usec: libc::suseconds_t| {
+        let t = libc::timeval {
+            tv_sec: 0,
+            tv_usec: usec,
+        };
+        let it = libc::itimerval {
+            it_interval: t,
+            it_value: t,
+        };
+        // SAFETY: a valid itimerval.
+        unsafe { libc::setitimer(libc::ITIMER_REAL, &it, std::ptr::null_mut()) };
+    };
+    // SAFETY: installs a handler that makes only the calls of `whole`.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = whole_on_alarm as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut());
+    }
+    every(20);
+    for i in 0..rounds {
+        let path = format!("{at}/{tag}-{i}.bin");
+        // Past 1 MiB (never a small mapping the library may step aside
+        // for), and sparse: quick to make.
+        let len = (1 << 20) + page();
+        std::fs::File::create(&path)
+            .and_then(|f| f.set_len(len as u64))
+            .unwrap();
+        let fd = open_ro(&path);
+        let a = sys::map_file(fd, 0, len).expect("mmap");
+        peek(a, 0);
+        sys::close(fd);
+        // The handler calls only while the munmap is under way, which then
+        // holds the table: a call before would stop the mapping's tracking.
+        WHOLE_ARMED.store(true, Relaxed);
+        sys::munmap(a, len).expect("munmap");
+        WHOLE_ARMED.store(false, Relaxed);
+        std::fs::remove_file(&path).unwrap();
+    }
+    every(0);
+    println!(
+        "{rounds} rounds under {how}; mappings of deleted files left: {}",
+        maps_of(&tag)
+    );
+}
+
+static WHOLE_PIDFD: AtomicI32 = AtomicI32::new(-1);
+static WHOLE_PAGE: AtomicUsize = AtomicUsize::new(0);
+static WHOLE_MLOCKALL: AtomicBool = AtomicBool::new(false);
+static WHOLE_ARMED: AtomicBool = AtomicBool::new(false);
+
+/// The call of [`busy_whole`]: -1 if it failed.
+fn whole() -> libc::c_long {
+    // SAFETY: plain calls; the iovec covers a page of this program.
+    unsafe {
+        if WHOLE_MLOCKALL.load(Relaxed) {
+            let r = libc::mlockall(libc::MCL_CURRENT | libc::MCL_ONFAULT);
+            libc::munlockall();
+            r as libc::c_long
+        } else {
+            let iov = libc::iovec {
+                iov_base: WHOLE_PAGE.load(Relaxed) as *mut libc::c_void,
+                iov_len: page(),
+            };
+            process_madvise(WHOLE_PIDFD.load(Relaxed), &iov, 1, libc::MADV_COLD, 0) as libc::c_long
+        }
+    }
+}
+
+extern "C" fn whole_on_alarm(_: libc::c_int) {
+    // Once per munmap: a call slower than the timer's period would
+    // otherwise never let the munmap end.
+    if !WHOLE_ARMED.swap(false, Relaxed) {
+        return;
+    }
+    let saved = errno();
+    whole();
+    // SAFETY: the thread's errno, as the interrupted code left it.
+    unsafe { *libc::__errno_location() = saved };
 }
 
 /// `syscall(SYS_mprotect)` making a window writable, a write, munmap and
