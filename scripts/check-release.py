@@ -45,7 +45,7 @@ def workflow_errors(wf):
     tags = ((on.get("push") or {}).get("tags")) if isinstance(on, dict) else None
     if tags != ["v*"]:
         errs.append(f"not run on a version tag (on.push.tags is {tags!r}, want ['v*'])")
-    if set(on) - {"push"} if isinstance(on, dict) else True:
+    if not isinstance(on, dict) or set(on) != {"push"} or set(on["push"] or {}) != {"tags"}:
         errs.append("runs on more than a pushed tag")
     if (wf.get("permissions") or {}).get("contents") != "write":
         errs.append("no `permissions: contents: write` (a release cannot be created)")
