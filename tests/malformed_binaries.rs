@@ -1,6 +1,12 @@
-//! `munmapq doctor` reads the headers of whatever file a user names:
+//! The launcher reads the headers of whatever file a user names:
 //! truncated and byte-flipped ELF programs and Mach-O files (thin and
 //! universal) get an answer or an error line, never a panic or a signal.
+//! On Linux `munmapq doctor` reads an ELF program's interpreter, needed
+//! libraries and symbols; a Mach-O file it runs with /bin/sh as execvp
+//! does, so the Mach-O files are also named as the library, whose
+//! architectures `munmapq selftest` reads from its header (the load
+//! commands' reader, macOS-only here, is fed the same damage in
+//! src/macho/tests.rs).
 #![cfg(target_os = "linux")] // the ELF sample is this machine's /bin/true
 
 mod common;
