@@ -299,3 +299,31 @@ fn slugs_follow_githubs_rules() {
     let twice = anchors("# A\n## B\n```\n# not a heading\n```\n## B\n");
     assert!(twice.contains("b") && twice.contains("b-1") && !twice.contains("not-a-heading"));
 }
+
+#[test]
+fn the_readme_installs_with_homebrew_then_archives_then_cargo() {
+    let readme = read(&root().join("README.md"));
+    let install = readme
+        .split("\n## Install\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README.md has an Install section");
+    let at = |what: &str| {
+        install
+            .find(what)
+            .unwrap_or_else(|| panic!("README's Install section lacks {what}"))
+    };
+    // A Mac user's order: Homebrew, a release archive, then cargo.
+    let order = [
+        at("brew install munmapq/tap/munmapq"),
+        at("SHA256SUMS"),
+        at("universal-apple-darwin.tar.gz"),
+        at("cargo install --locked munmapq"),
+    ];
+    assert!(order.is_sorted(), "README's Install order: {order:?}");
+    // The tap it names is the one docs/packaging.md tells how to make, and
+    // the formula it installs is the repository's.
+    let packaging = read(&root().join("docs/packaging.md"));
+    assert!(packaging.contains("brew install munmapq/tap/munmapq"));
+    assert!(root().join("packaging/homebrew/munmapq.rb").is_file());
+}

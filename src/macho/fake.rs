@@ -2,7 +2,8 @@
 //! files.
 
 use super::arch::{CPU_TYPE_ARM64, CPU_TYPE_X86_64};
-use super::parse::{le32, FAT_MAGIC, LC_SEGMENT, LC_SEGMENT_64, MH_MAGIC, MH_MAGIC_64};
+use super::parse::le32;
+use object::macho::{FAT_MAGIC, LC_SEGMENT, LC_SEGMENT_64, MH_MAGIC, MH_MAGIC_64};
 
 /// A thin 64-bit Mach-O header.
 pub fn thin(cpu: u32, sub: u32) -> Vec<u8> {
@@ -45,7 +46,7 @@ pub fn macho(cpu: u32, sub: u32, is64: bool, segs: &[Segment]) -> Vec<u8> {
         let size = seg_size + sect_size * sects.len();
         let mut c = Vec::new();
         let cmd = if is64 { LC_SEGMENT_64 } else { LC_SEGMENT };
-        c.extend_from_slice(&cmd.to_le_bytes());
+        c.extend_from_slice(&cmd.0.to_le_bytes());
         c.extend_from_slice(&(size as u32).to_le_bytes());
         c.extend_from_slice(&name16(segname));
         // vmaddr, vmsize, fileoff, filesize; maxprot, initprot: zero.

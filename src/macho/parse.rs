@@ -1,22 +1,14 @@
-//! Reading Mach-O files: the slices of a thin or universal file, and one
-//! slice's load commands (dyld's `__RESTRICT` rule).
+//! Reading Mach-O files through `object`: the slices of a thin or
+//! universal file, and one slice's load commands (dyld's `__RESTRICT`
+//! rule).
 
 use super::arch::Arch;
+use object::macho::{FatArch32, FatArch64, MachHeader32, MachHeader64};
+use object::read::macho::{FatArch, MachHeader, MachOFatFile, Section as _, Segment};
+use object::{Endianness, FileKind};
 
-pub(super) const MH_MAGIC_64: u32 = 0xfeed_facf;
-pub(super) const MH_MAGIC: u32 = 0xfeed_face;
-pub(super) const FAT_MAGIC: u32 = 0xcafe_babe;
-const FAT_MAGIC_64: u32 = 0xcafe_babf;
-pub(super) const LC_SEGMENT: u32 = 0x1;
-pub(super) const LC_SEGMENT_64: u32 = 0x19;
-
-fn be32(d: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(d.get(off..off + 4)?.try_into().ok()?))
-}
-
-fn be64(d: &[u8], off: usize) -> Option<u64> {
-    Some(u64::from_be_bytes(d.get(off..off + 8)?.try_into().ok()?))
-}
+// The magic numbers as a little-endian read of the first word gives them.
+use object::macho::{MH_MAGIC, MH_MAGIC_64};
 
 pub(super) fn le32(d: &[u8], off: usize) -> Option<u32> {
     Some(u32::from_le_bytes(d.get(off..off + 4)?.try_into().ok()?))
@@ -30,37 +22,35 @@ pub struct Slice {
     pub offset: u64,
 }
 
+fn fat_slices<F: FatArch>(head: &[u8]) -> Option<Vec<Slice>> {
+    let fat = MachOFatFile::<F>::parse(head).ok()?;
+    // Java class files share 0xcafebabe; their "count" is a version >= 45.
+    if fat.arches().is_empty() || fat.arches().len() > 32 {
+        return None;
+    }
+    let slice = |a: &F| Slice {
+        arch: Arch::from_cpu(a.cputype().0, a.cpusubtype().0),
+        offset: a.offset().into(),
+    };
+    Some(fat.arches().iter().map(slice).collect())
+}
+
+fn thin_slice<M: MachHeader>(head: &[u8]) -> Option<Vec<Slice>> {
+    let h = M::parse(head, 0).ok()?;
+    let endian = h.endian().ok()?;
+    let arch = Arch::from_cpu(h.cputype(endian).0, h.cpusubtype(endian).0);
+    Some(vec![Slice { arch, offset: 0 }])
+}
+
 /// The slices of a Mach-O file (thin or universal) from its first bytes
 /// (4 KiB are plenty), or None if it is not a Mach-O file.
 pub fn slices(head: &[u8]) -> Option<Vec<Slice>> {
-    match be32(head, 0)? {
-        magic @ (FAT_MAGIC | FAT_MAGIC_64) => {
-            let n = be32(head, 4)? as usize;
-            // Java class files share 0xcafebabe; their "count" is a version >= 45.
-            if n == 0 || n > 32 {
-                return None;
-            }
-            let size = if magic == FAT_MAGIC { 20 } else { 32 };
-            (0..n)
-                .map(|i| {
-                    let at = 8 + i * size;
-                    let arch = Arch::from_cpu(be32(head, at)?, be32(head, at + 4)?);
-                    let offset = if magic == FAT_MAGIC {
-                        be32(head, at + 8)? as u64
-                    } else {
-                        be64(head, at + 8)?
-                    };
-                    Some(Slice { arch, offset })
-                })
-                .collect()
-        }
-        _ => match le32(head, 0)? {
-            MH_MAGIC_64 | MH_MAGIC => Some(vec![Slice {
-                arch: Arch::from_cpu(le32(head, 4)?, le32(head, 8)?),
-                offset: 0,
-            }]),
-            _ => None,
-        },
+    match FileKind::parse(head).ok()? {
+        FileKind::MachOFat32 => fat_slices::<FatArch32>(head),
+        FileKind::MachOFat64 => fat_slices::<FatArch64>(head),
+        FileKind::MachO32 => thin_slice::<MachHeader32<Endianness>>(head),
+        FileKind::MachO64 => thin_slice::<MachHeader64<Endianness>>(head),
+        _ => None,
     }
 }
 
@@ -78,9 +68,32 @@ pub fn head(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     Ok(v)
 }
 
-fn name16(b: &[u8]) -> &[u8] {
-    let b = &b[..b.len().min(16)];
+fn name16(b: &[u8; 16]) -> &[u8] {
     b.split(|&c| c == 0).next().unwrap_or(b)
+}
+
+/// Does one slice (header at 0) have the section? None when `object`
+/// finds its header or load commands malformed.
+fn has_restrict_section<M: MachHeader<Endian = Endianness>>(slice: &[u8]) -> Option<bool> {
+    let h = M::parse(slice, 0).ok()?;
+    let endian = h.endian().ok()?;
+    let mut commands = h.load_commands(endian, slice, 0).ok()?;
+    while let Some(c) = commands.next().ok()? {
+        let Some((segment, data)) = M::Segment::from_command(c).ok()? else {
+            continue;
+        };
+        for sect in segment.sections(endian, data).ok()? {
+            let (sectname, mut seg) = (name16(sect.sectname()), name16(sect.segname()));
+            // 32-bit: dyld uses the section's segment name only.
+            if h.is_type_64() && seg.is_empty() {
+                seg = name16(segment.segname());
+            }
+            if sectname == b"__restrict" && seg == b"__RESTRICT" {
+                return Some(true);
+            }
+        }
+    }
+    Some(false)
 }
 
 /// dyld's restricted-program rule on one slice's header and load commands
@@ -93,45 +106,13 @@ fn name16(b: &[u8]) -> &[u8] {
 /// (dyld/DyldDelegates.cpp, `SyscallDelegate::amfiFlags`), which then
 /// denies the `DYLD_*` path variables (DYLD_INSERT_LIBRARIES among them).
 /// None: not a little-endian Mach-O header, or load commands that are
-/// malformed or run past `slice` (dyld's `forEachLoadCommand` checks).
+/// malformed or run past `slice` or the header's `sizeofcmds`.
 pub fn restricted(slice: &[u8]) -> Option<bool> {
-    let (header, is64) = match le32(slice, 0)? {
-        MH_MAGIC_64 => (32, true),
-        MH_MAGIC => (28, false),
-        _ => return None,
-    };
-    let ncmds = le32(slice, 16)? as usize;
-    let end = header + le32(slice, 20)? as usize;
-    let mut at = header;
-    for _ in 0..ncmds {
-        let (cmd, size) = (le32(slice, at)?, le32(slice, at + 4)? as usize);
-        if size < 8 || at + size > end || at + size > slice.len() {
-            return None;
-        }
-        let (lc_seg, seg_size, sect_size) = if is64 {
-            (LC_SEGMENT_64, 72, 80)
-        } else {
-            (LC_SEGMENT, 56, 68)
-        };
-        if cmd == lc_seg {
-            let segname = name16(slice.get(at + 8..at + 24)?);
-            let nsects = le32(slice, at + seg_size - 8)? as usize;
-            for i in 0..nsects {
-                let s = at + seg_size + i * sect_size;
-                let sect = slice.get(s..s + sect_size)?;
-                let (sectname, mut seg) = (name16(&sect[..16]), name16(&sect[16..32]));
-                // 32-bit: dyld uses the section's segment name only.
-                if is64 && seg.is_empty() {
-                    seg = segname;
-                }
-                if sectname == b"__restrict" && seg == b"__RESTRICT" {
-                    return Some(true);
-                }
-            }
-        }
-        at += size;
+    match le32(slice, 0)? {
+        MH_MAGIC_64 => has_restrict_section::<MachHeader64<Endianness>>(slice),
+        MH_MAGIC => has_restrict_section::<MachHeader32<Endianness>>(slice),
+        _ => None,
     }
-    Some(false)
 }
 
 /// The header and load commands of the slice of `arch` in the file at

@@ -244,3 +244,40 @@ fn agrees_with_lief() {
     assert!(seen[0] > 0 && seen[1] > 0, "{lief}");
     println!("agrees with LIEF on {} slices", seen[0] + seen[1]);
 }
+
+/// Every prefix of a thin and of a universal file, and each with any one
+/// byte of its headers and load commands flipped: the readers answer
+/// (None or an architecture list, a rule's answer), never panic.
+#[test]
+fn damaged_headers_never_panic() {
+    let thin = macho(CPU_ARM64.0, CPU_ARM64.1, true, &[TEXT, RESTRICT]);
+    let thin32 = macho(7, 3, false, &[TEXT, RESTRICT]);
+    let fat = universal(&[thin.clone(), thin32.clone()]);
+    let dir = std::env::temp_dir().join(format!("munmapq-macho-damage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("f");
+    let mut cases = 0;
+    for good in [&thin, &thin32, &fat] {
+        // The headers are in the first 0x200 bytes of each slice.
+        let headers = || (0..good.len()).filter(|&i| i < 0x200 || (0x4000..0x4200).contains(&i));
+        let mut damaged: Vec<Vec<u8>> = headers().map(|n| good[..n].to_vec()).collect();
+        for (i, at) in headers().enumerate() {
+            let mut v = good.clone();
+            v[at] ^= [0xff, 0x80, 0x01, 0x7f][i % 4];
+            damaged.push(v);
+        }
+        for bytes in damaged {
+            let _ = archs(&bytes);
+            let _ = restricted(&bytes);
+            std::fs::write(&file, &bytes).unwrap();
+            for arch in [Arm64, X86_64, Other(7, 3)] {
+                if let Ok(cmds) = slice_load_commands(&file, arch) {
+                    let _ = restricted(&cmds);
+                }
+            }
+            cases += 1;
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(cases > 1000, "{cases}");
+}
