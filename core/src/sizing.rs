@@ -356,6 +356,12 @@ impl Sizing {
         });
         self.no_usage = usage.is_none();
         if self.no_usage {
+            // The limit is read without /proc: where there is none (the
+            // engine starts as if there were one, until it has read it),
+            // the room need not be read at every deferral.
+            if self.as_limited && os.address_space_limit().is_none() {
+                self.unlimited();
+            }
             self.unreadable += 1;
             self.usage_backoff =
                 (self.usage_backoff.saturating_mul(2)).clamp(READ_EVERY, MAX_BACKOFF as u32);
@@ -453,12 +459,15 @@ impl Sizing {
                 self.as_room = room;
                 self.as_limited = true;
             }
-            None => {
-                self.as_cap = usize::MAX;
-                self.as_limited = false;
-                self.as_room = usize::MAX;
-            }
+            None => self.unlimited(),
         }
+    }
+
+    /// No `RLIMIT_AS`: nothing queued is held against one.
+    fn unlimited(&mut self) {
+        self.as_cap = usize::MAX;
+        self.as_limited = false;
+        self.as_room = usize::MAX;
     }
 
     fn check_map_count<O: Os>(&mut self, os: &O, queued: usize) {
