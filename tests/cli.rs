@@ -299,3 +299,37 @@ fn stats_summary_full_and_json() {
     assert!(err.contains("\"exit_code\":null,\"signal\":15,"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn json_report_escapes_every_argument() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    // A quote, a backslash, control characters and a byte that is not
+    // UTF-8: the report is still one valid JSON object, the UTF-8
+    // arguments come back as given, and the other is shown lossily.
+    let args: [&OsStr; 3] = [
+        OsStr::new("say \"hi\" \\ there"),
+        OsStr::new("tab\tnl\nbell\u{7}del\u{7f}"),
+        OsStr::from_bytes(b"caf\xe9!"),
+    ];
+    let out = output_within(
+        munmapq_cmd()
+            .args(["--stats=json", "-q", "true"])
+            .args(args),
+        MINUTE,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&err).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(v["schema"], 3, "{err}");
+    assert_eq!(
+        v["command"],
+        serde_json::json!([
+            "true",
+            "say \"hi\" \\ there",
+            "tab\tnl\nbell\u{7}del\u{7f}",
+            "caf\u{fffd}!"
+        ]),
+        "{err}"
+    );
+}

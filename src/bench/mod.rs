@@ -101,7 +101,9 @@ fn one(o: &BenchOptions, setup: &Setup) -> ExitCode {
     outcome.git = git_settings(&command);
     let failed = outcome.problem.is_some();
     let text = if o.json {
-        format!("{{{},\"bench\":{}}}\n", header_json(setup), outcome.json())
+        let mut report = header_json(setup);
+        report.insert("bench".into(), outcome.json());
+        format!("{}\n", serde_json::Value::Object(report))
     } else {
         format!("{}{}", header_text(setup), outcome.text(""))
     };
@@ -372,14 +374,17 @@ fn header_text(setup: &Setup) -> String {
     )
 }
 
-/// The JSON fields every bench starts with (no braces).
-fn header_json(setup: &Setup) -> String {
-    use crate::run::report::json_str;
+/// The JSON fields every bench starts with.
+fn header_json(setup: &Setup) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::json;
     let (size, hash) = library_identity(&setup.lib);
-    format!(
-        "\"schema\":1,\"version\":{},\"platform\":{},\"library\":{{\"path\":{},\"bytes\":{size},\"fnv1a\":\"{hash}\"}}",
-        json_str(Some(env!("CARGO_PKG_VERSION"))),
-        json_str(Some(&platform())),
-        json_str(Some(&setup.lib.to_string_lossy()))
-    )
+    let mut m = serde_json::Map::new();
+    m.insert("schema".into(), json!(1));
+    m.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    m.insert("platform".into(), json!(platform()));
+    m.insert(
+        "library".into(),
+        json!({"path": setup.lib.to_string_lossy(), "bytes": size, "fnv1a": hash}),
+    );
+    m
 }

@@ -4,8 +4,9 @@
 //! counters, and one verdict line.
 
 use super::sample::Sample;
-use crate::run::report::{json_str, Report};
+use crate::run::report::{settings_json, Report};
 use munmapq_core::stats::Counter;
+use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 
 /// Below this paired CPU ratio munmapq pays; above, the difference is
@@ -192,87 +193,62 @@ impl Outcome {
 
     /// The same as one JSON object (without the platform, which the
     /// caller adds once).
-    pub fn json(&self) -> String {
-        let mut s = String::from("{");
-        let cmd: Vec<String> = self.command.iter().map(|a| json_str(Some(a))).collect();
-        let _ = write!(
-            s,
-            "\"command\":[{}],\"warmup\":{},\"pairs\":{},\"stopped_by\":\"{}\",\"problem\":",
-            cmd.join(","),
-            self.warmup,
-            self.without.len().min(self.with.len()),
-            if self.timed_out { "time" } else { "runs" }
+    pub fn json(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("command".into(), json!(self.command));
+        o.insert("warmup".into(), json!(self.warmup));
+        o.insert(
+            "pairs".into(),
+            json!(self.without.len().min(self.with.len())),
         );
-        match &self.problem {
-            None => s.push_str("null"),
-            Some(p) => {
-                let _ = write!(
-                    s,
-                    "{{\"kind\":\"{}\",\"why\":{}}}",
-                    p.kind(),
-                    json_str(Some(p.text()))
-                );
-            }
-        }
+        o.insert(
+            "stopped_by".into(),
+            json!(if self.timed_out { "time" } else { "runs" }),
+        );
+        o.insert(
+            "problem".into(),
+            json!(self
+                .problem
+                .as_ref()
+                .map(|p| json!({"kind": p.kind(), "why": p.text()}))),
+        );
         if let Some(first) = self.without.first() {
-            let _ = write!(
-                s,
-                ",\"output\":{{\"bytes\":{},\"fnv1a\":\"{:016x}\"}}",
-                first.bytes, first.hash
+            o.insert(
+                "output".into(),
+                json!({"bytes": first.bytes, "fnv1a": format!("{:016x}", first.hash)}),
             );
         }
         for (name, v) in [("without", &self.without), ("with", &self.with)] {
-            let _ = write!(
-                s,
-                ",\"{name}\":{{\"runs\":{},\"cpu_s\":{},\"wall_s\":{},\"peak_rss_kib\":{},\"faults\":{}}}",
-                v.len(),
-                spread_json(spread(v.iter().map(|x| x.cpu).collect())),
-                spread_json(spread(v.iter().map(|x| x.wall).collect())),
-                v.iter().map(|x| x.peak_rss_kib).max().unwrap_or(0),
-                spread_json(spread(v.iter().map(|x| x.faults as f64).collect()))
+            o.insert(
+                name.into(),
+                json!({
+                    "runs": v.len(),
+                    "cpu_s": spread_json(spread(v.iter().map(|x| x.cpu).collect())),
+                    "wall_s": spread_json(spread(v.iter().map(|x| x.wall).collect())),
+                    "peak_rss_kib": v.iter().map(|x| x.peak_rss_kib).max().unwrap_or(0),
+                    "faults": spread_json(spread(v.iter().map(|x| x.faults as f64).collect())),
+                }),
             );
         }
-        let _ = write!(s, ",\"cpu_ratio\":{}", spread_json(self.cpu_ratio()));
-        s.push_str(",\"counters\":");
-        match self.counters() {
-            None => s.push_str("null"),
-            Some(r) => {
-                let _ = write!(
-                    s,
-                    "{{\"processes\":{},\"reported\":{}",
-                    r.loaded, r.reported
-                );
-                for &c in Counter::ALL {
-                    let _ = write!(s, ",\"{}\":{}", c.key(), r.get(c));
-                }
-                s.push('}');
+        o.insert("cpu_ratio".into(), spread_json(self.cpu_ratio()));
+        let counters = self.counters().map(|r| {
+            let mut c = Map::new();
+            c.insert("processes".into(), json!(r.loaded));
+            c.insert("reported".into(), json!(r.reported));
+            for &k in Counter::ALL {
+                c.insert(k.key().into(), json!(r.get(k)));
             }
-        }
-        s.push_str(",\"git\":");
-        match &self.git {
-            None => s.push_str("null"),
-            Some((line, settings)) => {
-                let set: Vec<String> = settings
-                    .iter()
-                    .map(|(k, v, o)| {
-                        format!(
-                            "{{\"key\":{},\"value\":{},\"origin\":{}}}",
-                            json_str(Some(k)),
-                            json_str(Some(v)),
-                            json_str(Some(o))
-                        )
-                    })
-                    .collect();
-                let _ = write!(
-                    s,
-                    "{{\"doctor\":{},\"settings\":[{}]}}",
-                    json_str(Some(line)),
-                    set.join(",")
-                );
-            }
-        }
-        let _ = write!(s, ",\"verdict\":{}}}", json_str(Some(&self.verdict())));
-        s
+            c
+        });
+        o.insert("counters".into(), json!(counters));
+        o.insert(
+            "git".into(),
+            json!(self.git.as_ref().map(|(line, settings)| {
+                json!({"doctor": line, "settings": settings_json(settings)})
+            })),
+        );
+        o.insert("verdict".into(), json!(self.verdict()));
+        Value::Object(o)
     }
 }
 
@@ -293,13 +269,14 @@ pub fn shell_words(words: &[String]) -> String {
         .join(" ")
 }
 
-fn spread_json(p: Option<Spread>) -> String {
-    p.map_or("null".into(), |p| {
-        format!(
-            "{{\"median\":{:.6},\"min\":{:.6},\"max\":{:.6}}}",
-            p.median, p.min, p.max
-        )
-    })
+/// Rounded to the microsecond (or millionth), as the text report is to
+/// fewer places; not a number (never expected) is null.
+fn spread_json(p: Option<Spread>) -> Value {
+    let six = |v: f64| json!((v * 1e6).round() / 1e6);
+    p.map_or(
+        Value::Null,
+        |p| json!({"median": six(p.median), "min": six(p.min), "max": six(p.max)}),
+    )
 }
 
 fn secs(v: f64) -> String {

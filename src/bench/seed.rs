@@ -11,8 +11,8 @@ use super::report::Outcome;
 use super::{measure, BenchOptions, Setup, NO_RESULT};
 use crate::git::check::{Packs, Setting};
 use crate::git::repo::{git, git_program, repo};
-use crate::run::report::json_str;
 use munmapq_core::stats::Counter;
+use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -106,12 +106,9 @@ pub fn run(o: &BenchOptions, setup: &Setup) -> ExitCode {
         .collect();
     let all_ok = results.iter().all(RowResult::ok);
     let text = if o.json {
-        let rows: Vec<String> = results.iter().map(row_json).collect();
-        format!(
-            "{{{},\"seed\":[{}]}}\n",
-            super::header_json(setup),
-            rows.join(",")
-        )
+        let mut report = super::header_json(setup);
+        report.insert("seed".into(), results.iter().map(row_json).collect());
+        format!("{}\n", Value::Object(report))
     } else {
         let mut s = super::header_text(setup);
         for r in &results {
@@ -238,21 +235,20 @@ fn progress(setup: &Setup, row: &Row, count: u64, commits: u64) {
     );
 }
 
-fn row_json(r: &RowResult) -> String {
+fn row_json(r: &RowResult) -> Value {
     let counters = r.outcome.as_ref().and_then(|o| o.counters());
     let get = |c| counters.map_or(0, |x| x.get(c));
     let calls = get(Counter::MunmapCalls);
-    format!(
-        "{{\"row\":{},\"commits\":{},\"max_count\":{},\"skipped\":{},\"deferred\":{},\"window_maps\":{},\"munmaps_saved\":{},\"ok\":{},\"summary\":{},\"bench\":{}}}",
-        json_str(Some(r.row.name)),
-        r.commits,
-        r.count,
-        json_str(r.skipped.as_deref()),
-        get(Counter::Deferred),
-        get(Counter::Eligible),
-        calls.saturating_sub(get(Counter::MunmapSyscalls)),
-        r.ok(),
-        json_str(Some(&r.summary())),
-        r.outcome.as_ref().map_or("null".into(), |o| o.json())
-    )
+    json!({
+        "row": r.row.name,
+        "commits": r.commits,
+        "max_count": r.count,
+        "skipped": r.skipped,
+        "deferred": get(Counter::Deferred),
+        "window_maps": get(Counter::Eligible),
+        "munmaps_saved": calls.saturating_sub(get(Counter::MunmapSyscalls)),
+        "ok": r.ok(),
+        "summary": r.summary(),
+        "bench": r.outcome.as_ref().map(|o| o.json()),
+    })
 }

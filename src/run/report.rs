@@ -5,6 +5,7 @@
 //! JSON (`--stats=json`, [`Report::json`]) or text (summary.rs).
 
 use munmapq_core::stats::{read_image, Counter, Image, Totals, COUNTERS, LOADED};
+use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -217,86 +218,50 @@ impl Report {
     /// were read), `git` (null, or `window_maps`, `window_bytes`,
     /// `settings` [{key, value, origin}], `advice`).
     pub fn json(&self, run: &Run, notes: &Notes) -> String {
-        let num = |v: Option<i32>| v.map_or("null".to_string(), |v| v.to_string());
-        let opt = |v: Option<u64>| v.map_or("null".to_string(), |v| v.to_string());
-        let command: Vec<String> = run.command.iter().map(|a| json_str(Some(a))).collect();
         let u = run.usage.as_ref();
-        let mut s = format!(
-            "{{\"schema\":{SCHEMA},\"version\":{},\"command\":[{}],\"exit_code\":{},\"signal\":{},\
-             \"elapsed_ms\":{},\"user_ms\":{},\"sys_ms\":{},\"max_rss_bytes\":{},\
-             \"loaded\":{},\"reported\":{},\"forks\":{},\"not_interposed\":{},\"incomplete\":{},\"counters\":",
-            json_str(Some(env!("CARGO_PKG_VERSION"))),
-            command.join(","),
-            num(run.exit_code),
-            num(run.signal),
-            run.elapsed_ms,
-            opt(u.map(|u| u.user.as_millis() as u64)),
-            opt(u.map(|u| u.sys.as_millis() as u64)),
-            opt(u.and_then(|u| u.max_rss_bytes)),
-            self.loaded,
-            self.reported,
-            self.forks,
-            self.not_interposed,
-            json_str(notes.incomplete.as_deref())
-        );
-        if self.has_counters() {
-            for (i, &c) in Counter::ALL.iter().enumerate() {
-                let sep = if i == 0 { "{" } else { "," };
-                let _ = write!(s, "{sep}\"{}\":{}", c.key(), self.totals[i]);
-            }
-            s.push('}');
-        } else {
-            s.push_str("null");
-        }
-        s.push_str(",\"git\":");
-        match &notes.git {
-            None => s.push_str("null"),
-            Some(g) => {
-                let settings: Vec<String> = g
-                    .settings
-                    .iter()
-                    .map(|(k, v, o)| {
-                        format!(
-                            "{{\"key\":{},\"value\":{},\"origin\":{}}}",
-                            json_str(Some(k)),
-                            json_str(Some(v)),
-                            json_str(Some(o))
-                        )
-                    })
-                    .collect();
-                let _ = write!(
-                    s,
-                    "{{\"window_maps\":{},\"window_bytes\":{},\"settings\":[{}],\"advice\":{}}}",
-                    g.window_maps,
-                    g.window_bytes,
-                    settings.join(","),
-                    json_str(Some(&g.text))
-                );
-            }
-        }
-        s.push_str("}\n");
-        s
+        let counters = self.has_counters().then(|| {
+            Counter::ALL
+                .iter()
+                .zip(self.totals)
+                .map(|(c, v)| (c.key().to_string(), Value::from(v)))
+                .collect::<Map<_, _>>()
+        });
+        let git = notes.git.as_ref().map(|g| {
+            json!({
+                "window_maps": g.window_maps,
+                "window_bytes": g.window_bytes,
+                "settings": settings_json(&g.settings),
+                "advice": g.text,
+            })
+        });
+        let report = json!({
+            "schema": SCHEMA,
+            "version": env!("CARGO_PKG_VERSION"),
+            "command": run.command,
+            "exit_code": run.exit_code,
+            "signal": run.signal,
+            "elapsed_ms": run.elapsed_ms,
+            "user_ms": u.map(|u| u.user.as_millis() as u64),
+            "sys_ms": u.map(|u| u.sys.as_millis() as u64),
+            "max_rss_bytes": u.and_then(|u| u.max_rss_bytes),
+            "loaded": self.loaded,
+            "reported": self.reported,
+            "forks": self.forks,
+            "not_interposed": self.not_interposed,
+            "incomplete": notes.incomplete,
+            "counters": counters,
+            "git": git,
+        });
+        format!("{report}\n")
     }
 }
 
-/// A JSON string (or null).
-pub fn json_str(v: Option<&str>) -> String {
-    let Some(v) = v else {
-        return "null".into();
-    };
-    let mut s = String::from("\"");
-    for ch in v.chars() {
-        match ch {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(s, "\\u{:04x}", c as u32);
-            }
-            c => s.push(c),
-        }
-    }
-    s.push('"');
-    s
+/// Settings as the JSON reports list them: `[{key, value, origin}]`.
+pub fn settings_json(settings: &[(String, String, String)]) -> Value {
+    settings
+        .iter()
+        .map(|(k, v, o)| json!({"key": k, "value": v, "origin": o}))
+        .collect()
 }
 
 #[cfg(test)]
