@@ -37,7 +37,10 @@ const MAX_INSTRUCTIONS: u64 = 33_000;
 const EXTRA_CALLS: [(&str, usize); 2] = [("mmap", 1), ("prctl", 1)];
 
 /// Most page faults the library may add at load (the median over `RUNS`).
-const MAX_FAULTS: i64 = 6;
+/// The aim is 6, where the merged library sits (+6 for `/bin/true`); the
+/// median still moves by one or two with the address layout between
+/// machines, so the bound leaves that much.
+const MAX_FAULTS: i64 = 8;
 const RUNS: usize = 31;
 
 /// The library as the launcher ships it (built as its build script builds
