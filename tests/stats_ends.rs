@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -86,8 +86,11 @@ fn a_command_stopped_and_continued_directly_does_not_hang_the_launcher() {
 
     // SIGTSTP to the command alone: the launcher stops with it (a shell
     // sees the job stopped); continued directly, the command ends, and the
-    // launcher is continued to report it.
+    // launcher is continued to report it. In a process group of its own, as
+    // a shell's job is: the kernel discards a SIGTSTP to a process of an
+    // orphaned group (the test's own, where it runs without a terminal).
     let mut child = munmapq_cmd()
+        .process_group(0)
         .args(["--stats", "sleep", "1"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
