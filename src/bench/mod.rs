@@ -332,12 +332,9 @@ fn platform() -> String {
         return std::env::consts::OS.into();
     }
     let field = |f: &[libc::c_char]| {
-        let b: Vec<u8> = f
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        String::from_utf8_lossy(&b).into_owned()
+        // SAFETY: uname's fields are NUL-terminated within their arrays.
+        let s = unsafe { std::ffi::CStr::from_ptr(f.as_ptr()) };
+        s.to_string_lossy().into_owned()
     };
     let mut s = format!(
         "{} {} {}",
