@@ -45,9 +45,10 @@ def find_crate(pkg, package_dir):
 
 def index_entry(pkg, cksum):
     deps = []
+    # Dev-dependencies too, as crates.io's index has them: a feature may
+    # name one (hashbrown's "nightly" names bumpalo), and an entry whose
+    # feature names no dependency is refused as invalid.
     for d in pkg["dependencies"]:
-        if d["kind"] == "dev":
-            continue
         dep = {
             "name": d["rename"] or d["name"],
             "req": d["req"],
