@@ -152,19 +152,7 @@ pub fn link_name(fd: i32) -> Option<u64> {
     const PREFIX: &[u8] = b"/proc/self/fd/";
     let mut path = [0u8; 32];
     path[..PREFIX.len()].copy_from_slice(PREFIX);
-    let mut digits = [0u8; 10];
-    let (mut n, mut v) = (0, u32::try_from(fd).ok()?);
-    loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    for i in 0..n {
-        path[PREFIX.len() + i] = digits[n - 1 - i];
-    }
+    super::proc::write_decimal(u32::try_from(fd).ok()?, &mut path[PREFIX.len()..]);
     let mut buf = [0u8; 256];
     // SAFETY: a NUL-terminated path and a buffer of the length passed.
     let r = unsafe {

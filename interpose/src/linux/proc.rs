@@ -196,7 +196,7 @@ fn lock_line_not_posix(line: &[u8]) -> bool {
 
 /// Writes `v` in decimal at the start of `out` (10 bytes hold any u32);
 /// answers how many bytes.
-fn write_decimal(mut v: u32, out: &mut [u8]) -> usize {
+pub(super) fn write_decimal(mut v: u32, out: &mut [u8]) -> usize {
     let mut digits = [0u8; 10];
     let mut n = 0;
     loop {
