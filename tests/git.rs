@@ -119,3 +119,84 @@ fn git_log_issues_far_fewer_map_syscalls() {
     assert!(mu1 * 10 < mu0, "munmap {mu0} -> {mu1}");
     assert!(mm1 * 3 < mm0 * 2, "mmap {mm0} -> {mm1}");
 }
+
+/// A repository with loose objects besides its pack, read with
+/// `cat-file --batch`: each loose object is mapped whole, its descriptor closed before
+/// its munmap, and so forgotten (a small mapping outliving its descriptor
+/// is never kept: `docs/guarantees.md`). Those mappings must not turn the
+/// queue off for the pack's windows between them: the next whole small
+/// file through a number whose close forgot one passes straight,
+/// uncounted by the payoff. Loose objects first, then the packed ones in
+/// `rev-list` order.
+#[cfg(target_os = "linux")] // a shell the library loads into
+#[test]
+fn loose_objects_read_first_leave_the_pack_windows_queued() {
+    let repo = make_repo("git-loose-first", 800, 300);
+    let files = repo.join("loose-src");
+    std::fs::create_dir_all(&files).unwrap();
+    let names: Vec<_> = (0..3000)
+        .map(|i| {
+            let p = files.join(format!("f{i}"));
+            std::fs::write(&p, format!("loose object {i}\n").repeat(1 + i % 7)).unwrap();
+            p
+        })
+        .collect();
+    let mut loose = Vec::new();
+    for chunk in names.chunks(500) {
+        let out = git(&repo)
+            .args(["hash-object", "-w", "--"])
+            .args(chunk)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        loose.extend(text(&out.stdout).lines().map(str::to_owned));
+    }
+    let out = git(&repo)
+        .args(["rev-list", "--objects", "--all"])
+        .output()
+        .unwrap();
+    let packed = text(&out.stdout);
+    let mut list = String::new();
+    for id in loose
+        .iter()
+        .map(String::as_str)
+        .chain(packed.lines().map(|l| &l[..40]))
+    {
+        list.push_str(id);
+        list.push('\n');
+    }
+    let list_file = repo.join("ids");
+    std::fs::write(&list_file, list).unwrap();
+    let with = differential(
+        || {
+            // The list on standard input, which the test's runs close.
+            let mut c = Command::new("sh");
+            c.args(["-c", "exec git \"$@\" cat-file --batch < \"$0\""])
+                .arg(&list_file)
+                .arg("-C")
+                .arg(&*repo)
+                .args(TINY_WINDOWS)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", &*repo);
+            c
+        },
+        &[],
+    );
+    let (deferred, reused) = (with.get(Counter::Deferred), with.get(Counter::Reused));
+    println!(
+        "3,000 loose objects, then {} packed ones: {} mmaps, {deferred} deferred, \
+         {reused} reused, {} forgotten, {} passed by the payoff",
+        packed.lines().count(),
+        with.get(Counter::MmapCalls),
+        with.get(Counter::Forgotten),
+        with.get(Counter::PassPayoff)
+    );
+    // cat-file maps each loose object 3 times: those pass, and no window
+    // of the pack does (without the rule: 10,752 passed, 5,814 reused).
+    assert!(with.get(Counter::PassPayoff) <= 9010, "pack windows passed");
+    assert!(deferred > 500, "{deferred} deferred");
+    assert!(
+        reused * 10 >= with.get(Counter::MmapCalls) * 4,
+        "{reused} reused"
+    );
+}

@@ -18,7 +18,6 @@ pub mod engine;
 pub mod fake;
 pub mod fds;
 pub mod file;
-pub mod fresh_fds;
 #[cfg(not(loom))]
 pub mod holder;
 #[cfg(not(loom))]

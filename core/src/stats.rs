@@ -73,7 +73,7 @@ counters! {
     PassPayoff = "pass_payoff" Sum: "of pass_ineligible, small mmaps passed through before the statx: reuse too rare in this process to pay for the queue",
     EnomemRetries = "enomem_retries" Sum: "calls that failed with ENOMEM, were retried after a full flush",
     Released = "released" Sum: "queued mappings unmapped early because a call touched their range",
-    Forgotten = "forgotten" Sum: "live entries dropped: their range changed while the queue was busy",
+    Forgotten = "forgotten" Sum: "live entries dropped, their munmap left to the kernel: closed before their munmap (small, or the kernel lists a lock), or their range changed while the queue was busy",
     ForgottenQueued = "forgotten_queued" Sum: "queued mappings dropped, left mapped: the program changed their range while the queue was busy",
     LostRecords = "lost_records" Sum: "times busy calls outran the record ring; live entries were dropped",
     PeakQueued = "peak_queued" Peak: "most mappings queued at once",

@@ -27,7 +27,12 @@
  *                         mapped, D closed first
  *         sys-dupfd       the same with syscall(SYS_fcntl, F_DUPFD)
  *         raw-flock       the lock is taken by the syscall instruction,
- *                         past libc (as Rust's rustix does) */
+ *                         past libc (as Rust's rustix does)
+ *         raw-flock-large the same with a window of 2 MiB (the close asks
+ *                         the kernel, where a small window is forgotten)
+ *         raw-ofd         an OFD read lock taken by the syscall instruction
+ *         raw-dup         flock(), then a copy made by the syscall
+ *                         instruction's dup is mapped, D closed first */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -87,22 +92,24 @@ static int child_flock(void *unused) {
     return flock(child_d, LOCK_EX | LOCK_NB) != 0;
 }
 
-/* flock(fd, op) by the syscall instruction itself, past libc. */
-static long raw_flock(int fd, int op) {
+/* System call NR with three arguments by the syscall instruction itself,
+ * past libc. */
+static long raw3(long nr, long a, long b, long c) {
     long r;
 #if defined(__x86_64__)
     __asm__ volatile("syscall"
                      : "=a"(r)
-                     : "0"((long)SYS_flock), "D"((long)fd), "S"((long)op)
+                     : "0"(nr), "D"(a), "S"(b), "d"(c)
                      : "rcx", "r11", "memory");
 #elif defined(__aarch64__)
-    register long x8 __asm__("x8") = SYS_flock;
-    register long x0 __asm__("x0") = fd;
-    register long x1 __asm__("x1") = op;
-    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1) : "memory");
+    register long x8 __asm__("x8") = nr;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
     r = x0;
 #else
-    r = syscall(SYS_flock, fd, op);
+    r = syscall(nr, a, b, c);
 #endif
     return r;
 }
@@ -111,8 +118,12 @@ static long raw_flock(int fd, int op) {
 static int take_lock(const char *how, int d) {
     if (!strcmp(how, "sys-flock"))
         return syscall(SYS_flock, d, LOCK_EX | LOCK_NB);
-    if (!strcmp(how, "raw-flock"))
-        return raw_flock(d, LOCK_EX | LOCK_NB);
+    if (!strcmp(how, "raw-flock") || !strcmp(how, "raw-flock-large"))
+        return raw3(SYS_flock, d, LOCK_EX | LOCK_NB, 0);
+    if (!strcmp(how, "raw-ofd")) {
+        struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+        return raw3(SYS_fcntl, d, F_OFD_SETLK, (long)&fl);
+    }
     if (!strcmp(how, "sys-ofd")) {
         struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
         return syscall(SYS_fcntl, d, F_OFD_SETLK, &fl);
@@ -146,6 +157,12 @@ static int after(const char *how, int d) {
             die("syscall dup");
         close(d);
         return copy;
+    } else if (!strcmp(how, "raw-dup")) {
+        int copy = raw3(SYS_dup, d, 0, 0);
+        if (copy < 0)
+            die("raw dup");
+        close(d);
+        return copy;
     } else if (!strcmp(how, "pidfd-getfd")) {
         int pidfd = syscall(SYS_pidfd_open, getpid(), 0);
         if (pidfd < 0)
@@ -166,7 +183,8 @@ int main(int argc, char **argv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/file", argv[1]);
     const char *how = argv[2];
-    make_lock_file(path, 4 * WINDOW);
+    size_t window = !strcmp(how, "raw-flock-large") ? 2 << 20 : WINDOW;
+    make_lock_file(path, 4 * window);
     for (int round = 0; round < 3; round++) {
         int d = open(path, O_RDONLY);
         if (d < 0)
@@ -187,7 +205,7 @@ int main(int argc, char **argv) {
         } else if (take_lock(how, d) != 0) {
             die("lock");
         }
-        map_close_unmap_then_lock(path, after(how, d), WINDOW, round);
+        map_close_unmap_then_lock(path, after(how, d), window, round);
     }
     return 0;
 }

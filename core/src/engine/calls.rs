@@ -17,9 +17,10 @@ use core::sync::atomic::Ordering::Relaxed;
 /// mapping of `len` bytes were nothing queued (else the real mmap is made,
 /// and fails as it would without munmapq). Reads the process's size only
 /// when the room last read leaves doubt (see
-/// [`crate::sizing::Sizing::reuse_needs_room_check`]).
+/// [`crate::sizing::Sizing::reuse_needs_room_check`]), and never while
+/// nothing is queued: there is nothing to reuse then.
 fn reuse_fits<O: Os>(os: &O, q: &Queue, len: usize) -> bool {
-    if !q.sizing.reuse_needs_room_check(len) {
+    if q.table.queued() == 0 || !q.sizing.reuse_needs_room_check(len) {
         return true;
     }
     match (os.address_space_limit(), os.usage()) {
@@ -62,8 +63,14 @@ impl Engine {
         if !deferrable_kind {
             return self.pass_straight(os, call, Straight::Mmap);
         }
-        // Where the queue may not pay for small mappings (`payoff.rs`),
-        // they pass before the `statx`.
+        // A whole small file mapped through a number whose close forgot
+        // the last one (`fds.rs`) would be forgotten again at its close:
+        // it passes, and the payoff does not count it. Where the queue
+        // may not pay for small mappings (`payoff.rs`), they pass before
+        // the `statx`.
+        if off == 0 && len <= SMALL && self.closes_first.get(fd) {
+            return self.pass_straight(os, call, Straight::Payoff);
+        }
         if !self.payoff.engage(fd, off, len) {
             if self.payoff.take_turn() {
                 self.let_go_of_small(os);

@@ -6,17 +6,25 @@
 //! queued, the program's close would no longer be the last one, and locks,
 //! leases, a deleted file's space, inotify's close events and unmounts
 //! would wait for the queue. So before the real close, the queued mappings
-//! made through that descriptor are really unmapped. Live ones stay
-//! tracked as orphans (the program often closes a descriptor before it
-//! unmaps what it mapped, then maps the file again: that reuse is kept),
-//! unless the descriptor carried a lock, a lease or an OFD lock, which
-//! their mapping would keep past the close: those are forgotten, so their
-//! munmap goes to the kernel. A lock belongs to the open file
-//! description, and may have been taken through a copy the hooks did not
-//! see made (SCM_RIGHTS, `pidfd_getfd`, a fork child's inherited
-//! descriptor, a raw system call): where no hook saw one, the kernel is
-//! asked ([`Os::description_locked`]) before live mappings are kept past
-//! the close.
+//! made through that descriptor are really unmapped. A live one (the
+//! program closed the descriptor before unmapping) would hold the
+//! description, and any `flock`, OFD lock or lease on it, past the close
+//! once its munmap is deferred. A lock may have been taken where no hook
+//! looks (the `syscall` instruction, as Rust's rustix does; a copy sent
+//! over a socket, a fork child's inherited descriptor), and only the
+//! kernel can tell, at the close and not after (the `lock:` lines of
+//! `/proc/self/fdinfo`, [`Os::description_locked`], five system calls).
+//! So a live mapping stays tracked past the close (an orphan, whose
+//! munmap may be deferred and reused) only where that question is worth
+//! its cost: a mapping larger than [`SMALL`], on a description the kernel
+//! says carries no such lock. A small one is forgotten unasked (its
+//! munmap goes to the kernel, as without munmapq), and so is any mapping
+//! of a descriptor a hook saw locked. The next whole-file small mapping
+//! through a number whose close forgot one passes straight by
+//! (`closes_first`): a program that maps whole files and closes them
+//! before unmapping (git's loose objects) would otherwise fill the
+//! payoff's window with mappings that cannot be reused, and turn the
+//! queue off for the ones that can.
 //!
 //! The records are the process's descriptor table's: a hook running on
 //! another ([`Os::fd_table`]: a vfork child, or after an unshare) neither
@@ -25,6 +33,7 @@
 use super::Engine;
 use crate::fds::FD_BITS;
 use crate::os::{FdTable, Os};
+use crate::payoff::SMALL;
 use crate::stats::Counter;
 use crate::table::{State, Table};
 use core::sync::atomic::Ordering::*;
@@ -40,8 +49,6 @@ pub struct Closing {
     mapped: bool,
     /// One descriptor whose lock bit was cleared.
     carrying: bool,
-    /// The sharing epoch when the close began (see [`crate::fresh_fds::FreshFds`]).
-    epoch: u64,
 }
 
 impl Closing {
@@ -52,7 +59,6 @@ impl Closing {
         table: FdTable::VforkChild,
         mapped: false,
         carrying: false,
-        epoch: 0,
     };
 }
 
@@ -69,8 +75,7 @@ impl Engine {
     }
 
     /// `new` is now a duplicate of `old` (dup, dup2, dup3, F_DUPFD): it
-    /// carries what `old` carries, and names a description this process
-    /// alone holds if `old` does.
+    /// carries what `old` carries.
     pub fn fd_duplicated<O: Os>(&self, os: &O, old: i32, new: i32) {
         if new < 0 || os.fd_table() != FdTable::Own {
             return;
@@ -78,7 +83,6 @@ impl Engine {
         if self.carrying_fds.get(old) {
             self.carrying_fds.set(new);
         }
-        self.fresh_fds.duplicated(old, new);
     }
 
     /// Whether the records of `fd` say anything a close would change and a
@@ -87,16 +91,6 @@ impl Engine {
     #[inline]
     pub fn fd_has_records(&self, fd: i32) -> bool {
         self.mapped_fds.get(fd) || self.carrying_fds.get(fd)
-    }
-
-    /// The process is about to share its descriptions with another
-    /// (fork, vfork, a spawn, descriptors sent or received over a socket,
-    /// `pidfd_getfd`): a lock may be taken on any of them through a copy
-    /// the hooks will not see, so every close from now on asks the kernel
-    /// until the number is closed again (see [`crate::fresh_fds::FreshFds`]).
-    #[inline]
-    pub fn descriptions_shared(&self) {
-        self.fresh_fds.shared();
     }
 
     /// The program is about to close every descriptor in `[lo, hi]`:
@@ -125,13 +119,12 @@ impl Engine {
             table,
             mapped: false,
             carrying: false,
-            epoch: self.fresh_fds.closing(),
         };
         match table {
             FdTable::VforkChild => return c,
             FdTable::Unshared => {
                 if self.mapped_fds.any(lo, hi) && self.active() {
-                    self.release_or_note(os, lo, hi, |_| true);
+                    self.release_or_note(os, lo, hi, |_, _| true);
                 }
                 return c;
             }
@@ -141,25 +134,27 @@ impl Engine {
         self.read_only_fds.closing(lo, hi);
         let mapped = self.mapped_fds.any(lo, hi);
         if mapped && self.active() {
-            // A lock the hooks saw, or else one the kernel lists for the
-            // description (taken through a copy munmapq did not see made:
-            // SCM_RIGHTS, pidfd_getfd, a fork child's flock, a raw call),
-            // unless the description is known to be this process's alone.
-            // Asked once per descriptor, only for one with live mappings.
+            // A lock the hooks saw, else a small mapping forgotten unasked,
+            // else what the kernel lists for the description, asked once
+            // per descriptor.
             let asked = core::cell::Cell::new((-1, true));
-            let carrying = |fd: i32| {
+            let forgets = |fd: i32, len: usize| {
                 if fd as usize >= FD_BITS || self.carrying_fds.get(fd) {
                     return true;
                 }
-                if self.fresh_fds.fresh(fd) {
-                    return false;
+                if len <= SMALL {
+                    self.closes_first.set(fd);
+                    return true;
                 }
                 if asked.get().0 != fd {
                     asked.set((fd, os.description_locked(fd) != Some(false)));
                 }
                 asked.get().1
             };
-            self.release_or_note(os, lo, hi, carrying);
+            let forgot = self.release_or_note(os, lo, hi, forgets);
+            if lo == hi && forgot == Some(0) {
+                self.closes_first.clear(lo);
+            }
         }
         if mapped {
             c.mapped = lo == hi;
@@ -172,13 +167,21 @@ impl Engine {
         c
     }
 
-    /// Releases the mappings made through `[lo, hi]` now, or notes them
-    /// for the table's next holder if it is busy.
-    fn release_or_note<O: Os>(&self, os: &O, lo: i32, hi: i32, carrying: impl Fn(i32) -> bool) {
+    /// Releases the mappings made through `[lo, hi]` now, answering how
+    /// many live ones were forgotten, or notes them for the table's next
+    /// holder if it is busy.
+    fn release_or_note<O: Os>(
+        &self,
+        os: &O,
+        lo: i32,
+        hi: i32,
+        forgets: impl Fn(i32, usize) -> bool,
+    ) -> Option<usize> {
         match self.lock(os) {
             Some(mut q) => {
-                self.release_fds(os, &mut q.table, lo, hi, carrying);
+                let forgot = self.release_fds(os, &mut q.table, lo, hi, forgets);
                 self.publish_bounds(&q.table);
+                Some(forgot)
             }
             None => {
                 self.stats.bump(Counter::PassContention);
@@ -191,6 +194,7 @@ impl Engine {
                     self.closed_busy.set(FD_BITS as i32);
                 }
                 self.closes_pending.store(true, Release);
+                None
             }
         }
     }
@@ -208,7 +212,6 @@ impl Engine {
         self.read_only_fds.closed(c.lo, c.hi);
         self.close_seq.end(c.lo, c.hi);
         if ok {
-            self.fresh_fds.closed(c.lo, c.hi, c.epoch);
             return;
         }
         if c.carrying {
@@ -233,33 +236,35 @@ impl Engine {
         let mut fd = 0;
         while let Some(f) = self.closed_busy.first(fd, i32::MAX) {
             self.closed_busy.clear(f);
-            self.release_fds(os, t, f, f, |_| true);
+            self.release_fds(os, t, f, f, |_, _| true);
             fd = f + 1;
         }
         if self.closed_busy.get(FD_BITS as i32) {
-            self.release_fds(os, t, FD_BITS as i32, i32::MAX, |_| true);
+            self.release_fds(os, t, FD_BITS as i32, i32::MAX, |_, _| true);
         }
     }
 
     /// Queued entries mapped through a descriptor in `[lo, hi]` are
     /// unmapped; live ones become orphans, or are forgotten where
-    /// `carrying(fd)`.
+    /// `forgets(fd, len)`. Answers how many were forgotten.
     fn release_fds<O: Os>(
         &self,
         os: &O,
         t: &mut Table,
         lo: i32,
         hi: i32,
-        carrying: impl Fn(i32) -> bool,
-    ) {
+        forgets: impl Fn(i32, usize) -> bool,
+    ) -> usize {
+        let mut forgot = 0;
         let mut pos = 0;
         while let Some((at, e)) = t.next_with_fd(pos, lo, hi) {
             pos = at;
             match e.state {
                 State::Queued => self.unmap_queued(os, t, e, Counter::ReleasedAtClose),
-                State::Live if carrying(e.fd) => {
+                State::Live if forgets(e.fd, e.len) => {
                     t.remove(e.slot);
                     self.stats.bump(Counter::Forgotten);
+                    forgot += 1;
                 }
                 _ => {
                     t.orphan(e.slot);
@@ -267,6 +272,7 @@ impl Engine {
                 }
             }
         }
+        forgot
     }
 
     /// The program is about to unlink or rename over the file `(dev, ino)`:

@@ -13,7 +13,6 @@ use crate::config::Config;
 use crate::context::MmapContext;
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::fds::FdBits;
-use crate::fresh_fds::FreshFds;
 use crate::holder::{TableGuard, TableLock, Taken};
 use crate::names::LostNames;
 use crate::os::Os;
@@ -93,9 +92,9 @@ pub struct Engine {
     /// Closes begun and returned, per descriptor: whether the answers an
     /// eligible mmap got were about one description (`calls.rs`).
     close_seq: CloseSeq,
-    /// Descriptors whose description is known to be this process's alone
-    /// (`fds.rs`).
-    fresh_fds: FreshFds,
+    /// Descriptors whose close forgot a small live mapping: the next
+    /// whole-file small mapping through one passes straight (`fds.rs`).
+    closes_first: FdBits,
     /// The table was taken before a fork (`process.rs`), and what its
     /// guard gives back.
     fork_kept: AtomicBool,
@@ -142,7 +141,7 @@ impl Engine {
             read_only_fds: ReadOnlyFds::new(),
             lost_names: LostNames::new(),
             close_seq: CloseSeq::new(),
-            fresh_fds: FreshFds::new(),
+            closes_first: FdBits::new(),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
             payoff: Payoff::new(),

@@ -68,8 +68,6 @@ impl Engine {
         // child (see `Os::fd_table`): the fork child, its own process,
         // must not take itself for a vfork child.
         let _ = os.fd_table();
-        // The child inherits every description.
-        self.descriptions_shared();
         if !self.active() {
             return;
         }

@@ -7,10 +7,8 @@ use super::hook_index as linux_hooks;
 use crate::hooks as shared_hooks;
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
 use libc::{c_long, pid_t, rlimit};
-// The types of policy.rs's and sharing.rs's hooks.
-use libc::{
-    iovec, mmsghdr, msghdr, posix_spawn_file_actions_t, posix_spawnattr_t, ssize_t, timespec,
-};
+// The types of policy.rs's hooks.
+use libc::{iovec, ssize_t};
 
 /// Records this exported function's frame as the thread's innermost hook
 /// frame while it runs (`frames.rs`): the first statement of every export.

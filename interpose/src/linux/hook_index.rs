@@ -3,9 +3,9 @@
 //! may call each other's hooks (`syscall.rs` routes to them) without going
 //! through this index.
 
+pub use super::children::*;
 pub use super::hooks::*;
 pub use super::lastclose::*;
-pub use super::sharing::*;
 
 /// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
 pub use crate::hooks::mmap as mmap64;

@@ -199,9 +199,6 @@ pub(super) fn around_syscall(
     if nr == libc::SYS_unshare && a1 & libc::CLONE_FILES as c_long != 0 {
         unsharing();
     }
-    if super::sharing::shares_descriptions(nr) {
-        ENGINE.descriptions_shared();
-    }
     if nr == libc::SYS_close_range {
         let c = closing_range(a1 as c_uint, a2 as c_uint, a3 as c_int);
         let r = call();

@@ -4,6 +4,7 @@
 //! those names (`dlsym(RTLD_NEXT)`, libc's normally). See the crate's
 //! documentation for what each module provides.
 
+mod children;
 mod context;
 mod dynsym;
 mod exports;
@@ -19,7 +20,6 @@ mod policy;
 mod proc;
 pub mod real;
 mod sandbox;
-mod sharing;
 mod shm;
 mod symbols;
 mod syscall;
@@ -94,19 +94,8 @@ macro_rules! hook_table {
             // A thread that unshares its descriptor table leaves the one
             // the engine's records describe (table_owner.rs).
             unshare(flags: c_int) -> c_int, [syscall SYS_unshare];
-            // Descriptions held elsewhere from now on: a lock may be taken
-            // through a copy no hook sees (sharing.rs).
-            posix_spawn(pid: *mut pid_t, path: *const c_char, actions: *const posix_spawn_file_actions_t, attr: *const posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int, [spawn_fallback];
-            posix_spawnp(pid: *mut pid_t, file: *const c_char, actions: *const posix_spawn_file_actions_t, attr: *const posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int, [spawn_fallback];
-            system(command: *const c_char) -> c_int, [system_fallback];
-            popen(command: *const c_char, mode: *const c_char) -> *mut FILE, [popen_fallback];
-            sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t, [syscall SYS_sendmsg];
-            recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t, [syscall SYS_recvmsg];
-            sendmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int) -> c_int, [syscall SYS_sendmmsg];
-            recvmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int, timeout: *mut timespec) -> c_int, [syscall SYS_recvmmsg];
-            pidfd_getfd(pidfd: c_int, fd: c_int, flags: c_uint) -> c_int, [syscall SYS_pidfd_getfd];
             // Children no atfork handler hears of; glibc's clone with
-            // CLONE_VM runs its child in this memory (sharing.rs). clone is
+            // CLONE_VM runs its child in this memory (children.rs). clone is
             // variadic after `arg`, as syscall is: see there.
             clone(f: *mut c_void, stack: *mut c_void, flags: c_int, arg: *mut c_void, ptid: *mut pid_t, tls: *mut c_void, ctid: *mut pid_t) -> c_int, [clone_fallback];
             _Fork() -> pid_t, [fork_fallback];

@@ -10,10 +10,8 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
 // The types of sandbox.rs's hooks.
 use libc::{c_long, pid_t, rlimit};
-// The types of policy.rs's and sharing.rs's hooks.
-use libc::{
-    iovec, mmsghdr, msghdr, posix_spawn_file_actions_t, posix_spawnattr_t, ssize_t, timespec,
-};
+// The types of policy.rs's hooks.
+use libc::{iovec, ssize_t};
 
 /// For each entry of `hook_table!` with a stand-in: a slot, filled by
 /// `resolve`, and a function of the entry's name that calls through it.
@@ -118,27 +116,6 @@ macro_rules! real_functions {
 }
 
 super::hook_table!(real_functions);
-
-/// Stand-ins for sharing.rs's spawns before `resolve` (nothing spawns
-/// that early): the call fails as if the system had no room.
-fn spawn_fallback(
-    _: *mut pid_t,
-    _: *const c_char,
-    _: *const posix_spawn_file_actions_t,
-    _: *const posix_spawnattr_t,
-    _: *const *mut c_char,
-    _: *const *mut c_char,
-) -> c_int {
-    libc::EAGAIN
-}
-
-fn system_fallback(_: *const c_char) -> c_int {
-    -1
-}
-
-fn popen_fallback(_: *const c_char, _: *const c_char) -> *mut FILE {
-    core::ptr::null_mut()
-}
 
 /// Stand-ins for `clone` and `_Fork` before `resolve` (nothing makes a
 /// child that early): the call fails as if the system had no room.

@@ -96,8 +96,6 @@ extern "C" fn vfork_prepare() -> usize {
     if fd_table() != FdTable::VforkChild {
         word().store(getpid(), core::sync::atomic::Ordering::Relaxed);
     }
-    // The child inherits every description (sharing.rs).
-    crate::ENGINE.descriptions_shared();
     match super::real::vfork_address() {
         0 => libc::fork as *const () as usize,
         f => f,

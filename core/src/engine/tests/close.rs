@@ -24,18 +24,53 @@ fn a_queued_mapping_is_unmapped_before_its_descriptor_is_closed() {
 }
 
 #[test]
-fn a_mapping_whose_descriptor_closed_first_is_still_deferred_and_reused() {
+fn a_large_mapping_whose_descriptor_closed_first_is_still_deferred_and_reused() {
+    let (e, os) = fresh();
+    let a = map_large(e, &os, 3, 0);
+    close(e, &os, 3, 3);
+    assert_eq!(*os.fdinfo_reads.borrow(), 1, "the kernel asked about locks");
+    unmap_large(e, &os, a);
+    assert_eq!(os.munmap_count(), 0, "deferred");
+    // The same file opened again (the fake names files by descriptor).
+    assert_eq!(map_large(e, &os, 3, 0), a, "reused");
+    // That close is not the one the mapping was made through.
+    unmap_large(e, &os, a);
+    close(e, &os, 3, 3);
+    assert_eq!(os.mapped(a), Some((3, 0)), "still queued");
+}
+
+#[test]
+fn a_small_mapping_whose_descriptor_closed_first_is_forgotten_unasked() {
+    let (e, os) = fresh();
+    let a = map(e, &os, 3, 0);
+    close(e, &os, 3, 3);
+    assert_eq!(*os.fdinfo_reads.borrow(), 0, "nothing asked");
+    unmap(e, &os, a);
+    assert_eq!(os.mapped(a), None, "its munmap went to the kernel");
+    assert_eq!(e.stats.get(Counter::Forgotten), 1);
+}
+
+#[test]
+fn a_number_whose_close_forgot_a_small_mapping_passes_the_next_whole_file_one() {
     let (e, os) = fresh();
     let a = map(e, &os, 3, 0);
     close(e, &os, 3, 3);
     unmap(e, &os, a);
-    assert_eq!(os.munmap_count(), 0, "deferred");
-    // The same file opened again (the fake names files by descriptor).
-    assert_eq!(map(e, &os, 3, 0), a, "reused");
-    // That close is not the one the mapping was made through.
-    unmap(e, &os, a);
+    // The next whole small file through 3 passes, uncounted by the payoff.
+    let statxs = *os.statxs.borrow();
+    let b = map(e, &os, 3, 0);
+    assert_eq!(*os.statxs.borrow(), statxs, "passed straight");
+    assert_eq!(e.stats.get(Counter::PassPayoff), 1);
+    unmap(e, &os, b);
+    // A window past the start is engaged as ever.
+    let c = map(e, &os, 3, PAGE as i64 * 4);
+    assert_eq!(*os.statxs.borrow(), statxs + 2, "a miss: two statx");
+    // A close of 3 that forgets nothing (the window unmapped, queued,
+    // released) lets the next whole small file through the engine.
+    unmap(e, &os, c);
     close(e, &os, 3, 3);
-    assert_eq!(os.mapped(a), Some((3, 0)), "still queued");
+    map(e, &os, 3, 0);
+    assert_eq!(e.stats.get(Counter::PassPayoff), 1, "engaged again");
 }
 
 #[test]
@@ -43,15 +78,16 @@ fn a_locked_descriptor_closed_before_its_munmap_is_not_deferred() {
     let (e, os) = fresh();
     e.fd_locked(&os, 3);
     e.fd_duplicated(&os, 3, 5);
-    let a = map(e, &os, 5, 0);
+    let a = map_large(e, &os, 5, 0);
     close(e, &os, 3, 3);
     close(e, &os, 5, 5);
-    unmap(e, &os, a);
+    unmap_large(e, &os, a);
     assert_eq!(os.mapped(a), None, "the lock goes with the munmap");
+    assert_eq!(*os.fdinfo_reads.borrow(), 0, "a lock seen: nothing asked");
     // The bits went with the close.
-    let b = map(e, &os, 5, 0);
+    let b = map_large(e, &os, 5, 0);
     close(e, &os, 5, 5);
-    unmap(e, &os, b);
+    unmap_large(e, &os, b);
     assert_eq!(os.mapped(b), Some((5, 0)), "deferred again");
 }
 

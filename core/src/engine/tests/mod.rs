@@ -64,6 +64,25 @@ fn unmap(e: &Engine, os: &FakeOs, a: usize) {
     e.munmap(os, a, 2 * PAGE).unwrap();
 }
 
+/// Larger than [`crate::payoff::SMALL`]: a mapping still live at its
+/// descriptor's close stays tracked where the kernel lists no lock (a
+/// smaller one is forgotten unasked, `engine/fds.rs`).
+const LARGE: usize = crate::payoff::SMALL + 2 * PAGE;
+
+/// A mapping of [`LARGE`] bytes of `fd` at `off`.
+fn map_large(e: &Engine, os: &FakeOs, fd: i32, off: i64) -> usize {
+    e.mmap(
+        os,
+        Mmap::new(0, LARGE, libc::PROT_READ, libc::MAP_PRIVATE, fd, off),
+    )
+    .unwrap()
+}
+
+/// Unmaps a mapping [`map_large`] made.
+fn unmap_large(e: &Engine, os: &FakeOs, a: usize) {
+    e.munmap(os, a, LARGE).unwrap();
+}
+
 /// A window [`map`]ped and at once [`unmap`]ped: its address.
 fn map_unmap(e: &Engine, os: &FakeOs, fd: i32, off: i64) -> usize {
     let a = map(e, os, fd, off);
