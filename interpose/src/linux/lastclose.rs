@@ -262,7 +262,7 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
         -1
     } else {
         // SAFETY: the caller's stream, about to be closed.
-        unsafe { libc::fileno(fp) }
+        unsafe { real::fileno(fp) }
     };
     // SAFETY: the caller's own arguments.
     let call = || unsafe { fclose_uncancelled(fp) };

@@ -89,17 +89,24 @@ pub fn child_in_this_memory() {
 }
 
 /// The `vfork` trampoline's first step: marks the thread (unless it is a
-/// vfork child already) and answers where to
-/// jump: the real `vfork`, or before `resolve` libc's `fork` (nothing
-/// calls vfork that early; a fork child shares no memory at all).
+/// vfork child already) and answers where to jump: the real `vfork`, or
+/// before `resolve` a stand-in (nothing calls vfork that early).
 extern "C" fn vfork_prepare() -> usize {
     if fd_table() != FdTable::VforkChild {
         word().store(getpid(), core::sync::atomic::Ordering::Relaxed);
     }
     match super::real::vfork_address() {
-        0 => libc::fork as *const () as usize,
+        0 => vfork_unresolved as *const () as usize,
         f => f,
     }
+}
+
+/// `vfork` before `resolve`: fails as if the system had no room, as vfork
+/// may (EAGAIN). Not libc's `fork`: an import the loader would bind in
+/// every process, for a call nothing makes.
+extern "C" fn vfork_unresolved() -> libc::pid_t {
+    crate::errno::set(libc::EAGAIN);
+    -1
 }
 
 /// # Safety
