@@ -220,3 +220,34 @@ fn clone_vm_without_settls() {
 fn signal_handler_claims_a_freed_range_during_a_hook() {
     c_scenario("sigclaim", "sigclaim", 64, &[], &[]);
 }
+
+/// A program started under an inherited seccomp filter that kills on
+/// `statx` (tests/c/inheritfilter.c), with no `MUNMAPQ_*` variable set:
+/// the library asks about the filter before its first system call of its
+/// own, not at load (where every process would pay for the question), and
+/// passes every call through. The same output as without the library.
+#[test]
+fn an_inherited_filter_is_found_before_the_first_call_of_the_librarys_own() {
+    let dir = scratch("sandbox-inherited-filter");
+    let exe = c_program("inheritfilter", &dir);
+    let file = data_file(&dir, 16);
+    let run = |preload: bool| {
+        let mut c = Command::new(&exe);
+        c.arg(&file);
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("MUNMAPQ_") {
+                c.env_remove(k);
+            }
+        }
+        if preload {
+            c.env(PRELOAD_VAR, lib());
+        }
+        output_within(&mut c, LIMIT)
+    };
+    let (without, with) = (run(false), run(true));
+    println!("inherited filter: {}", text(&with.stdout).trim_end());
+    assert_eq!(without.status.code(), Some(0), "{}", text(&without.stderr));
+    assert_eq!(with.status.code(), Some(0), "killed? {:?}", with.status);
+    assert_eq!(with.stdout, without.stdout);
+    assert_contains(&with.stderr, "libmunmapq loaded: yes");
+}

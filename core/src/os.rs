@@ -150,6 +150,15 @@ pub trait Os {
     fn fd_table(&self) -> FdTable {
         FdTable::Own
     }
+    /// Whether the process runs under a seccomp filter it inherited, which
+    /// may kill it on any system call munmapq makes: asked once, before
+    /// the engine's first call of its own, where the engine was started
+    /// with [`crate::engine::Engine::check_filter_later`]. Where it answers
+    /// true, the implementation has done what the platform needs besides
+    /// (no report at exit), and the engine stops for good.
+    fn inherited_filter(&self) -> bool {
+        false
+    }
     /// Whether the open file description `fd` names carries a lock or
     /// lease that the description's last close would release (`flock`,
     /// an OFD lock, a lease: not POSIX record locks, which any close of

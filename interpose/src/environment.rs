@@ -76,6 +76,11 @@ impl Environment {
         env
     }
 
+    /// Whether any variable read is set, `var` aside.
+    pub fn any_besides(&self, var: &str) -> bool {
+        (0..NAMES).any(|k| name(k) != var && self.values[k].is_some())
+    }
+
     /// The value of `var`, one of `config::VARIABLES` or `OTHERS`.
     pub fn get(&self, var: &str) -> Option<&'static [u8]> {
         let k = (0..NAMES).position(|k| name(k) == var)?;

@@ -73,10 +73,20 @@ extern "C" fn init(_argc: c_int, _argv: *const *const c_char, envp: *const *cons
     // (values that must outlive it are copied).
     let env = unsafe { Environment::read(envp) };
     let getenv = |var: &'static str| env.get(var);
-    if getenv(config::VAR_SECCOMP) != Some(b"trust") && inherited_filter() {
+    // With a variable of its own set, the library may write or open a
+    // file at load (a report, a trace, a line about a bad value): an
+    // inherited filter is asked about first. Otherwise the question waits
+    // for the engine's first system call of its own (one more call at the
+    // load of every process, most of which never map a file).
+    let trusted = getenv(config::VAR_SECCOMP) == Some(b"trust");
+    let ask_now = !trusted && env.any_besides(config::VAR_SECCOMP);
+    if ask_now && inherited_filter() {
         // Nothing else: no configuration read (getrlimit), no load line.
         sandboxed();
         return;
+    }
+    if !trusted && !ask_now {
+        ENGINE.check_filter_later();
     }
     let page = match page_size() {
         0 => return,

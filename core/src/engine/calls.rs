@@ -77,6 +77,9 @@ impl Engine {
             }
             return self.pass_straight(os, call, Straight::Payoff);
         }
+        if self.filter_unknown.load(Relaxed) && self.stopped_by_filter(os) {
+            return os.mmap(call);
+        }
         self.stats.bump(Counter::MmapCalls);
         // Before the first system call about `fd`: what the close hooks
         // saw of it (None while one of its closes is under way), and

@@ -92,6 +92,9 @@ pub struct Engine {
     /// Closes begun and returned, per descriptor: whether the answers an
     /// eligible mmap got were about one description (`calls.rs`).
     close_seq: CloseSeq,
+    /// Whether an inherited seccomp filter is still to be asked about,
+    /// before the engine's first system call of its own (`calls.rs`).
+    filter_unknown: AtomicBool,
     /// Descriptors whose close forgot a small live mapping: the next
     /// whole-file small mapping through one passes straight (`fds.rs`).
     closes_first: FdBits,
@@ -142,6 +145,7 @@ impl Engine {
             lost_names: LostNames::new(),
             close_seq: CloseSeq::new(),
             closes_first: FdBits::new(),
+            filter_unknown: AtomicBool::new(false),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
             payoff: Payoff::new(),

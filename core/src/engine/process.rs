@@ -42,6 +42,28 @@ impl Engine {
         }
     }
 
+    /// The loader started the engine without asking whether the process
+    /// inherited a seccomp filter (a system call every process would pay
+    /// for at load): it is asked before the engine's first system call of
+    /// its own, the first mmap the engine takes up ([`Os::inherited_filter`]).
+    /// Every other call of its own follows one: a tracked range, a
+    /// descriptor mapped through, a queue to size.
+    pub fn check_filter_later(&self) {
+        self.filter_unknown.store(true, Relaxed);
+    }
+
+    /// Asks what [`Self::check_filter_later`] put off: whether the engine
+    /// must stop for good (then the call passes through).
+    #[cold]
+    pub(super) fn stopped_by_filter<O: Os>(&self, os: &O) -> bool {
+        if os.inherited_filter() {
+            self.stop_for_good(os);
+            return true;
+        }
+        self.filter_unknown.store(false, Relaxed);
+        false
+    }
+
     /// The program has set `RLIMIT_AS`; `lower` when to less than it was.
     /// What is queued is unmapped when the limit fell (the C library's own
     /// mappings, which munmapq cannot retry after a flush, must find the

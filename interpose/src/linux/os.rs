@@ -57,6 +57,14 @@ impl Os for RealOs {
     }
 
     /// The `lock:` lines of `/proc/thread-self/fdinfo/FD` (`file.rs`).
+    fn inherited_filter(&self) -> bool {
+        let filtered = super::sandbox::seccomp_mode() != 0;
+        if filtered {
+            crate::init::sandboxed();
+        }
+        filtered
+    }
+
     fn description_locked(&self, fd: i32) -> Option<bool> {
         proc::description_locked(fd)
     }
