@@ -18,6 +18,10 @@ pub const KIND_MODIFY: u32 = 3;
 pub const KIND_INSPECT: u32 = 4;
 /// mlockall (flags in `flags`).
 pub const KIND_LOCK_ALL: u32 = 5;
+/// A close-type call that ended the descriptors `fd` to `off` (close,
+/// close_range, dup2 onto an open one, ...); `result` 0, or -1 where it
+/// failed without closing anything.
+pub const KIND_CLOSE: u32 = 6;
 
 /// One call, as the program made it and what it got back.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]

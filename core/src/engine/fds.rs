@@ -52,6 +52,12 @@ pub struct Closing {
 }
 
 impl Closing {
+    /// The descriptors closed, where they are the process's table's (what
+    /// a trace records for a replay to close again).
+    pub fn fds(&self) -> Option<(i32, i32)> {
+        (self.lo >= 0 && self.table == FdTable::Own).then_some((self.lo, self.hi))
+    }
+
     /// Nothing to finish (no descriptor, or an empty range).
     pub const NONE: Closing = Closing {
         lo: -1,

@@ -36,6 +36,15 @@ fn closing(lo: c_int, hi: c_int) -> Closing {
 /// The caller's errno (the call's) is kept.
 fn closed(c: Closing, ok: bool) {
     before(|| ENGINE.closed(&RealOs, c, ok));
+    if let (true, Some((lo, hi))) = (crate::trace::enabled(), c.fds()) {
+        crate::trace::write(&crate::trace::Record {
+            kind: crate::trace::KIND_CLOSE,
+            fd: lo,
+            off: hi as i64,
+            result: if ok { 0 } else { -1 },
+            ..Default::default()
+        });
+    }
 }
 
 /// Whether a failed `close` closed nothing: only EBADF says so (Linux

@@ -224,6 +224,10 @@ impl Replay {
                     self.xlate.insert(from, (len, to));
                 }
             }
+            trace::KIND_CLOSE => {
+                let c = engine.closing(os, r.fd, r.off as i32);
+                engine.closed(os, c, r.result == 0);
+            }
             trace::KIND_MUNMAP => {
                 let _ = engine.munmap(os, self.translate(r.addr), r.len);
                 if r.result == 0 {

@@ -2,7 +2,8 @@
 //! one definition in `munmapq_core::trace`.
 
 pub use munmapq_core::trace::{
-    Record as Rec, KIND_INSPECT, KIND_LOCK_ALL, KIND_MMAP, KIND_MODIFY, KIND_MUNMAP, RECORD_BYTES,
+    Record as Rec, KIND_CLOSE, KIND_INSPECT, KIND_LOCK_ALL, KIND_MMAP, KIND_MODIFY, KIND_MUNMAP,
+    RECORD_BYTES,
 };
 
 /// Records per process, in the order processes first appear; a trailing
