@@ -5,7 +5,8 @@
 //! keeps). So each of those numbers is routed through its hook; the close,
 //! dup, flock and fcntl numbers through the close and lock hooks
 //! (`lastclose.rs`); a seccomp
-//! filter stops munmapq first (`sandbox.rs`). Any other number goes
+//! filter stops munmapq first (`sandbox.rs`); a fork or a clone that
+//! copies this memory unmaps the queue first (`sharing.rs`). Any other number goes
 //! straight on: `syscall` is common (Rust's futexes, for one), so this is a
 //! look at the number.
 //!
@@ -20,6 +21,7 @@ use super::lastclose as names;
 use super::policy::{changing, changing_everything, policy_span};
 use super::real;
 use super::sandbox::{installs_seccomp, seccomp_coming};
+use super::sharing::{copies_memory, copy_coming};
 use crate::hooks as shared;
 use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, off_t, size_t};
 
@@ -39,6 +41,9 @@ pub unsafe extern "C" fn syscall(
 ) -> c_long {
     if installs_seccomp(nr, a1) {
         seccomp_coming();
+    }
+    if copies_memory(nr, a1) {
+        copy_coming();
     }
     // SAFETY: the caller's own arguments, as the kernel would take them.
     let raw = || unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) };
