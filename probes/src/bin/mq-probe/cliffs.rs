@@ -15,10 +15,25 @@ fn mappings() -> usize {
         .unwrap_or(0)
 }
 
+/// What each child does: the last one counts its mappings; then it exits.
+fn in_the_child(last: bool) -> ! {
+    if last {
+        println!("the last child has {} mappings", mappings());
+    }
+    // SAFETY: ends the child at once.
+    unsafe { libc::_exit(0) }
+}
+
+extern "C" fn cloned(last: *mut libc::c_void) -> libc::c_int {
+    in_the_child(!last.is_null())
+}
+
 /// A child that gets a copy of this process, made `how`: `fork` (libc's,
 /// with the atfork handlers), `_Fork` (glibc's, without them), `syscall`
-/// (`syscall(SYS_fork)`, or `SYS_clone` where there is no `SYS_fork`).
-fn copy(how: &str) -> libc::pid_t {
+/// (`syscall(SYS_fork)`, or `SYS_clone` where there is no `SYS_fork`),
+/// `clone` (glibc's, without `CLONE_VM`: the child runs [`cloned`] on
+/// its copy of `stack`).
+fn copy(how: &str, last: bool, stack: &mut [u8]) -> libc::pid_t {
     // SAFETY: each makes a child of this single-threaded process that
     // only counts its mappings and exits.
     unsafe {
@@ -34,7 +49,14 @@ fn copy(how: &str) -> libc::pid_t {
             "syscall" => libc::syscall(libc::SYS_fork) as libc::pid_t,
             #[cfg(not(target_arch = "x86_64"))]
             "syscall" => libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) as libc::pid_t,
-            _ => panic!("fork, _Fork or syscall, not {how}"),
+            "clone" => {
+                // The stack grows down from its 16-byte aligned end.
+                let end = stack.as_mut_ptr().add(stack.len());
+                let top = end.sub(end as usize % 16);
+                let arg = if last { top } else { core::ptr::null_mut() };
+                libc::clone(cloned, top.cast(), libc::SIGCHLD, arg.cast())
+            }
+            _ => panic!("fork, _Fork, syscall or clone, not {how}"),
         }
     }
 }
@@ -54,6 +76,8 @@ pub fn fork_with_a_full_queue(file: &str, windows: usize, forks: usize, how: &st
     for a in all.iter().step_by(2) {
         sys::munmap(*a, p).expect("munmap");
     }
+    // A clone child's stack (its own copy of it).
+    let mut stack = vec![0u8; 256 << 10];
     println!(
         "before the first fork the parent has {} mappings",
         mappings()
@@ -62,13 +86,9 @@ pub fn fork_with_a_full_queue(file: &str, windows: usize, forks: usize, how: &st
     let mut took = std::time::Duration::ZERO;
     for f in 0..forks {
         let t = std::time::Instant::now();
-        let child = copy(how);
+        let child = copy(how, f + 1 == forks, &mut stack);
         if child == 0 {
-            if f + 1 == forks {
-                println!("the last child has {} mappings", mappings());
-            }
-            // SAFETY: ends the child at once.
-            unsafe { libc::_exit(0) };
+            in_the_child(f + 1 == forks);
         }
         assert!(child > 0, "{how}: {}", std::io::Error::last_os_error());
         let mut status = 0;

@@ -128,7 +128,7 @@ fn past_hooks(args: &[String]) -> i32 {
             cliffs::fork_with_a_full_queue(at, arg(args, 3, 4000), arg(args, 4, 20), how)
         }
         _ => {
-            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|busy-mlockall|busy-process-madvise|fork-queue|near-map-count DIR|FILE [N M [fork|_Fork|syscall]]");
+            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|busy-mlockall|busy-process-madvise|fork-queue|near-map-count DIR|FILE [N M [fork|_Fork|syscall|clone]]");
             return 2;
         }
     }
