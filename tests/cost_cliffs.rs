@@ -127,6 +127,15 @@ fn fork_queue(lib: Option<&std::path::Path>, windows: usize, forks: usize, how: 
 #[test]
 fn at_each_fork_the_parent_has_unmapped_what_the_program_gave_up() {
     let windows = 4000;
+    let (w, f) = (2000, 200);
+    let (without, with) = (
+        fork_queue(None, w, f, "fork"),
+        fork_queue(Some(&lib()), w, f, "fork"),
+    );
+    println!(
+        "{f} forks, {w} windows queued: {:.3} s without, {:.3} s with munmapq",
+        without.secs, with.secs
+    );
     let without = fork_queue(None, windows, 20, "fork");
     let with = fork_queue(Some(&lib()), windows, 20, "fork");
     println!(
@@ -149,15 +158,6 @@ fn at_each_fork_the_parent_has_unmapped_what_the_program_gave_up() {
         "child: with {}, without {}",
         with.child,
         without.child
-    );
-    let (w, f) = (2000, 200);
-    let (without, with) = (
-        fork_queue(None, w, f, "fork"),
-        fork_queue(Some(&lib()), w, f, "fork"),
-    );
-    println!(
-        "{f} forks, {w} windows queued: {:.3} s without, {:.3} s with munmapq",
-        without.secs, with.secs
     );
 }
 
