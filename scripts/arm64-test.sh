@@ -116,12 +116,10 @@ grep -E "^\.?(invariants|random|git log --raw|trace)[:,]|^test result|^---- " ta
 [ "$(grep -c '^test result: ok' target/arm64/tests.log)" -ge ${#tests[@]} ] || fail "not every test ran"
 step "integration tests passed"
 
-# Threads, identical with and without (smaller than the tests' runs,
-# which are too slow under emulation): map/verify/unmap from 4 threads.
-# Not the fork rows: queued mappings are kept out of fork children with
-# MADV_DONTFORK, which qemu-user answers with success and does not pass
-# to the kernel, so under emulation a child inherits what a real kernel
-# keeps out of it (the x86_64 suite runs the same rows on a real kernel).
+# Threads and fork, identical with and without (smaller than the tests'
+# runs, which are too slow under emulation): map/verify/unmap from 4
+# threads; 100 children forked while the parent's queue holds windows
+# (the fork handlers), with the defaults and a one-entry queue.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$R/mq-probe" mkfile "$tmp/data" 256 >/dev/null
@@ -139,6 +137,10 @@ same() { # label env... -- command...
   echo "  $label: identical, $(grep -c "^munmapq pid=" "$tmp/stats") process(es) deferred munmaps: $(echo "$with" | tail -1)"
 }
 same threads -- "$R/mq-probe" threads "$tmp/data" 4 20000
+for entries in "" 1; do
+  same "fork${entries:+, MUNMAPQ_MAX_ENTRIES=1}" ${entries:+MUNMAPQ_MAX_ENTRIES=1} -- \
+    "$R/mq-probe" last-close fork "$tmp/data" "$tmp/other" 100
+done
 
 # 3. git log --raw: a pack of ~176 MiB (700 commits adding a 256 KiB blob,
 # stored uncompressed, as tests/git_seed.rs), more than the two 64 MiB

@@ -208,18 +208,6 @@ pub trait Os {
     /// mapping staying in place (a later fault reads the file again, as a
     /// fresh mapping would). False where the system cannot.
     fn drop_pages(&self, addr: usize, len: usize) -> bool;
-    /// Keeps a queued range out of fork children (Linux `MADV_DONTFORK`):
-    /// the kernel then neither copies it at a fork nor tears it down at
-    /// the child's exit or exec. False where the system cannot (the range
-    /// is then inherited as before).
-    fn keep_from_fork(&self, _addr: usize, _len: usize) -> bool {
-        false
-    }
-    /// Undoes [`Os::keep_from_fork`] before a range is reused: a fresh
-    /// mapping is inherited by fork children. False if that failed.
-    fn give_to_fork(&self, _addr: usize, _len: usize) -> bool {
-        false
-    }
     /// The calling thread's cells: the same object for every call of one
     /// thread, a different one for each live thread, all zero bytes
     /// ([`PerThread::new`]) in a new thread, used by that thread alone (its

@@ -281,9 +281,6 @@ impl Engine {
                             self.stats.bump(Counter::ForgottenQueued);
                         }
                         Lookup::Hit(start) if !forgets || self.may_answer(os, fd) => {
-                            if !self.inheritable(os, &mut q.table, start, key.len) {
-                                continue;
-                            }
                             self.stats.bump(Counter::Reused);
                             self.payoff.reused(key.len);
                             return Ok(start);
@@ -348,22 +345,6 @@ impl Engine {
             self.stats.bump(Counter::PassTableFull);
         }
         Ok(start)
-    }
-
-    /// The queued mapping at `start`, just taken for a reuse, as a fresh
-    /// mapping is to a later fork child: inherited. One kept out of fork
-    /// children while it was queued (`process.rs`) is given back to them
-    /// (one `madvise`); where that fails it is unmapped instead, and the
-    /// caller looks again (a miss).
-    fn inheritable<O: Os>(&self, os: &O, t: &mut Table, start: usize, len: usize) -> bool {
-        if !t.hit_was_kept_from_fork() || os.give_to_fork(start, len) {
-            return true;
-        }
-        if let Some(e) = t.find(start) {
-            self.unmap_queued(os, t, e, Counter::Released);
-            self.publish_bounds(t);
-        }
-        false
     }
 
     pub fn munmap<O: Os>(&self, os: &O, addr: usize, len: usize) -> Result<(), Errno> {

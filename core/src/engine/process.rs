@@ -81,10 +81,11 @@ impl Engine {
         }
     }
 
-    /// Before `fork` (atfork prepare): takes the table and keeps it, so
-    /// that the child gets it whole, not in the middle of another thread's
-    /// change. Not if this thread holds it (a fork from a signal handler
-    /// that interrupted a hook), nor past a bounded wait.
+    /// Before `fork` (atfork prepare): unmaps what the program gave up
+    /// (see [`Self::before_copy`]), then takes the table and keeps it, so
+    /// that the child gets it whole, not in the middle of another
+    /// thread's change. Not if this thread holds it (a fork from a signal
+    /// handler that interrupted a hook), nor past a bounded wait.
     pub fn before_fork<O: Os>(&self, os: &O) {
         // A parent back from a vfork forgets the mark it left for the
         // child (see `Os::fd_table`): the fork child, its own process,
@@ -94,29 +95,48 @@ impl Engine {
             return;
         }
         if let Some(mut q) = self.lock_patiently(os) {
-            // What the program gave up is kept out of the child: the
-            // kernel would copy every queued mapping at the fork and tear
-            // it down at the child's exit or exec. Once per mapping (it
-            // stays marked while queued); never a range a call that found
-            // the table busy may have made the program's again.
-            let dirty = &self.dirty;
-            q.table.keep_queued_from_fork(|start, len| {
-                !dirty.pending_overlaps(start, start + len) && os.keep_from_fork(start, len)
-            });
+            self.give_up_queue(os, &mut q);
             self.fork_previous.store(q.keep(), Relaxed);
             self.fork_kept.store(true, Relaxed);
         }
     }
 
+    /// Before a child that gets a copy of this memory and that no atfork
+    /// handler hears of (glibc's `_Fork`, `clone` without `CLONE_VM`, a
+    /// fork through `syscall`): unmaps what the program gave up, as
+    /// [`Self::before_fork`] does. The table is not kept across the call
+    /// (a `clone` child runs a function and never returns through the
+    /// hook to give it back): what another thread queues meanwhile is
+    /// copied, and released by the child as it would be without this.
+    pub fn before_copy<O: Os>(&self, os: &O) {
+        if !self.active() {
+            return;
+        }
+        if let Some(mut q) = self.lock_patiently(os) {
+            self.give_up_queue(os, &mut q);
+        }
+    }
+
+    /// Unmaps every queued mapping, one munmap per run of touching ones:
+    /// a copy of the process (the kernel copies every mapping at a fork,
+    /// then tears it down at the child's exit or exec, and copies the
+    /// parent's whole list of mappings first) would otherwise pay for what
+    /// the program had unmapped. A range a call that found the table busy
+    /// may have made the program's again is forgotten, not unmapped (see
+    /// [`crate::queue::Books::unmap`]). Live entries stay tracked.
+    fn give_up_queue<O: Os>(&self, os: &O, q: &mut crate::queue::Queue) {
+        if q.table.queued() > 0 {
+            q.flush_all(os, self.books());
+            self.publish_bounds(&q.table);
+        }
+    }
+
     /// In a fork child, at its first holder: unmaps what the parent had
     /// queued (live entries stay tracked: they are the child's mappings
-    /// too).
+    /// too). Nothing, after a fork whose prepare handler could take the
+    /// table (it unmapped the queue); this is for one that could not.
     pub(super) fn release_inherited<O: Os>(&self, os: &O, q: &mut crate::queue::Queue) {
         if self.inherited.swap(false, Relaxed) {
-            // Those an earlier fork kept out of children are not mapped
-            // here: forgotten, never unmapped (the place may be another
-            // mapping's by now).
-            q.table.forget_kept_from_fork();
             q.flush_all(os, self.books());
             self.publish_bounds(&q.table);
         }
@@ -133,12 +153,12 @@ impl Engine {
 
     /// In a child after `fork`: the table the forking thread kept across
     /// the fork is whole, and nothing is done to it now (a child that
-    /// execs or exits, the common kind, would pay for nothing). What the
-    /// parent had queued, the program had unmapped: the child's first
-    /// call that takes the table forgets the queued mappings kept out of
-    /// the child (not mapped here; every way to the table passes there
-    /// first) and unmaps the others, copies that keep their files open
-    /// (see `inherited`). Only the forking
+    /// execs or exits, the common kind, would pay for nothing). The
+    /// prepare handler unmapped the queue; where it could not take the
+    /// table, what the parent had queued (the program had unmapped it) is
+    /// unmapped by the child's first call that takes the table (every way
+    /// to the table passes there first): copies that keep their files
+    /// open (see `inherited`). Only the forking
     /// thread survives: a table some other thread held (the wait before
     /// the fork ran out) is taken over, trusting only each slot's own
     /// state, as after a longjmp out of a hook. A holder that is this very
@@ -160,10 +180,9 @@ impl Engine {
         }
         self.dirty.reset_after_fork();
         self.lost_names.reset_after_fork();
-        // What the parent had queued is released by the child's first
-        // holder (`release_inherited`): what was kept out of the child
-        // forgotten, the rest unmapped. Nothing is done now: a child that
-        // execs or exits pays nothing for it.
+        // What the parent still had queued is released by the child's
+        // first holder (`release_inherited`). Nothing is done now: a
+        // child that execs or exits pays nothing for it.
         self.inherited.store(true, Relaxed);
         // The sizing rule reads its memory anew: applied by the next
         // holder, since this thread may be the holder (see above).

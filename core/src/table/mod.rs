@@ -154,9 +154,6 @@ struct Slot {
     newer: u16,
     /// Next slot in the same key bucket, or in the free list.
     next: u16,
-    /// Queued and kept out of fork children (`MADV_DONTFORK`): a reuse
-    /// gives it back to them first.
-    no_fork: bool,
 }
 
 impl Slot {
@@ -179,7 +176,6 @@ impl Slot {
         older: NIL,
         newer: NIL,
         next: NIL,
-        no_fork: false,
     };
 }
 
@@ -203,9 +199,6 @@ pub struct Table {
     aged_munmaps: u64,
     /// Page drops [`Table::cool_by_age`] has made so far.
     cooling_drops: u64,
-    /// Whether the last [`Table::take_queued`] hit was kept out of fork
-    /// children (its mark then cleared).
-    hit_no_fork: bool,
     /// The range being unmapped right now (empty: none), for a recovery
     /// after a longjmp out of that very unmap: it may or may not be done.
     in_flight: (usize, usize),
@@ -245,7 +238,6 @@ impl Table {
             enqueues: 0,
             aged_munmaps: 0,
             cooling_drops: 0,
-            hit_no_fork: false,
             in_flight: (0, 0),
             with_fd: 0,
             fd_slots: [NIL; FD_SET],
@@ -618,8 +610,6 @@ impl Table {
             let s = &self.slots[link as usize];
             if s.key == *key {
                 let start = s.start;
-                self.hit_no_fork = s.no_fork;
-                self.slots[link as usize].no_fork = false;
                 self.detach(link);
                 return Lookup::Hit(start);
             }
@@ -629,41 +619,6 @@ impl Table {
             link = s.next;
         }
         Lookup::Miss
-    }
-
-    /// Before a fork: hands each queued entry not yet kept out of fork
-    /// children to `keep` (oldest first), and marks those it kept out.
-    pub fn keep_queued_from_fork(&mut self, mut keep: impl FnMut(usize, usize) -> bool) {
-        let mut link = self.oldest;
-        while link != NIL {
-            let s = self.slots[link as usize];
-            if !s.no_fork && keep(s.start, s.len) {
-                self.slots[link as usize].no_fork = true;
-            }
-            link = s.newer;
-        }
-    }
-
-    /// In a fork child: forgets the queued entries kept out of it (they
-    /// are not mapped there); answers how many.
-    pub fn forget_kept_from_fork(&mut self) -> usize {
-        let mut n = 0;
-        let mut link = self.oldest;
-        while link != NIL {
-            let s = self.slots[link as usize];
-            if s.no_fork {
-                self.remove(link);
-                n += 1;
-            }
-            link = s.newer;
-        }
-        n
-    }
-
-    /// Whether the entry the last [`Table::take_queued`] hit was kept out
-    /// of fork children (its mark is cleared by the hit).
-    pub fn hit_was_kept_from_fork(&self) -> bool {
-        self.hit_no_fork
     }
 
     #[cfg(test)]

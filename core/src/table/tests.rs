@@ -274,32 +274,3 @@ fn a_failed_partial_drop_evicts_the_entry() {
     assert_eq!(evicted(&mut t), [(0x10000, 0x4000)]);
     assert_eq!((t.queued(), t.warm_bytes(), t.len()), (0, 0, 0));
 }
-
-#[test]
-fn queued_entries_kept_from_fork_are_marked_once_reported_at_a_hit_and_forgotten() {
-    let mut t = table!();
-    queue_pages(&mut t, 4, &[1, 2, 3]);
-    let mut kept = Vec::new();
-    // Page 2's madvise fails: it stays unmarked.
-    t.keep_queued_from_fork(|s, _| {
-        kept.push(s);
-        s != 0x2000
-    });
-    assert_eq!(kept, [0x1000, 0x2000, 0x3000]);
-    kept.clear();
-    t.keep_queued_from_fork(|s, _| {
-        kept.push(s);
-        true
-    });
-    assert_eq!(kept, [0x2000], "only what is not marked yet");
-    assert_eq!(hit(&mut t, &key(1)), Some(0x1000));
-    assert!(t.hit_was_kept_from_fork());
-    let e = t.find(0x1000).unwrap();
-    t.enqueue(e.slot);
-    assert_eq!(hit(&mut t, &key(1)), Some(0x1000));
-    assert!(!t.hit_was_kept_from_fork(), "the hit cleared the mark");
-    // Pages 2 and 3 still queued and marked; page 4 live.
-    assert_eq!(t.forget_kept_from_fork(), 2);
-    assert_eq!(t.queued(), 0);
-    assert!(t.find(0x4000).is_some() && t.find(0x1000).is_some());
-}

@@ -4,9 +4,38 @@
 //! marked as one (`table_owner.rs`) where it keeps the caller's
 //! thread-local storage (no `CLONE_SETTLS`), so that its hooks neither use
 //! nor change the records of the parent's table.
+//!
+//! A child that gets a copy of this memory without the atfork handlers
+//! (`_Fork`, `clone` without `CLONE_VM`, `fork` or such a `clone` through
+//! `syscall`) is preceded by the unmap of the queue those handlers make
+//! (`Engine::before_copy`). Not `clone3` through `syscall`: its flags are
+//! in a structure in memory, not read here.
 
+use super::os::RealOs;
 use super::real;
+use crate::ENGINE;
 use libc::{c_int, c_void, pid_t};
+
+/// Before a call that makes a child with a copy of this memory and runs
+/// no atfork handler: what the program gave up is unmapped, so that the
+/// kernel neither copies it nor tears it down again in the child. errno
+/// as it was.
+pub(super) fn copy_coming() {
+    let saved = crate::errno::get();
+    ENGINE.before_copy(&RealOs);
+    crate::errno::set(saved);
+}
+
+/// Whether `syscall(nr, a1, ...)` makes a child with a copy of this
+/// memory (a fork; a clone without `CLONE_VM`, whose flags are the first
+/// argument on every 64-bit ABI). Not `vfork`, which shares it.
+pub(super) fn copies_memory(nr: libc::c_long, a1: libc::c_long) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if nr == libc::SYS_fork {
+        return true;
+    }
+    nr == libc::SYS_clone && a1 & libc::CLONE_VM as libc::c_long == 0
+}
 
 /// # Safety
 /// As for glibc's `clone` (variadic after `arg`: `ptid`, `tls` and `ctid`
@@ -23,6 +52,9 @@ pub unsafe extern "C" fn clone(
     tls: *mut c_void,
     ctid: *mut pid_t,
 ) -> c_int {
+    if flags & libc::CLONE_VM == 0 {
+        copy_coming();
+    }
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     if flags & libc::CLONE_FILES == 0
         && flags & libc::CLONE_VM != 0
@@ -39,6 +71,7 @@ pub unsafe extern "C" fn clone(
 #[inline(always)]
 #[allow(non_snake_case)]
 pub unsafe extern "C" fn _Fork() -> pid_t {
+    copy_coming();
     // SAFETY: no arguments.
     unsafe { real::_Fork() }
 }

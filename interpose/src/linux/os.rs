@@ -2,7 +2,6 @@
 //! `munmapq_core::os::Os`).
 
 use super::{file, proc};
-use libc::c_long;
 use munmapq_core::file::FileFacts;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use munmapq_core::os::FdTable;
@@ -99,29 +98,6 @@ impl Os for RealOs {
                     len as libc::c_long,
                     libc::MADV_DONTNEED as libc::c_long,
                 ],
-            ) == 0
-        }
-    }
-
-    /// `madvise(MADV_DONTFORK)`, raw (libc's `madvise` is hooked).
-    fn keep_from_fork(&self, addr: usize, len: usize) -> bool {
-        // SAFETY: a queued range munmapq alone owns; the call changes no
-        // byte of it.
-        unsafe {
-            super::sys::call(
-                libc::SYS_madvise,
-                &[addr as c_long, len as c_long, libc::MADV_DONTFORK as c_long],
-            ) == 0
-        }
-    }
-
-    /// `madvise(MADV_DOFORK)`, raw.
-    fn give_to_fork(&self, addr: usize, len: usize) -> bool {
-        // SAFETY: as above.
-        unsafe {
-            super::sys::call(
-                libc::SYS_madvise,
-                &[addr as c_long, len as c_long, libc::MADV_DOFORK as c_long],
             ) == 0
         }
     }

@@ -5,7 +5,8 @@
 //! keeps). So each of those numbers is routed through its hook; the close,
 //! dup, flock and fcntl numbers through the close and lock hooks
 //! (`lastclose.rs`); a seccomp
-//! filter stops munmapq first (`sandbox.rs`). Any other number goes
+//! filter stops munmapq first (`sandbox.rs`); a fork or a clone that
+//! copies this memory unmaps the queue first (`children.rs`). Any other number goes
 //! straight on: `syscall` is common (Rust's futexes, for one), so this is a
 //! look at the number.
 //!
@@ -14,6 +15,7 @@
 //! Go does), and io_uring's operations (`IORING_OP_MADVISE`,
 //! `IORING_OP_UNLINKAT`, `IORING_OP_RENAMEAT`, ...).
 
+use super::children::{copies_memory, copy_coming};
 use super::context;
 use super::hooks as own;
 use super::lastclose as names;
@@ -39,6 +41,9 @@ pub unsafe extern "C" fn syscall(
 ) -> c_long {
     if installs_seccomp(nr, a1) {
         seccomp_coming();
+    }
+    if copies_memory(nr, a1) {
+        copy_coming();
     }
     // SAFETY: the caller's own arguments, as the kernel would take them.
     let raw = || unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) };

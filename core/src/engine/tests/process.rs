@@ -3,41 +3,75 @@
 use super::*;
 
 #[test]
-fn fork_child_unmaps_the_queue_at_its_first_call_and_keeps_live_entries() {
+fn fork_unmaps_the_queue_first_and_keeps_live_entries_tracked() {
     let (e, os) = fresh();
     let queued = map(e, &os, 3, 0);
     let live = map(e, &os, 3, 2 * PAGE as i64);
     unmap(e, &os, queued);
+    assert_eq!(os.mapped(queued), Some((3, 0)), "queued");
+    let before = os.munmap_count();
     e.before_fork(&os);
+    assert_eq!(os.munmap_count(), before + 1);
+    assert_eq!(os.mapped(queued), None, "not copied to the child");
     assert!(
         matches!(e.table.try_lock(&os), Taken::Busy),
         "kept across the fork"
     );
-    let before = os.munmap_count();
     e.after_fork_in_child(&os);
-    assert_eq!(os.munmap_count(), before, "nothing unmapped at the fork");
-    assert_eq!(os.mapped(queued), Some((3, 0)));
-    // The child's first call that takes the table unmaps what the parent
-    // had queued: a fresh mapping, not the parent's queued one.
-    let other = map(e, &os, 4, 0);
-    assert_eq!(other, queued, "the child unmapped the queue: room again");
-    assert_eq!(os.mapped(queued), Some((4, 0)));
+    assert_eq!(os.munmap_count(), before + 1, "nothing more at the fork");
     assert_eq!(os.mapped(live), Some((3, 2)));
-    unmap(e, &os, other);
-    // The live one is still tracked: its munmap is deferred.
+    // The live one is still tracked in the child: its munmap is deferred.
     unmap(e, &os, live);
     assert_eq!(os.mapped(live), Some((3, 2)));
 }
 
 #[test]
-fn fork_parent_gets_the_table_back() {
+fn fork_parent_gets_the_table_back_with_live_entries() {
     let (e, os) = fresh();
     let a = map(e, &os, 3, 0);
+    let b = map(e, &os, 3, 2 * PAGE as i64);
     unmap(e, &os, a);
     e.before_fork(&os);
     e.after_fork_in_parent(&os);
-    assert_eq!(os.mapped(a), Some((3, 0)), "the parent keeps its queue");
-    assert_eq!(map(e, &os, 3, 0), a, "and reuses it");
+    assert_eq!(os.mapped(a), None, "the queue was unmapped at the fork");
+    unmap(e, &os, b);
+    assert_eq!(os.mapped(b), Some((3, 2)), "queued: still tracked");
+    assert_eq!(map(e, &os, 3, 2 * PAGE as i64), b, "and reused");
+}
+
+#[test]
+fn touching_queued_windows_are_unmapped_at_a_fork_in_one_munmap() {
+    let (e, os) = fresh();
+    let w: Vec<usize> = (0..4)
+        .map(|i| map(e, &os, 3, 2 * i * PAGE as i64))
+        .collect();
+    assert_eq!((w[1], w[2]), (w[0] + 2 * PAGE, w[0] + 4 * PAGE), "touching");
+    // w[0] and w[1] touch; w[3] is apart from them (w[2] stays live).
+    for a in [w[1], w[0], w[3]] {
+        unmap(e, &os, a);
+    }
+    let before = os.munmap_count();
+    e.before_fork(&os);
+    e.after_fork_in_parent(&os);
+    assert_eq!(os.munmap_count(), before + 2);
+    assert_eq!(
+        (os.mapped(w[0]), os.mapped(w[1]), os.mapped(w[3])),
+        (None, None, None)
+    );
+    assert_eq!(os.mapped(w[2]), Some((3, 4)));
+}
+
+#[test]
+fn a_copy_no_atfork_handler_hears_of_unmaps_the_queue_and_leaves_the_table_free() {
+    let (e, os) = fresh();
+    let a = map(e, &os, 3, 0);
+    let b = map(e, &os, 3, 2 * PAGE as i64);
+    unmap(e, &os, a);
+    e.before_copy(&os);
+    assert_eq!(os.mapped(a), None, "unmapped before the copy");
+    assert!(matches!(e.table.try_lock(&os), Taken::Got(_)), "not kept");
+    unmap(e, &os, b);
+    assert_eq!(os.mapped(b), Some((3, 2)), "still tracked, queued");
 }
 
 #[test]

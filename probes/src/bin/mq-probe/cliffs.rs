@@ -9,10 +9,65 @@ fn open_ro(path: &str) -> i32 {
     sys::open(path, libc::O_RDONLY)
 }
 
+fn mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .map(|m| m.lines().count())
+        .unwrap_or(0)
+}
+
+/// What each child does: the last one counts its mappings; then it exits.
+fn in_the_child(last: bool) -> ! {
+    if last {
+        println!("the last child has {} mappings", mappings());
+    }
+    // SAFETY: ends the child at once.
+    unsafe { libc::_exit(0) }
+}
+
+extern "C" fn cloned(last: *mut libc::c_void) -> libc::c_int {
+    in_the_child(!last.is_null())
+}
+
+/// A child that gets a copy of this process, made `how`: `fork` (libc's,
+/// with the atfork handlers), `_Fork` (glibc's, without them), `syscall`
+/// (`syscall(SYS_fork)`, or `SYS_clone` where there is no `SYS_fork`),
+/// `clone` (glibc's, without `CLONE_VM`: the child runs [`cloned`] on
+/// its copy of `stack`).
+fn copy(how: &str, last: bool, stack: &mut [u8]) -> libc::pid_t {
+    // SAFETY: each makes a child of this single-threaded process that
+    // only counts its mappings and exits.
+    unsafe {
+        match how {
+            "fork" => libc::fork(),
+            "_Fork" => {
+                let f = libc::dlsym(libc::RTLD_DEFAULT, c"_Fork".as_ptr());
+                assert!(!f.is_null(), "no _Fork in this C library");
+                let f: extern "C" fn() -> libc::pid_t = core::mem::transmute(f);
+                f()
+            }
+            #[cfg(target_arch = "x86_64")]
+            "syscall" => libc::syscall(libc::SYS_fork) as libc::pid_t,
+            #[cfg(not(target_arch = "x86_64"))]
+            "syscall" => libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) as libc::pid_t,
+            "clone" => {
+                // The stack grows down from its 16-byte aligned end.
+                let end = stack.as_mut_ptr().add(stack.len());
+                let top = end.sub(end as usize % 16);
+                let arg = if last { top } else { core::ptr::null_mut() };
+                libc::clone(cloned, top.cast(), libc::SIGCHLD, arg.cast())
+            }
+            _ => panic!("fork, _Fork, syscall or clone, not {how}"),
+        }
+    }
+}
+
 /// `windows` one-page windows of `file` queued, none touching another
-/// (every other window stays mapped), then `forks` children that each
-/// exit at once: a child must not pay for the parent's queue.
-pub fn fork_with_a_full_queue(file: &str, windows: usize, forks: usize) {
+/// (every other window stays mapped), then `forks` children made `how`
+/// (see [`copy`]) that each exit at once: neither the child nor the fork
+/// must pay for the parent's queue. Says how many mappings the parent
+/// had before the first fork and at most right after each, how many the
+/// last child had, and how long the forks took (with their waits).
+pub fn fork_with_a_full_queue(file: &str, windows: usize, forks: usize, how: &str) {
     let p = page();
     let fd = open_ro(file);
     let all: Vec<usize> = (0..2 * windows)
@@ -21,28 +76,32 @@ pub fn fork_with_a_full_queue(file: &str, windows: usize, forks: usize) {
     for a in all.iter().step_by(2) {
         sys::munmap(*a, p).expect("munmap");
     }
+    // A clone child's stack (its own copy of it).
+    let mut stack = vec![0u8; 256 << 10];
+    println!(
+        "before the first fork the parent has {} mappings",
+        mappings()
+    );
+    let mut after = 0;
+    let mut took = std::time::Duration::ZERO;
     for f in 0..forks {
-        // SAFETY: the child only counts its mappings (the last one) and
-        // exits.
-        let child = unsafe { libc::fork() };
+        let t = std::time::Instant::now();
+        let child = copy(how, f + 1 == forks, &mut stack);
         if child == 0 {
-            if f + 1 == forks {
-                let n = std::fs::read_to_string("/proc/self/maps")
-                    .map(|m| m.lines().count())
-                    .unwrap_or(0);
-                println!("the last child has {n} mappings");
-            }
-            // SAFETY: ends the child at once.
-            unsafe { libc::_exit(0) };
+            in_the_child(f + 1 == forks);
         }
+        assert!(child > 0, "{how}: {}", std::io::Error::last_os_error());
         let mut status = 0;
         // SAFETY: our child, a valid out-pointer.
         unsafe { libc::waitpid(child, &mut status, 0) };
+        took += t.elapsed();
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        after = after.max(mappings());
     }
-    // A window of the queue mapped again (with the library, a reuse of a
-    // mapping the forks above kept out of their children): a fork child
-    // must get it, as it would a fresh mapping.
+    println!("right after each fork the parent had at most {after} mappings");
+    println!("{forks} forks ({how}) took {:.3} s", took.as_secs_f64());
+    // A window of the queue mapped again: a fork child must get it, as
+    // it would a fresh mapping.
     let again = sys::map_file(fd, 0, p).expect("mmap");
     // SAFETY: the child only reads and exits.
     let child = unsafe { libc::fork() };

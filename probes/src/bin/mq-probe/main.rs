@@ -124,10 +124,11 @@ fn past_hooks(args: &[String]) -> i32 {
             cliffs::near_map_count(at, arg(args, 3, 65000), arg(args, 4, 50000))
         }
         Some("fork-queue") => {
-            cliffs::fork_with_a_full_queue(at, arg(args, 3, 4000), arg(args, 4, 20))
+            let how = args.get(5).map(String::as_str).unwrap_or("fork");
+            cliffs::fork_with_a_full_queue(at, arg(args, 3, 4000), arg(args, 4, 20), how)
         }
         _ => {
-            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|busy-mlockall|busy-process-madvise|fork-queue|near-map-count DIR|FILE [N M]");
+            eprintln!("usage: mq-probe past-hooks raw-unlink|shm-unlink|raw-mremap|raw-calls|mbind|process-madvise|busy-unlink|busy-mlockall|busy-process-madvise|fork-queue|near-map-count DIR|FILE [N M [fork|_Fork|syscall|clone]]");
             return 2;
         }
     }
