@@ -29,7 +29,7 @@ pub mod table_owner;
 /// Thread-locals by assembly (initial-exec ELF TLS).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod tls;
-pub use sandbox::seccomp_mode;
+pub use sys::seccomp_mode;
 pub(crate) mod sys;
 
 /// Every hook Linux has: `crate::shared_hooks!` and those below, each

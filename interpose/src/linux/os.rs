@@ -57,7 +57,7 @@ impl Os for RealOs {
 
     /// The `lock:` lines of `/proc/thread-self/fdinfo/FD` (`file.rs`).
     fn inherited_filter(&self) -> bool {
-        let filtered = super::sandbox::seccomp_mode() != 0;
+        let filtered = super::sys::seccomp_mode() != 0;
         if filtered {
             crate::init::sandboxed();
         }

@@ -10,18 +10,6 @@ use super::sys;
 use crate::ENGINE;
 use libc::{c_int, c_long, c_ulong, pid_t, rlimit};
 
-/// `prctl(PR_GET_SECCOMP)`: 0 without seccomp, 2 under a filter (an
-/// error from the filter itself counts as a filter; EINVAL is a kernel
-/// built without seccomp).
-pub fn seccomp_mode() -> c_long {
-    // SAFETY: PR_GET_SECCOMP takes no pointer.
-    match unsafe { sys::call(libc::SYS_prctl, &[libc::PR_GET_SECCOMP as c_long]) } {
-        r if r == -(libc::EINVAL as c_long) => 0,
-        r if r < 0 => 2,
-        r => r,
-    }
-}
-
 /// A seccomp filter (or strict mode) can kill the process on any system
 /// call munmapq makes: before it is installed, the queue is unmapped and
 /// munmapq passes everything through from then on, even if the call

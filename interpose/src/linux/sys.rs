@@ -140,3 +140,15 @@ impl Drop for SignalsBlocked {
         };
     }
 }
+
+/// `prctl(PR_GET_SECCOMP)`: 0 without seccomp, 2 under a filter (an
+/// error from the filter itself counts as a filter; EINVAL is a kernel
+/// built without seccomp).
+pub fn seccomp_mode() -> c_long {
+    // SAFETY: PR_GET_SECCOMP takes no pointer.
+    match unsafe { call(libc::SYS_prctl, &[libc::PR_GET_SECCOMP as c_long]) } {
+        r if r == -(libc::EINVAL as c_long) => 0,
+        r if r < 0 => 2,
+        r => r,
+    }
+}
