@@ -25,7 +25,7 @@ use munmapq_core::os::Os;
 
 pub use munmapq_core::config::VAR_TRACE;
 pub use munmapq_core::trace::{
-    Record, KIND_CLOSE, KIND_INSPECT, KIND_LOCK_ALL, KIND_MMAP, KIND_MODIFY, KIND_MUNMAP,
+    Record, KIND_INSPECT, KIND_LOCK_ALL, KIND_MMAP, KIND_MODIFY, KIND_MUNMAP,
 };
 
 static FD: AtomicI32 = AtomicI32::new(-1);

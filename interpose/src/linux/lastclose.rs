@@ -38,7 +38,7 @@ fn closed(c: Closing, ok: bool) {
     before(|| ENGINE.closed(&RealOs, c, ok));
     if let (true, Some((lo, hi))) = (crate::trace::enabled(), c.fds()) {
         crate::trace::write(&crate::trace::Record {
-            kind: crate::trace::KIND_CLOSE,
+            kind: munmapq_core::trace::KIND_CLOSE,
             fd: lo,
             off: hi as i64,
             result: if ok { 0 } else { -1 },
