@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command. Installs what the tests need when it is
-# missing (git, strace, valgrind, sqlite3, ripgrep, zsh, fish: Debian/Ubuntu packages; as root,
+# missing (git, strace, valgrind, GNU time, sqlite3, ripgrep, zsh, fish: Debian/Ubuntu packages; as root,
 # or through sudo when it needs no password; otherwise it prints the exact
 # command and stops), builds everything the integration tests run (the
 # launcher, libmunmapq, the probe programs), then runs every test. Extra
@@ -17,7 +17,7 @@ if [ "$(uname -s)" = Darwin ]; then
 fi
 
 missing=()
-for tool in git:git strace:strace valgrind:valgrind sqlite3:sqlite3 rg:ripgrep cc:gcc zsh:zsh fish:fish; do
+for tool in git:git strace:strace valgrind:valgrind /usr/bin/time:time sqlite3:sqlite3 rg:ripgrep cc:gcc zsh:zsh fish:fish; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -31,6 +31,10 @@ mod run;
 mod seccomp;
 mod selftest;
 mod shell;
+// Unwinding never happens with panic = "abort": std's references to the
+// unwinder are answered here, so libgcc_s is not loaded (unwinder.rs).
+#[cfg(all(not(test), panic = "abort", target_os = "linux", target_env = "gnu"))]
+mod unwinder;
 
 use cli::{fail, parse_args, Parsed};
 use std::ffi::{OsStr, OsString};

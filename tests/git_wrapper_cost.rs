@@ -14,7 +14,7 @@
 
 mod common;
 use common::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// At most this many system calls before git's exec (the first execve,
@@ -104,4 +104,111 @@ fn the_wrapper_makes_few_system_calls_before_gits_exec() {
     );
     assert!(function <= BOUND, "munmapq __git: {function} system calls");
     assert!(symlink <= BOUND, "linked as git: {symlink} system calls");
+}
+
+/// The launcher as `cargo build --release` makes it (link-time optimised,
+/// no libgcc_s), built here if need be into the directory the load-cost
+/// test builds its library in; or `MUNMAPQ_TEST_LAUNCHER`.
+fn release_launcher() -> PathBuf {
+    if let Some(p) = std::env::var_os("MUNMAPQ_TEST_LAUNCHER") {
+        return p.into();
+    }
+    let target = target_dir().parent().unwrap().join("lto");
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "-q",
+            "-p",
+            "munmapq",
+            "--bin",
+            "munmapq",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "cargo build --release failed");
+    target.join("release/munmapq")
+}
+
+/// What one form added to git alone, as `scripts/bench-git-wrapper.sh
+/// --counts` prints it: system calls, instructions, page faults.
+fn added(report: &str, form: &str) -> [i64; 3] {
+    let line = report
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{form} ")))
+        .unwrap_or_else(|| panic!("no line for {form}: {report}"));
+    let added = line.split("added:").nth(1).unwrap();
+    let added = added.split(';').next().unwrap();
+    let count = |unit: &str| -> i64 {
+        let word = added
+            .split(',')
+            .find(|p| p.trim_start().split(' ').nth(1) == Some(unit))
+            .unwrap_or_else(|| panic!("no {unit} in {line}"));
+        word.trim().split(' ').next().unwrap().parse().unwrap()
+    };
+    [count("syscalls"), count("instructions"), count("faults")]
+}
+
+/// Prompts, editors and scripts run git thousands of times in repositories
+/// where munmapq never turns on: there the wrapper must cost no more than
+/// `env` in front of git, in user instructions (callgrind, every image of
+/// the process tree), system calls and page faults (faults move by one or
+/// two between runs). Measured with a UTF-8 locale, which `env` loads as
+/// any user's would; with none, `env` does less than munmapq's dynamic
+/// loading (BENCHMARKS.md). On 1a00e93 the wrapper added 316k
+/// instructions to `git rev-parse HEAD` where `env` added 284k: libgcc_s
+/// loaded for an unwinder that never runs, and no link-time optimisation.
+#[test]
+fn the_wrapper_costs_no_more_than_env() {
+    for tool in ["valgrind", "strace", "/usr/bin/time"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .unwrap();
+        if !found.status.success() {
+            println!("SKIPPED: no {tool}");
+            return;
+        }
+    }
+    let locales = Command::new("locale").arg("-a").output();
+    let utf8 = locales.is_ok_and(|o| {
+        let names = text(&o.stdout).to_lowercase();
+        names.lines().any(|l| l == "c.utf8" || l == "c.utf-8")
+    });
+    if !utf8 {
+        println!("SKIPPED: no C.UTF-8 locale");
+        return;
+    }
+    let launcher = release_launcher();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench-git-wrapper.sh");
+    let mut c = Command::new(&script);
+    c.arg("--counts")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("LANG", "C.UTF-8")
+        .env("GIT_ARGS", "rev-parse HEAD")
+        .env("MUNMAPQ", &launcher);
+    let out = output_within(&mut c, 10 * MINUTE);
+    let report = text(&out.stdout);
+    println!("{report}");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let [env_calls, env_instructions, env_faults] = added(&report, "env");
+    for form in ["function", "symlink"] {
+        let [calls, instructions, faults] = added(&report, form);
+        assert!(
+            instructions <= env_instructions,
+            "{form}: {instructions} instructions added, env {env_instructions}"
+        );
+        assert!(
+            calls <= env_calls,
+            "{form}: {calls} system calls added, env {env_calls}"
+        );
+        assert!(
+            faults <= env_faults + 2,
+            "{form}: {faults} page faults added, env {env_faults}"
+        );
+    }
 }
