@@ -126,7 +126,6 @@ fn fork_queue(lib: Option<&std::path::Path>, windows: usize, forks: usize, how: 
 /// 2,000 windows queued is printed, not checked (a shared machine).
 #[test]
 fn at_each_fork_the_parent_has_unmapped_what_the_program_gave_up() {
-    let windows = 4000;
     let (w, f) = (2000, 200);
     let (without, with) = (
         fork_queue(None, w, f, "fork"),
@@ -136,29 +135,7 @@ fn at_each_fork_the_parent_has_unmapped_what_the_program_gave_up() {
         "{f} forks, {w} windows queued: {:.3} s without, {:.3} s with munmapq",
         without.secs, with.secs
     );
-    let without = fork_queue(None, windows, 20, "fork");
-    let with = fork_queue(Some(&lib()), windows, 20, "fork");
-    println!(
-        "{windows} windows queued, 20 forks: the parent has {} mappings before the first fork without, {} with munmapq; right after each fork at most {} without, {} with; the last child {} without, {} with",
-        without.before, with.before, without.parent, with.parent, without.child, with.child
-    );
-    assert!(
-        with.before >= without.before + windows,
-        "the queue was not reached"
-    );
-    // The library's own segments and table: a handful.
-    assert!(
-        with.parent <= without.parent + 16,
-        "parent: with {}, without {}",
-        with.parent,
-        without.parent
-    );
-    assert!(
-        with.child <= without.child + 16,
-        "child: with {}, without {}",
-        with.child,
-        without.child
-    );
+    queue_gone_at_each_child(4000, "fork");
 }
 
 /// A child made past the atfork handlers (glibc's `_Fork`, a fork through
@@ -167,31 +144,39 @@ fn at_each_fork_the_parent_has_unmapped_what_the_program_gave_up() {
 /// 4,031 without).
 #[test]
 fn a_child_no_atfork_handler_hears_of_inherits_none_of_the_queue() {
-    let windows = 4000;
     for how in ["_Fork", "syscall", "clone"] {
-        let without = fork_queue(None, windows, 20, how);
-        let with = fork_queue(Some(&lib()), windows, 20, how);
-        println!(
-            "{windows} windows queued, 20 children by {how}: the parent has {} mappings before without, {} with munmapq; the last child {} without, {} with; the parent right after at most {} without, {} with",
-            without.before, with.before, without.child, with.child, without.parent, with.parent
-        );
-        assert!(
-            with.before >= without.before + windows,
-            "{how}: the queue was not reached"
-        );
-        assert!(
-            with.child <= without.child + 16,
-            "{how}: child with {}, without {}",
-            with.child,
-            without.child
-        );
-        assert!(
-            with.parent <= without.parent + 16,
-            "{how}: parent with {}, without {}",
-            with.parent,
-            without.parent
-        );
+        queue_gone_at_each_child(4000, how);
     }
+}
+
+/// 20 children made `how` with `windows` queued: the queue was reached
+/// (the parent had them all mapped before the first child), and neither
+/// the parent right after each child nor the last child has more than
+/// the library's own handful of mappings beyond the program's.
+fn queue_gone_at_each_child(windows: usize, how: &str) {
+    let without = fork_queue(None, windows, 20, how);
+    let with = fork_queue(Some(&lib()), windows, 20, how);
+    println!(
+        "{windows} windows queued, 20 children by {how}: the parent has {} mappings before without, {} with munmapq; right after each child at most {} without, {} with; the last child {} without, {} with",
+        without.before, with.before, without.parent, with.parent, without.child, with.child
+    );
+    assert!(
+        with.before >= without.before + windows,
+        "{how}: the queue was not reached"
+    );
+    // The library's own segments and table: a handful.
+    assert!(
+        with.parent <= without.parent + 16,
+        "{how}: parent with {}, without {}",
+        with.parent,
+        without.parent
+    );
+    assert!(
+        with.child <= without.child + 16,
+        "{how}: child with {}, without {}",
+        with.child,
+        without.child
+    );
 }
 
 #[test]
