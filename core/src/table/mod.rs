@@ -14,6 +14,9 @@ pub use evict::Evict;
 /// Most mappings the table can hold, live and queued together.
 pub const SLOTS: usize = 16384;
 const KEY_BUCKETS: usize = 4096;
+/// Hints from a start address to the slot last inserted there (see
+/// [`Table::find`]); a power of two.
+const START_HINTS: usize = 4096;
 /// "No slot". Slot numbers start at 1 (`slots[0]` is never used) so that
 /// "none" is 0 and a new table is all zero bytes: a `static` of it then
 /// sits in `.bss` (no file bytes, no page touched until used) instead of
@@ -154,6 +157,9 @@ struct Slot {
     newer: u16,
     /// Next slot in the same key bucket, or in the free list.
     next: u16,
+    /// `key.bucket()`, worked out once when the entry is made (the key
+    /// never changes while it exists).
+    bucket: u16,
 }
 
 impl Slot {
@@ -176,6 +182,7 @@ impl Slot {
         older: NIL,
         newer: NIL,
         next: NIL,
+        bucket: 0,
     };
 }
 
@@ -183,6 +190,11 @@ pub struct Table {
     /// Indexed by slot number, 1 to `SLOTS`.
     slots: [Slot; SLOTS + 1],
     by_addr: [u16; SLOTS],
+    /// By a hash of a start address, the slot last inserted at an address
+    /// of that hash: a guess [`Table::find`] checks against the slot
+    /// itself, never an answer on its own. Entries removed or moved on
+    /// leave their hint behind; it then fails the check.
+    start_hints: [u16; START_HINTS],
     used: usize,
     free: u16,
     fresh: usize,
@@ -226,6 +238,7 @@ impl Table {
         Table {
             slots: [Slot::EMPTY; SLOTS + 1],
             by_addr: [0; SLOTS],
+            start_hints: [NIL; START_HINTS],
             used: 0,
             free: NIL,
             fresh: 0,
@@ -285,6 +298,8 @@ impl Table {
 
     /// Forgets everything (the mappings themselves are left alone).
     pub fn clear(&mut self) {
+        // Slots keep their states here: the hints to them go too.
+        self.start_hints = [NIL; START_HINTS];
         self.used = 0;
         self.free = NIL;
         self.fresh = 0;
@@ -360,8 +375,16 @@ impl Table {
         Some((first.start, last.start + last.len))
     }
 
-    /// The entry that starts exactly at `addr`.
+    /// The entry that starts exactly at `addr`: the slot its hint names
+    /// if that slot is in use and starts there (in-use slots are exactly
+    /// the indexed entries, which never share a start), else by a search
+    /// of the address order.
     pub fn find(&self, addr: usize) -> Option<Entry> {
+        let hinted = self.start_hints[start_hint(addr)];
+        let s = &self.slots[hinted as usize];
+        if hinted != NIL && s.state != State::Free && s.start == addr {
+            return Some(self.entry(hinted));
+        }
         let pos = self.lower_bound(addr);
         if pos < self.used && self.slots[self.by_addr[pos] as usize].start == addr {
             Some(self.entry(self.by_addr[pos]))
@@ -409,8 +432,10 @@ impl Table {
             state: State::Live,
             epoch,
             fd1: (fd as u32).wrapping_add(1),
+            bucket: key.bucket() as u16,
             ..Slot::EMPTY
         };
+        self.start_hints[start_hint(start)] = slot;
         if fd != NO_FD {
             self.list_fd(slot);
         }
@@ -545,41 +570,42 @@ impl Table {
     /// The same, leaving it in `state` (one store: a recovery never sees a
     /// queued mapping as live, see `Engine::recover_abandoned`).
     fn detach_as(&mut self, slot: u16, state: State) {
-        let s = self.slots[slot as usize];
+        let s = &self.slots[slot as usize];
         if s.state != State::Queued {
             return;
         }
-        match s.older {
-            NIL => self.oldest = s.newer,
-            o => self.slots[o as usize].newer = s.newer,
+        let (older, newer, next, b) = (s.older, s.newer, s.next, s.bucket as usize);
+        let (len, warm) = (s.len, s.warm);
+        match older {
+            NIL => self.oldest = newer,
+            o => self.slots[o as usize].newer = newer,
         }
-        match s.newer {
-            NIL => self.newest = s.older,
-            n => self.slots[n as usize].older = s.older,
+        match newer {
+            NIL => self.newest = older,
+            n => self.slots[n as usize].older = older,
         }
-        let b = s.key.bucket();
         let mut link = self.buckets[b];
         if link == slot {
-            self.buckets[b] = s.next;
+            self.buckets[b] = next;
         } else {
             while link != NIL {
-                let next = self.slots[link as usize].next;
-                if next == slot {
-                    self.slots[link as usize].next = s.next;
+                let after = self.slots[link as usize].next;
+                if after == slot {
+                    self.slots[link as usize].next = next;
                     break;
                 }
-                link = next;
+                link = after;
             }
         }
         self.queued -= 1;
-        self.queued_bytes -= s.len;
-        self.warm_bytes -= s.warm;
+        self.queued_bytes -= len;
+        self.warm_bytes -= warm;
         self.slots[slot as usize].state = state;
     }
 
     /// Live -> queued: the program unmapped it, munmapq keeps it.
     pub fn enqueue(&mut self, slot: u16) {
-        let b = self.slots[slot as usize].key.bucket();
+        let b = self.slots[slot as usize].bucket as usize;
         let newest = self.newest;
         let s = &mut self.slots[slot as usize];
         debug_assert_eq!(s.state, State::Live);
@@ -678,6 +704,12 @@ impl Table {
     pub fn enqueues(&self) -> u64 {
         self.enqueues
     }
+}
+
+/// The hint a start address has (its page number, mixed).
+fn start_hint(addr: usize) -> usize {
+    let page = (addr >> 12) as u64;
+    (page.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - START_HINTS.trailing_zeros())) as usize
 }
 
 #[cfg(test)]

@@ -52,6 +52,35 @@ macro_rules! table {
     }};
 }
 
+/// A hint left behind by an entry that went (removed, its slot taken by
+/// another address, or the whole table forgotten) never answers `find`.
+#[test]
+fn find_never_answers_from_a_stale_hint() {
+    let mut t = table!();
+    assert!(t.insert_live(0x10000, 0x1000, key(0), 0, 3));
+    let gone = t.find(0x10000).unwrap();
+    t.remove(gone.slot);
+    assert_eq!(t.find(0x10000), None);
+    // The freed slot is taken again, at another address.
+    assert!(t.insert_live(0x20000, 0x1000, key(1), 0, 3));
+    assert_eq!(t.find(0x20000).unwrap().slot, gone.slot);
+    assert_eq!(t.find(0x10000), None);
+    // clear() leaves the slots' states: the hints must not outlive it.
+    t.clear();
+    assert_eq!(t.find(0x20000), None);
+    // Many entries: each is found, by its hint or by the search.
+    for i in 1..=3000usize {
+        assert!(t.insert_live(0x100000 + 0x1000 * i, 0x1000, key(i as u64), 0, 3));
+    }
+    for i in 1..=3000usize {
+        assert_eq!(
+            t.find(0x100000 + 0x1000 * i).unwrap().start,
+            0x100000 + 0x1000 * i
+        );
+    }
+    assert_eq!(t.find(0x100000), None);
+}
+
 #[test]
 fn find_and_overlap() {
     let mut t = table!();
