@@ -11,7 +11,7 @@ use crate::queue::Queue;
 use crate::readonly_fds::identity;
 use crate::stats::{Counter, Straight};
 use crate::table::{Entry, FileKey, Lookup, State, Table};
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// Under `RLIMIT_AS`, whether the kernel would have room for a fresh
 /// mapping of `len` bytes were nothing queued (else the real mmap is made,
@@ -237,7 +237,9 @@ impl Engine {
     /// choose (mmap without `MAP_FIXED`, shmat without an address), so
     /// anything we had there was unmapped behind our back: forget it.
     pub fn placed_by_kernel<O: Os>(&self, os: &O, start: usize, len: usize) {
-        if !self.active() {
+        // At or above every tracked entry (all of them while none is):
+        // decided by one bound, before the range is worked out.
+        if start & !(self.page() - 1) >= self.tracked_hi.load(Acquire) || !self.active() {
             return;
         }
         if let Some(s) = self.span(start, len, Effect::Modify) {
@@ -352,7 +354,14 @@ impl Engine {
             return os.munmap(addr, len);
         }
         // Each munmap is counted once: deferred, or passed through as not
-        // queueable, untracked, or for contention.
+        // queueable, untracked, or for contention. Wholly outside the
+        // tracked bound (whose ends are page-aligned): untracked, told
+        // before the range is worked out.
+        let end = addr.wrapping_add(len);
+        if addr >= self.tracked_hi.load(Acquire) || end <= self.tracked_lo.load(Acquire) {
+            self.stats.straight(Straight::Munmap);
+            return self.retry_enomem(os, || os.munmap(addr, len));
+        }
         let Some(s) = self
             .span(addr, len, Effect::Modify)
             .filter(|s| s.start == addr && !self.untracked(s.start, s.end))
