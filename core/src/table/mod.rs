@@ -709,10 +709,12 @@ impl Table {
     }
 }
 
-/// The hint a start address has (its page number, mixed).
+/// The hint a start address has: the product's top bits, which every bit
+/// of the address moves (its low bits, zero in a page-aligned start, do
+/// not matter).
 fn start_hint(addr: usize) -> usize {
-    let page = (addr >> 12) as u64;
-    (page.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - START_HINTS.trailing_zeros())) as usize
+    ((addr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - START_HINTS.trailing_zeros()))
+        as usize
 }
 
 #[cfg(test)]
