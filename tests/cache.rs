@@ -2,7 +2,8 @@
 //! writes the one it carries: `$XDG_CACHE_HOME` only if
 //! absolute, then `~/.cache`, then `$TMPDIR/munmapq-UID`; a user without a
 //! writable home still runs; when nothing works, one line naming the cause
-//! and the fix; other versions unused for a month are removed.
+//! and the fix; other versions unused for a month are removed; and a run
+//! does not hash the library to find its directory.
 //!
 //! The unprivileged cases really drop privileges (`setpriv` to `nobody`):
 //! root ignores directory permissions.
@@ -275,4 +276,42 @@ fn no_home_variable_uses_the_passwd_home() {
         "{lib} (home {home})"
     );
     println!("HOME unset: {}", lib.trim());
+}
+
+/// A launcher run that uses the library it carries checks the cached copy
+/// (a read and a compare) but never hashes the library's bytes to name its
+/// directory: build.rs did that once. Counted in user instructions
+/// (callgrind) for `--print-lib` with the cache already written: this
+/// debug build takes well under a million; hashing its 2.4 MB library as
+/// 8c6216e did took 122 million (a release build: 0.5 million of each
+/// launcher run, the git wrapper's included where it wraps).
+#[test]
+fn the_carried_library_is_named_without_hashing_it() {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        println!("SKIPPED: no valgrind");
+        return;
+    }
+    let (dir, exe) = lone_launcher("cache-hash");
+    let cache = dir.join("cache");
+    let env = [("XDG_CACHE_HOME", &*cache)];
+    assert!(run_as(false, &exe, &["--print-lib"], &env).status.success());
+    let out_file = dir.join("callgrind.out");
+    let mut c = Command::new("valgrind");
+    c.arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out_file.display()))
+        .arg(&exe)
+        .arg("--print-lib")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("XDG_CACHE_HOME", &cache);
+    let out = output_within(&mut c, 5 * MINUTE);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let counts = std::fs::read_to_string(&out_file).unwrap();
+    let total: u64 = counts
+        .lines()
+        .find_map(|l| l.strip_prefix("totals: "))
+        .and_then(|t| t.trim().parse().ok())
+        .expect("callgrind totals");
+    println!("--print-lib with the cache written: {total} user instructions");
+    assert!(total < 5_000_000, "{total} instructions");
 }

@@ -27,11 +27,9 @@ const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libmunmapq.so"));
 pub const UNUSED_DAYS: u64 = 30;
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
+/// The embedded library's FNV-1a hash, worked out by build.rs: hashing its
+/// bytes here would cost every launcher run half a million instructions.
+const ID: &str = env!("MUNMAPQ_BUILT_IN_LIBRARY");
 
 /// Creates `p` and its missing parents (0700, as the XDG spec asks),
 /// naming the one that could not be made.
@@ -124,7 +122,7 @@ fn passwd_home() -> Option<PathBuf> {
 pub fn library() -> Option<Result<PathBuf, String>> {
     let mut failed = Vec::new();
     for (root, strict) in cache_roots() {
-        match write_once(BYTES, &root, strict) {
+        match write_once(BYTES, ID, &root, strict) {
             Ok(p) => return Some(Ok(p)),
             Err(e) => failed.push(e),
         }
@@ -136,9 +134,11 @@ pub fn library() -> Option<Result<PathBuf, String>> {
     )))
 }
 
-pub fn write_once(bytes: &[u8], root: &Path, strict: bool) -> Result<PathBuf, String> {
+/// Writes `bytes`, whose hash is `id`, to its version's directory under
+/// `root` unless the file there holds exactly those bytes; answers its path.
+pub fn write_once(bytes: &[u8], id: &str, root: &Path, strict: bool) -> Result<PathBuf, String> {
     private_dir(root, strict)?;
-    let name = format!("{}-{:016x}", env!("CARGO_PKG_VERSION"), fnv(bytes));
+    let name = format!("{}-{id}", env!("CARGO_PKG_VERSION"));
     let dir = root.join(&name);
     let new = std::fs::symlink_metadata(&dir).is_err();
     let m = private_dir(&dir, strict)?;
@@ -214,12 +214,21 @@ fn prune(root: &Path, current: &str, now: SystemTime) {
 mod tests {
     use super::*;
 
+    fn fnv(bytes: &[u8]) -> String {
+        let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("{h:016x}")
+    }
+
+    /// What build.rs hashed is the library embedded.
     #[test]
     fn the_version_names_this_library() {
-        assert_eq!(
-            env!("MUNMAPQ_BUILT_IN_LIBRARY"),
-            format!("{:016x}", fnv(BYTES))
-        );
+        assert_eq!(ID, fnv(BYTES));
+    }
+
+    fn write_once(bytes: &[u8], root: &Path, strict: bool) -> Result<PathBuf, String> {
+        super::write_once(bytes, &fnv(bytes), root, strict)
     }
 
     fn set_age(p: &Path, days: u64) {
