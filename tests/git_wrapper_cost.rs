@@ -9,7 +9,8 @@
 //! discovery, the cached decision and the files it came from, the loose
 //! object estimate, and the signal state put back before the exec.
 //! `scripts/bench-git-wrapper.sh --counts` prints them with instructions
-//! and page faults.
+//! and page faults, and the whole cost, against `env`'s, is held by
+//! `the_wrapper_costs_no_more_than_env`.
 #![cfg(target_os = "linux")]
 
 mod common;
