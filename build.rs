@@ -179,6 +179,29 @@ fn main() {
     );
     std::fs::write(out.join(name), lib)
         .unwrap_or_else(|e| fail(&format!("{}: {e}", out.join(name).display())));
+    hide_unwinder(&out);
+}
+
+/// src/unwinder.rs answers std's references to the unwinder inside the
+/// launcher only: exported, its stubs would stand in for libgcc_s's own
+/// in any library loaded into the launcher (a C++ library in the user's
+/// `LD_PRELOAD` would lose its exceptions). A version script keeps them
+/// out of the dynamic symbol table, on the targets that define them.
+fn hide_unwinder(out: &std::path::Path) {
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    let stubs = var("CARGO_CFG_TARGET_OS") == "linux"
+        && var("CARGO_CFG_TARGET_ENV") == "gnu"
+        && matches!(var("CARGO_CFG_TARGET_ARCH").as_str(), "x86_64" | "aarch64");
+    if !stubs {
+        return;
+    }
+    let script = out.join("launcher.ver");
+    std::fs::write(&script, "{ local: _Unwind_*; };\n")
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", script.display())));
+    println!(
+        "cargo:rustc-link-arg-bins=-Wl,--version-script={}",
+        script.display()
+    );
 }
 
 /// The commit a build from a git checkout is made of (12 hex digits),

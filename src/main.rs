@@ -33,7 +33,13 @@ mod selftest;
 mod shell;
 // Unwinding never happens with panic = "abort": std's references to the
 // unwinder are answered here, so libgcc_s is not loaded (unwinder.rs).
-#[cfg(all(not(test), panic = "abort", target_os = "linux", target_env = "gnu"))]
+#[cfg(all(
+    not(test),
+    panic = "abort",
+    target_os = "linux",
+    target_env = "gnu",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 mod unwinder;
 
 use cli::{fail, parse_args, Parsed};

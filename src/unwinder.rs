@@ -9,12 +9,15 @@
 //! for that library: one more file to map and relocate, and one more
 //! object in every symbol lookup, before the launcher does anything (the
 //! git wrapper runs in front of every git call). `--as-needed`, which
-//! rustc passes, then leaves libgcc_s out.
+//! rustc passes, then leaves libgcc_s out. build.rs keeps these names out
+//! of the launcher's dynamic symbol table: exported, they would stand in
+//! for the real unwinder in any library loaded into the launcher.
 //!
 //! What a backtrace shows instead: nothing (`_Unwind_Backtrace` says the
 //! stack ends at once), and the process still aborts as `panic = "abort"`
-//! has it. Only on glibc Linux, only with `panic = "abort"` and never in
-//! the unit tests, whose harness unwinds (main.rs).
+//! has it. Only on glibc Linux (x86_64 and arm64, whose unwinders have
+//! these entry points), only with `panic = "abort"` and never in the unit
+//! tests, whose harness unwinds (main.rs).
 
 use std::ffi::c_void;
 

@@ -186,3 +186,33 @@ fn print_lib_names_the_library() {
     );
     println!("launcher: --print-lib prints the library beside munmapq");
 }
+
+/// The launcher runs in front of every git call: it loads no libgcc_s
+/// (it never unwinds; src/unwinder.rs answers std's references), and the
+/// stand-ins it has instead are its own, not exported, so that a library
+/// loaded into it (a C++ library in the user's `LD_PRELOAD`) still gets
+/// the real unwinder for its exceptions.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[test]
+fn the_launcher_loads_no_unwinder_and_lends_none() {
+    let exe = launcher();
+    let readelf = |args: &[&str]| {
+        let out = Command::new("readelf")
+            .args(args)
+            .arg(&exe)
+            .output()
+            .expect("readelf (binutils, with the C compiler)");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let needed = readelf(&["-d"]);
+    let needed: Vec<&str> = needed.lines().filter(|l| l.contains("(NEEDED)")).collect();
+    println!("the launcher needs: {needed:?}");
+    assert!(!needed.iter().any(|l| l.contains("libgcc_s")), "{needed:?}");
+    let symbols = readelf(&["--dyn-syms", "-W"]);
+    let lent: Vec<&str> = symbols
+        .lines()
+        .filter(|l| l.contains("_Unwind_") && !l.contains(" UND "))
+        .collect();
+    assert!(lent.is_empty(), "exported: {lent:?}");
+}
