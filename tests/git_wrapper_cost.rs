@@ -114,24 +114,7 @@ fn release_launcher() -> PathBuf {
     if let Some(p) = std::env::var_os("MUNMAPQ_TEST_LAUNCHER") {
         return p.into();
     }
-    let target = target_dir().parent().unwrap().join("lto");
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "-q",
-            "-p",
-            "munmapq",
-            "--bin",
-            "munmapq",
-        ])
-        .arg("--target-dir")
-        .arg(&target)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "cargo build --release failed");
-    target.join("release/munmapq")
+    release_build("lto", &["-p", "munmapq", "--bin", "munmapq"]).join("munmapq")
 }
 
 /// What one form added to git alone, as `scripts/bench-git-wrapper.sh

@@ -44,25 +44,14 @@ const EXTRA_CALLS: [(&str, usize); 1] = [("mmap", 1)];
 const MAX_FAULTS: i64 = 6;
 const RUNS: usize = 31;
 
-/// The library as the launcher ships it (built as its build script builds
-/// the one it embeds: link-time optimisation, one codegen unit), built here
-/// if need be; or `MUNMAPQ_TEST_LIB`.
+/// The library as the launcher ships it (the release profile builds it as
+/// build.rs builds the one it embeds: link-time optimisation, one codegen
+/// unit), built here if need be; or `MUNMAPQ_TEST_LIB`.
 fn release_library() -> PathBuf {
     if let Some(p) = std::env::var_os("MUNMAPQ_TEST_LIB") {
         return p.into();
     }
-    let target = target_dir().parent().unwrap().join("lto");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "-q", "-p", "munmapq-cdylib"])
-        .arg("--target-dir")
-        .arg(&target)
-        .env("CARGO_PROFILE_RELEASE_LTO", "true")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "cargo build --release failed");
-    target.join("release/libmunmapq.so")
+    release_build("lto", &["-p", "munmapq-cdylib"]).join("libmunmapq.so")
 }
 
 /// The empty library, built with the C compiler into `dir`.

@@ -59,16 +59,7 @@ fn release_library() -> PathBuf {
     if let Some(p) = std::env::var_os("MUNMAPQ_TEST_LIB") {
         return p.into();
     }
-    let target = target_dir().parent().unwrap().to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "-q", "-p", "munmapq-interpose"])
-        .arg("--target-dir")
-        .arg(&target)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "cargo build --release failed");
-    target.join("release/libmunmapq.so")
+    release_build("", &["-p", "munmapq-interpose"]).join("libmunmapq.so")
 }
 
 /// User-space instructions of `loose DIR COUNT 16` (callgrind's total),

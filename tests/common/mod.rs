@@ -14,6 +14,25 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// `cargo build --release -q ARGS` into the target directory `dir` beside
+/// the tests' own (`""`: theirs), kept between runs so that a re-run
+/// costs nothing; answers its `release` directory. For the tests that
+/// count what users run: the release profile is link-time optimised, as
+/// the launcher and the library it embeds are shipped.
+pub fn release_build(dir: &str, args: &[&str]) -> PathBuf {
+    let target = target_dir().parent().unwrap().join(dir);
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "-q"])
+        .args(args)
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "cargo build --release {args:?} failed");
+    target.join("release")
+}
+
 fn artifact(name: &str) -> PathBuf {
     let p = target_dir().join(name);
     assert!(
