@@ -357,8 +357,7 @@ impl Engine {
         // queueable, untracked, or for contention. Wholly outside the
         // tracked bound (whose ends are page-aligned): untracked, told
         // before the range is worked out.
-        let end = addr.wrapping_add(len);
-        if addr >= self.tracked_hi.load(Acquire) || end <= self.tracked_lo.load(Acquire) {
+        if self.untracked(addr, addr.wrapping_add(len)) {
             self.stats.straight(Straight::Munmap);
             return self.retry_enomem(os, || os.munmap(addr, len));
         }

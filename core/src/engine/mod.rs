@@ -274,7 +274,7 @@ impl Engine {
     /// is the empty bound.
     #[inline]
     fn untracked(&self, start: usize, end: usize) -> bool {
-        end <= self.tracked_lo.load(Acquire) || start >= self.tracked_hi.load(Acquire)
+        start >= self.tracked_hi.load(Acquire) || end <= self.tracked_lo.load(Acquire)
     }
 
     /// Widens the tracked bound to cover `[start, end)`; before the entry
