@@ -7,39 +7,79 @@
 //! recorded under the other's key, and every later reuse of that window
 //! would hand out the wrong file's pages.
 //!
-//! Each number below [`SEQ_FDS`] has one counter word, and all the others
-//! (and every range a `close_range` or `closefrom` ends) share one: its
-//! high half counts the closes that began ([`CloseSeq::begin`], before the
-//! real call), its low half those that returned ([`CloseSeq::end`]). A
-//! caller takes a [`Seen`] before its first system call about the number
-//! (none while a close of it is under way), and asks
+//! Each number below [`SEQ_FDS`] has a pair of counters, and all the
+//! others (and every range a `close_range` or `closefrom` ends) share one:
+//! `begun` counts the closes that began ([`CloseSeq::begin`], before the
+//! real call), `ended` says up to which of them every one has returned
+//! ([`CloseSeq::end`]). A caller takes a [`Seen`] before its first system
+//! call about the number (none while a close of it is under way), and asks
 //! [`CloseSeq::unchanged`] after its last one: unchanged means no hooked
 //! close, `dup2` or `dup3` onto the number began in between, so every
 //! answer was about one description. Closes no hook sees (a raw `syscall`
 //! instruction, io_uring, another process sharing the table) are not
 //! counted: the caller asks the kernel again where it matters.
 //!
-//! A close costs one atomic add before the real call and one after.
+//! A close costs one atomic add before the real call (its place in line)
+//! and a load and a plain store after it: a close stores its place in
+//! `ended` only once every close before it has (`ended` is its place less
+//! one), so `ended` never runs ahead of a close still under way. Where two
+//! closes of one number overlap and the later one returns first, nothing
+//! stores for it, and the number stays under way for good: its later
+//! mmaps go untracked (a close racing another close of the same number is
+//! a program's double close, or a signal handler's), never misrecorded.
 
-use core::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use core::sync::atomic::{
+    AtomicU32,
+    Ordering::{Acquire, Release, SeqCst},
+};
 
-/// Numbers below this have their own word (32 KiB of `.bss`, touched only
+/// Numbers below this have their own pair (32 KiB of `.bss`, touched only
 /// where used); the others share one.
 pub const SEQ_FDS: usize = 4096;
-
-const BEGUN: u64 = 1 << 32;
-const ENDED: u64 = 1;
 
 /// What the counters of one number were when a caller first looked.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Seen {
-    own: u64,
-    shared: u64,
+    own: u32,
+    shared: u32,
+}
+
+/// A close's place in line among the closes of its counters, from
+/// [`CloseSeq::begin`] for [`CloseSeq::end`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Place(u32);
+
+impl Place {
+    /// For a close that counts nowhere (and never ends).
+    pub const NONE: Place = Place(0);
+}
+
+struct Counters {
+    begun: AtomicU32,
+    ended: AtomicU32,
+}
+
+impl Counters {
+    const fn new() -> Self {
+        Counters {
+            begun: AtomicU32::new(0),
+            ended: AtomicU32::new(0),
+        }
+    }
+
+    /// `begun` when no close is under way, read `ended` first: `begun`
+    /// only grows, so equal means no close began past those that ended.
+    #[inline]
+    fn settled(&self) -> Option<u32> {
+        let ended = self.ended.load(SeqCst);
+        let begun = self.begun.load(SeqCst);
+        (begun == ended).then_some(begun)
+    }
 }
 
 pub struct CloseSeq {
-    words: [AtomicU64; SEQ_FDS],
-    shared: AtomicU64,
+    words: [Counters; SEQ_FDS],
+    shared: Counters,
 }
 
 impl Default for CloseSeq {
@@ -53,56 +93,61 @@ fn index(fd: i32) -> Option<usize> {
     usize::try_from(fd).ok().filter(|&i| i < SEQ_FDS)
 }
 
-/// No close began that has not returned.
-#[inline]
-fn settled(v: u64) -> bool {
-    v >> 32 == v & 0xffff_ffff
-}
-
 impl CloseSeq {
     pub const fn new() -> Self {
         CloseSeq {
-            words: [const { AtomicU64::new(0) }; SEQ_FDS],
-            shared: AtomicU64::new(0),
+            words: [const { Counters::new() }; SEQ_FDS],
+            shared: Counters::new(),
         }
     }
 
-    /// The word one close of `[lo, hi]` counts in.
+    /// The counters one close of `[lo, hi]` counts in.
     #[inline]
-    fn word(&self, lo: i32, hi: i32) -> &AtomicU64 {
+    fn word(&self, lo: i32, hi: i32) -> &Counters {
         match index(lo) {
             Some(i) if lo == hi => &self.words[i],
             _ => &self.shared,
         }
     }
 
-    /// A close (or replacement) of `[lo, hi]` is about to reach the kernel.
+    /// A close (or replacement) of `[lo, hi]` is about to reach the
+    /// kernel: its place, for [`CloseSeq::end`].
     #[inline]
-    pub fn begin(&self, lo: i32, hi: i32) {
-        self.word(lo, hi).fetch_add(BEGUN, SeqCst);
+    pub fn begin(&self, lo: i32, hi: i32) -> Place {
+        Place(self.word(lo, hi).begun.fetch_add(1, SeqCst).wrapping_add(1))
     }
 
-    /// The real call of [`CloseSeq::begin`] returned, whatever it answered.
+    /// The real call of the close at `place` returned, whatever it
+    /// answered.
     #[inline]
-    pub fn end(&self, lo: i32, hi: i32) {
-        self.word(lo, hi).fetch_add(ENDED, SeqCst);
+    pub fn end(&self, lo: i32, hi: i32, place: Place) {
+        let w = self.word(lo, hi);
+        // A release store, no fence: a reader that sees it sees the real
+        // call returned, and every earlier close's (whose stores this
+        // acquire load saw).
+        if w.ended.load(Acquire) == place.0.wrapping_sub(1) {
+            w.ended.store(place.0, Release);
+        }
     }
 
     /// Before the first system call about `fd`: None while a close of it
     /// (or of a range, or of any high number) is under way.
     #[inline]
     pub fn seen(&self, fd: i32) -> Option<Seen> {
-        let own = index(fd).map_or(0, |i| self.words[i].load(SeqCst));
-        let shared = self.shared.load(SeqCst);
-        (settled(own) && settled(shared)).then_some(Seen { own, shared })
+        let own = match index(fd) {
+            Some(i) => self.words[i].settled()?,
+            None => 0,
+        };
+        let shared = self.shared.settled()?;
+        Some(Seen { own, shared })
     }
 
     /// After the last system call about `fd`: whether no hooked close of
     /// it began since `seen`.
     #[inline]
     pub fn unchanged(&self, fd: i32, seen: Seen) -> bool {
-        let own = index(fd).map_or(0, |i| self.words[i].load(SeqCst));
-        own == seen.own && self.shared.load(SeqCst) == seen.shared
+        let own = index(fd).map_or(0, |i| self.words[i].begun.load(SeqCst));
+        own == seen.own && self.shared.begun.load(SeqCst) == seen.shared
     }
 }
 
@@ -115,13 +160,13 @@ mod tests {
         let s = CloseSeq::new();
         let a = s.seen(3).unwrap();
         assert!(s.unchanged(3, a));
-        s.begin(4, 4);
-        s.end(4, 4);
+        let p = s.begin(4, 4);
+        s.end(4, 4, p);
         assert!(s.unchanged(3, a), "another number");
-        s.begin(3, 3);
+        let p = s.begin(3, 3);
         assert!(s.seen(3).is_none(), "under way");
         assert!(!s.unchanged(3, a));
-        s.end(3, 3);
+        s.end(3, 3, p);
         let b = s.seen(3).unwrap();
         assert!(!s.unchanged(3, a) && s.unchanged(3, b));
     }
@@ -131,25 +176,49 @@ mod tests {
         let s = CloseSeq::new();
         let low = s.seen(3).unwrap();
         let high = s.seen(SEQ_FDS as i32 + 7).unwrap();
-        s.begin(SEQ_FDS as i32 + 9, SEQ_FDS as i32 + 9);
+        let p = s.begin(SEQ_FDS as i32 + 9, SEQ_FDS as i32 + 9);
         assert!(s.seen(SEQ_FDS as i32 + 7).is_none() && s.seen(3).is_none());
-        s.end(SEQ_FDS as i32 + 9, SEQ_FDS as i32 + 9);
+        s.end(SEQ_FDS as i32 + 9, SEQ_FDS as i32 + 9, p);
         assert!(!s.unchanged(SEQ_FDS as i32 + 7, high));
         assert!(!s.unchanged(3, low), "conservative for low numbers");
         let low = s.seen(3).unwrap();
-        s.begin(0, i32::MAX);
-        s.end(0, i32::MAX);
+        let p = s.begin(0, i32::MAX);
+        s.end(0, i32::MAX, p);
         assert!(!s.unchanged(3, low));
     }
 
     #[test]
-    fn overlapping_closes_of_one_number() {
+    fn overlapping_closes_returning_in_order() {
         let s = CloseSeq::new();
-        s.begin(3, 3);
-        s.begin(3, 3);
-        s.end(3, 3);
+        let a = s.begin(3, 3);
+        let b = s.begin(3, 3);
+        s.end(3, 3, a);
         assert!(s.seen(3).is_none());
-        s.end(3, 3);
+        s.end(3, 3, b);
         assert!(s.seen(3).is_some());
+    }
+
+    #[test]
+    fn a_later_close_returning_first_never_settles_an_earlier_one() {
+        let s = CloseSeq::new();
+        let a = s.begin(3, 3);
+        let b = s.begin(3, 3);
+        s.end(3, 3, b);
+        assert!(s.seen(3).is_none(), "the first close is still under way");
+        s.end(3, 3, a);
+        assert!(s.seen(3).is_none(), "given up: never settled wrongly");
+        assert!(s.seen(4).is_some(), "other numbers keep theirs");
+    }
+
+    #[test]
+    fn the_counters_wrap() {
+        let s = CloseSeq::new();
+        s.words[3].begun.store(u32::MAX, SeqCst);
+        s.words[3].ended.store(u32::MAX, SeqCst);
+        let before = s.seen(3).unwrap();
+        let p = s.begin(3, 3);
+        assert_eq!(p, Place(0));
+        s.end(3, 3, p);
+        assert!(s.seen(3).is_some() && !s.unchanged(3, before));
     }
 }

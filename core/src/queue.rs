@@ -21,11 +21,19 @@ pub const DEFERRED_PER_DROP: u64 = 8;
 /// changed meanwhile (none of which is unmapped or dropped).
 #[derive(Clone, Copy)]
 pub struct Books<'a> {
-    pub stats: &'a Stats,
+    /// None where nobody reads the counters (`Engine::count_quietly`).
+    pub stats: Option<&'a Stats>,
     pub dirty: &'a DirtyRanges,
 }
 
 impl Books<'_> {
+    #[inline]
+    pub fn count(&self, c: Counter, n: u64) {
+        if let Some(s) = self.stats {
+            s.add(c, n);
+        }
+    }
+
     /// Really unmaps `[start, start + len)`, a range munmapq holds, but
     /// for what a call that found the table busy recorded there since the
     /// holder drained (it may be the program's new mapping now). Answers
@@ -33,10 +41,10 @@ impl Books<'_> {
     pub fn unmap<O: Os>(&self, os: &O, start: usize, len: usize) -> bool {
         let skipped = self.dirty.each_clear_piece(start, start + len, |s, e| {
             let _ = os.munmap(s, e - s);
-            self.stats.bump(Counter::MunmapSyscalls);
+            self.count(Counter::MunmapSyscalls, 1);
         });
         if skipped {
-            self.stats.bump(Counter::ForgottenQueued);
+            self.count(Counter::ForgottenQueued, 1);
         }
         skipped
     }
@@ -119,7 +127,7 @@ impl Queue {
                 ok
             });
         if dropped {
-            books.stats.bump(Counter::PagesDropped);
+            books.count(Counter::PagesDropped, 1);
         }
         self.flush_marked(os, books);
         if gone > 0 && over.measured {
@@ -145,8 +153,8 @@ impl Queue {
             books.unmap(os, start, len);
         });
         if n > 0 {
-            books.stats.bump(Counter::Flushes);
-            books.stats.add(Counter::Flushed, n as u64);
+            books.count(Counter::Flushes, 1);
+            books.count(Counter::Flushed, n as u64);
         }
     }
 }

@@ -133,6 +133,10 @@ extern "C" fn init(_argc: c_int, _argv: *const *const c_char, envp: *const *cons
                 STATS_TO_STDERR.store(true, Ordering::Relaxed);
             }
             ENGINE.start(&cfg, page);
+            if !cfg.stats && STATS_FILE_LEN.load(Ordering::Acquire) == 0 {
+                // Nothing reads the counters: `at_exit` writes no line.
+                ENGINE.count_quietly();
+            }
             // As after a change of the limit by the program: the sizing
             // takes the room under RLIMIT_AS for nothing until it has read
             // the limit, which it does before the first mapping is queued.

@@ -80,7 +80,7 @@ impl Engine {
         if self.filter_unknown.load(Relaxed) && self.stopped_by_filter(os) {
             return os.mmap(call);
         }
-        self.stats.bump(Counter::MmapCalls);
+        self.count(Counter::MmapCalls);
         // Before the first system call about `fd`: what the close hooks
         // saw of it (None while one of its closes is under way), and
         // whether this thread's descriptor table is the one the
@@ -104,7 +104,7 @@ impl Engine {
             Some((FileFacts { name, ..f }, seen))
         });
         if let (Some(rlen), Some((file, seen)), Some(ctx)) = (round_up(len, page), file, ctx) {
-            self.stats.bump(Counter::Eligible);
+            self.count(Counter::Eligible);
             let key = FileKey {
                 dev: file.dev,
                 ino: file.ino,
@@ -138,15 +138,15 @@ impl Engine {
     /// An mmap of the deferrable kind that munmapq does not track after
     /// all (counted as a call already): the real call.
     fn pass_ineligible<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
-        self.stats.bump(Counter::PassIneligible);
-        self.stats.bump(Counter::MmapSyscalls);
+        self.count(Counter::PassIneligible);
+        self.count(Counter::MmapSyscalls);
         self.kernel_mmap(os, call)
     }
 
     /// An mmap that goes to the kernel with nothing asked before it,
     /// counted with one add.
     fn pass_straight<O: Os>(&self, os: &O, call: Mmap, how: Straight) -> Result<usize, Errno> {
-        self.stats.straight(how);
+        self.count_straight(how);
         self.kernel_mmap(os, call)
     }
 
@@ -280,10 +280,10 @@ impl Engine {
                             if let Some(e) = q.table.find(start) {
                                 q.table.remove(e.slot);
                             }
-                            self.stats.bump(Counter::ForgottenQueued);
+                            self.count(Counter::ForgottenQueued);
                         }
                         Lookup::Hit(start) if !forgets || self.may_answer(os, fd) => {
-                            self.stats.bump(Counter::Reused);
+                            self.count(Counter::Reused);
                             self.payoff.reused(key.len);
                             return Ok(start);
                         }
@@ -308,7 +308,7 @@ impl Engine {
                 }
             }
         }
-        self.stats.bump(Counter::MmapSyscalls);
+        self.count(Counter::MmapSyscalls);
         let start = self.retry_enomem(os, || {
             os.mmap(Mmap::new(
                 0,
@@ -323,13 +323,13 @@ impl Engine {
         // another's (`fd` re-pointed by dup2 between the statx and the
         // mmap), every later reuse of the window would hand it out.
         if !self.confirm(os, fd, &key, seen) {
-            self.stats.bump(Counter::Unconfirmed);
+            self.count(Counter::Unconfirmed);
             // As for any mapping passed through: what we had there is gone.
             self.placed_by_kernel(os, start, len);
             return Ok(start);
         }
         let Some(mut q) = self.lock(os) else {
-            self.stats.bump(Counter::PassContention);
+            self.count(Counter::PassContention);
             return Ok(start);
         };
         self.forget(&mut q.table, start, start + key.len, u64::MAX, false);
@@ -344,7 +344,7 @@ impl Engine {
             .table
             .insert_live(start, key.len, key, self.dirty.epoch(), fd)
         {
-            self.stats.bump(Counter::PassTableFull);
+            self.count(Counter::PassTableFull);
         }
         Ok(start)
     }
@@ -358,17 +358,17 @@ impl Engine {
         // tracked bound (whose ends are page-aligned): untracked, told
         // before the range is worked out.
         if self.untracked(addr, addr.wrapping_add(len)) {
-            self.stats.straight(Straight::Munmap);
+            self.count_straight(Straight::Munmap);
             return self.retry_enomem(os, || os.munmap(addr, len));
         }
         let Some(s) = self
             .span(addr, len, Effect::Modify)
             .filter(|s| s.start == addr && !self.untracked(s.start, s.end))
         else {
-            self.stats.straight(Straight::Munmap);
+            self.count_straight(Straight::Munmap);
             return self.retry_enomem(os, || os.munmap(addr, len));
         };
-        self.stats.bump(Counter::MunmapCalls);
+        self.count(Counter::MunmapCalls);
         let passed = match self.lock(os) {
             Some(mut q) => match self.try_defer(os, &mut q, s) {
                 Ok(()) => return Ok(()),
@@ -383,8 +383,8 @@ impl Engine {
                 Counter::PassContention
             }
         };
-        self.stats.bump(passed);
-        self.stats.bump(Counter::MunmapSyscalls);
+        self.count(passed);
+        self.count(Counter::MunmapSyscalls);
         self.retry_enomem(os, || os.munmap(addr, len))
     }
 
@@ -407,7 +407,7 @@ impl Engine {
         if !q.make_room(os, self.books(), e.len) {
             let unreadable = q.sizing.take_unreadable();
             if unreadable > 0 {
-                self.stats.add(Counter::Unreadable, unreadable);
+                self.count_n(Counter::Unreadable, unreadable);
             }
             return Err(Counter::PassNotQueued);
         }
@@ -416,9 +416,9 @@ impl Engine {
         q.keep_within_budget(os, self.books(), self.page());
         let unreadable = q.sizing.take_unreadable();
         if unreadable > 0 {
-            self.stats.add(Counter::Unreadable, unreadable);
+            self.count_n(Counter::Unreadable, unreadable);
         }
-        self.stats.bump(Counter::Deferred);
+        self.count(Counter::Deferred);
         self.stats
             .peak(Counter::PeakQueued, q.table.queued() as u64);
         self.stats
@@ -439,7 +439,7 @@ impl Engine {
         if !self.active() {
             return call();
         }
-        self.stats.bump(Counter::OtherCalls);
+        self.count(Counter::OtherCalls);
         for s in spans.iter().flatten() {
             self.prepare(os, *s);
         }
@@ -462,7 +462,7 @@ impl Engine {
         mut call: impl FnMut() -> Result<T, Errno>,
     ) -> Result<T, Errno> {
         if self.active() {
-            self.stats.bump(Counter::OtherCalls);
+            self.count(Counter::OtherCalls);
             // Set during the call, so that no munmap racing with it is
             // queued (and then locked).
             let before = self.locked_future.load(Relaxed);
@@ -489,7 +489,7 @@ impl Engine {
         if !self.active() {
             return call();
         }
-        self.stats.bump(Counter::OtherCalls);
+        self.count(Counter::OtherCalls);
         self.release_everything(os);
         self.retry_enomem(os, call)
     }
@@ -504,12 +504,12 @@ impl Engine {
         match self.lock(os).or_else(|| self.lock_patiently(os)) {
             Some(mut q) => {
                 q.flush_all(os, self.books());
-                self.stats.add(Counter::Forgotten, q.table.len() as u64);
+                self.count_n(Counter::Forgotten, q.table.len() as u64);
                 q.table.clear();
                 self.publish_bounds(&q.table);
             }
             None => {
-                self.stats.bump(Counter::PassContention);
+                self.count(Counter::PassContention);
                 self.lost_names.everything();
             }
         }
@@ -538,7 +538,7 @@ impl Engine {
                 self.publish_bounds(&q.table);
             }
             None => {
-                self.stats.bump(Counter::PassContention);
+                self.count(Counter::PassContention);
                 if span.effect == Effect::Modify {
                     self.dirty.record(span.start, span.end);
                 }
@@ -569,7 +569,7 @@ impl Engine {
         });
         t.remove(e.slot);
         t.finish_unmap();
-        self.stats.bump(why);
+        self.count(why);
     }
 
     /// Runs `call`; if it fails with ENOMEM while mappings are queued, unmaps
@@ -593,7 +593,7 @@ impl Engine {
         if !flushed {
             return r;
         }
-        self.stats.bump(Counter::EnomemRetries);
+        self.count(Counter::EnomemRetries);
         call()
     }
 }

@@ -31,6 +31,7 @@
 //! uses nor changes them.
 
 use super::Engine;
+use crate::close_seq::Place;
 use crate::fds::FD_BITS;
 use crate::os::{FdTable, Os};
 use crate::payoff::SMALL;
@@ -49,6 +50,8 @@ pub struct Closing {
     mapped: bool,
     /// One descriptor whose lock bit was cleared.
     carrying: bool,
+    /// Its place among the closes of those numbers (`close_seq.rs`).
+    place: Place,
 }
 
 impl Closing {
@@ -65,6 +68,7 @@ impl Closing {
         table: FdTable::VforkChild,
         mapped: false,
         carrying: false,
+        place: Place::NONE,
     };
 }
 
@@ -101,9 +105,9 @@ impl Engine {
 
     /// The program is about to close every descriptor in `[lo, hi]`:
     /// releases what was mapped through them. Costs a bit test for a
-    /// descriptor nothing was mapped through, and two stores and an atomic
-    /// add (what `F_GETFL` said of it is void from now on, and a mmap
-    /// through it racing with the close must not be recorded). Never
+    /// descriptor nothing was mapped through, an atomic add and a few
+    /// plain stores (what `F_GETFL` said of it is void from now on, and a
+    /// mmap through it racing with the close must not be recorded). Never
     /// waits: if the table is busy, the closes are noted and the next
     /// holder of the table releases those descriptors' mappings,
     /// conservatively (as if each carried a lock). The hook calls
@@ -125,6 +129,7 @@ impl Engine {
             table,
             mapped: false,
             carrying: false,
+            place: Place::NONE,
         };
         match table {
             FdTable::VforkChild => return c,
@@ -136,7 +141,7 @@ impl Engine {
             }
             FdTable::Own => {}
         }
-        self.close_seq.begin(lo, hi);
+        c.place = self.close_seq.begin(lo, hi);
         self.read_only_fds.closing(lo, hi);
         let mapped = self.mapped_fds.any(lo, hi);
         if mapped && self.active() {
@@ -190,7 +195,7 @@ impl Engine {
                 Some(forgot)
             }
             None => {
-                self.stats.bump(Counter::PassContention);
+                self.count(Counter::PassContention);
                 let mut fd = lo;
                 while let Some(f) = self.mapped_fds.first(fd, hi) {
                     self.closed_busy.set(f);
@@ -216,7 +221,7 @@ impl Engine {
             return;
         }
         self.read_only_fds.closed(c.lo, c.hi);
-        self.close_seq.end(c.lo, c.hi);
+        self.close_seq.end(c.lo, c.hi, c.place);
         if ok {
             return;
         }
@@ -269,7 +274,7 @@ impl Engine {
                 State::Queued => self.unmap_queued(os, t, e, Counter::ReleasedAtClose),
                 State::Live if forgets(e.fd, e.len) => {
                     t.remove(e.slot);
-                    self.stats.bump(Counter::Forgotten);
+                    self.count(Counter::Forgotten);
                     forgot += 1;
                 }
                 _ => {

@@ -63,6 +63,9 @@ pub struct Engine {
     dirty: DirtyRanges,
     pub stats: Stats,
     state: AtomicU8,
+    /// Nobody reads the counters (`count_quietly`): every add, an atomic
+    /// one, is skipped.
+    quiet: AtomicBool,
     page: AtomicUsize,
     /// Read before the lock is taken: without reuse, an eligible mmap does
     /// not take it to look for a queued mapping.
@@ -130,6 +133,7 @@ impl Engine {
             dirty: DirtyRanges::new(),
             stats: Stats::new(),
             state: AtomicU8::new(OFF),
+            quiet: AtomicBool::new(false),
             // 0 until `start`: a new engine is all zero bytes (`.bss`).
             page: AtomicUsize::new(0),
             reuse: AtomicBool::new(false),
@@ -229,6 +233,32 @@ impl Engine {
                 .max_entries;
                 sizing.bound_by_map_count(n, bound);
             }
+        }
+    }
+
+    /// No report will be written (no `MUNMAPQ_STATS`, no statistics
+    /// file): the counters are left alone from now on. Each add is an
+    /// atomic instruction, the dearest of a call passing through.
+    pub fn count_quietly(&self) {
+        self.quiet.store(true, Relaxed);
+    }
+
+    #[inline]
+    fn count(&self, c: Counter) {
+        self.count_n(c, 1);
+    }
+
+    #[inline]
+    fn count_n(&self, c: Counter, n: u64) {
+        if !self.quiet.load(Relaxed) {
+            self.stats.add(c, n);
+        }
+    }
+
+    #[inline]
+    fn count_straight(&self, how: crate::stats::Straight) {
+        if !self.quiet.load(Relaxed) {
+            self.stats.straight(how);
         }
     }
 
@@ -340,14 +370,14 @@ impl Engine {
     /// table busy recorded a change (the range may be someone else's now:
     /// that mapping is left mapped); everything else is forgotten.
     fn recover_abandoned<O: Os>(&self, os: &O, t: &mut Table) {
-        self.stats.bump(Counter::Recovered);
+        self.count(Counter::Recovered);
         t.take_each_unmappable_slot(|start, len| {
             if self.dirty.pending_overlaps(start, start + len) {
-                self.stats.bump(Counter::ForgottenQueued);
+                self.count(Counter::ForgottenQueued);
             } else {
                 let _ = os.munmap(start, len);
-                self.stats.bump(Counter::Released);
-                self.stats.bump(Counter::MunmapSyscalls);
+                self.count(Counter::Released);
+                self.count(Counter::MunmapSyscalls);
             }
         });
         t.clear();
@@ -363,7 +393,7 @@ impl Engine {
             let queued = e.state == State::Queued;
             if e.epoch <= epoch && !(queued && live_only) {
                 t.remove(e.slot);
-                self.stats.bump(if queued {
+                self.count(if queued {
                     Counter::ForgottenQueued
                 } else {
                     Counter::Forgotten
@@ -384,7 +414,7 @@ impl Engine {
         self.dirty.drain(|d| match d {
             Dirty::Range(start, end, epoch) => self.forget(t, start, end, epoch, false),
             Dirty::Upto(epoch) => {
-                self.stats.bump(Counter::LostRecords);
+                self.count(Counter::LostRecords);
                 self.forget(t, 0, usize::MAX, epoch, true)
             }
         });
@@ -393,7 +423,7 @@ impl Engine {
     /// What the table's holder reports to and checks against.
     fn books(&self) -> crate::queue::Books<'_> {
         crate::queue::Books {
-            stats: &self.stats,
+            stats: (!self.quiet.load(Relaxed)).then_some(&self.stats),
             dirty: &self.dirty,
         }
     }

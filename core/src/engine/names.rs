@@ -19,7 +19,7 @@ impl Engine {
                 self.unmap_queued(os, t, e, Counter::ReleasedAtClose);
             } else {
                 t.remove(e.slot);
-                self.stats.bump(Counter::Forgotten);
+                self.count(Counter::Forgotten);
             }
         }
     }
@@ -28,17 +28,17 @@ impl Engine {
     pub(super) fn release_for_unmount<O: Os>(&self, os: &O, q: &mut Queue) {
         let n = q.table.queued() as u64;
         q.flush_all(os, self.books());
-        self.stats.add(Counter::ReleasedAtClose, n);
+        self.count_n(Counter::ReleasedAtClose, n);
         self.publish_bounds(&q.table);
     }
 
     pub(super) fn name_lost_while_busy(&self, dev: u64, ino: u64) {
-        self.stats.bump(Counter::PassContention);
+        self.count(Counter::PassContention);
         self.lost_names.file(dev, ino);
     }
 
     pub(super) fn unmount_while_busy(&self) {
-        self.stats.bump(Counter::PassContention);
+        self.count(Counter::PassContention);
         self.lost_names.unmount();
     }
 
@@ -50,7 +50,7 @@ impl Engine {
             Lost::Any => {
                 // Which file is not known: every file.
                 self.release_for_unmount(os, q);
-                self.stats.add(Counter::Forgotten, q.table.len() as u64);
+                self.count_n(Counter::Forgotten, q.table.len() as u64);
                 q.table.clear();
             }
         });
