@@ -1,15 +1,41 @@
 //! errno of the calling thread, and C results read with it.
 
 #[cfg(target_os = "linux")]
+#[inline(always)]
 fn location() -> *mut libc::c_int {
     // SAFETY: always valid for the calling thread.
     unsafe { libc::__errno_location() }
 }
 
 #[cfg(target_os = "macos")]
+#[inline(always)]
 fn location() -> *mut libc::c_int {
     // SAFETY: always valid for the calling thread.
     unsafe { libc::__error() }
+}
+
+/// The calling thread's errno, its place looked up once: a hook that
+/// reads it before the call and puts it back after pays for one look-up.
+#[derive(Clone, Copy)]
+pub struct Here(*mut libc::c_int);
+
+impl Here {
+    #[inline(always)]
+    pub fn find() -> Here {
+        Here(location())
+    }
+
+    #[inline(always)]
+    pub fn get(self) -> libc::c_int {
+        // SAFETY: the calling thread's errno, valid as long as the thread.
+        unsafe { *self.0 }
+    }
+
+    #[inline(always)]
+    pub fn set(self, v: libc::c_int) {
+        // SAFETY: as for `get`.
+        unsafe { *self.0 = v }
+    }
 }
 
 pub fn get() -> libc::c_int {

@@ -77,6 +77,7 @@ pub(crate) fn on_range(
 
 /// # Safety
 /// As for C `mmap`.
+#[inline(always)]
 pub unsafe extern "C" fn mmap(
     addr: *mut c_void,
     len: size_t,
@@ -92,35 +93,55 @@ pub unsafe extern "C" fn mmap(
 /// hook passes the raw stubs).
 #[inline(always)]
 pub(crate) fn mmap_through<O: Os>(os: &O, call: Mmap) -> *mut c_void {
+    if trace::enabled() {
+        return mmap_traced(os, call);
+    }
+    let errno = errno::Here::find();
+    let saved = errno.get();
+    match ENGINE.mmap(os, call) {
+        Ok(a) => {
+            errno.set(saved);
+            a as *mut c_void
+        }
+        Err(e) => {
+            errno.set(e);
+            libc::MAP_FAILED
+        }
+    }
+}
+
+/// `mmap_through` under `MUNMAPQ_TRACE`, each call written down.
+#[cold]
+#[inline(never)]
+fn mmap_traced<O: Os>(os: &O, call: Mmap) -> *mut c_void {
     let saved = errno::get();
     // What the engine would track, as a replay needs it (an `F_GETFL`
     // more per traced mmap).
-    let identity = (trace::enabled() && call.fd >= 0)
+    let identity = (call.fd >= 0)
         .then(|| os.file_facts(call.fd))
         .flatten()
         .filter(|_| trackable_open_flags(os.open_flags(call.fd), PATH_ONLY));
     let r = ENGINE.mmap(os, call);
-    if trace::enabled() {
-        let (dev, ino) = identity.map_or((0, 0), |f| (f.dev, f.ino));
-        trace::write(&Record {
-            kind: trace::KIND_MMAP,
-            addr: call.addr,
-            len: call.len,
-            prot: call.prot,
-            flags: call.flags,
-            fd: call.fd,
-            dev,
-            ino,
-            off: call.off,
-            result: result_word(r),
-            ..Record::default()
-        });
-    }
+    let (dev, ino) = identity.map_or((0, 0), |f| (f.dev, f.ino));
+    trace::write(&Record {
+        kind: trace::KIND_MMAP,
+        addr: call.addr,
+        len: call.len,
+        prot: call.prot,
+        flags: call.flags,
+        fd: call.fd,
+        dev,
+        ino,
+        off: call.off,
+        result: result_word(r),
+        ..Record::default()
+    });
     ptr_result(r, saved)
 }
 
 /// # Safety
 /// As for C `munmap`.
+#[inline(always)]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     munmap_through(&RealOs, addr, len)
 }
@@ -128,23 +149,38 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
 /// The `munmap` hook, its real calls made through `os` (see `mmap_through`).
 #[inline(always)]
 pub(crate) fn munmap_through<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c_int {
-    let saved = errno::get();
-    let rss = if trace::enabled() {
-        trace::current_rss()
-    } else {
-        0
-    };
-    let r = ENGINE.munmap(os, addr as usize, len).map(|()| 0);
     if trace::enabled() {
-        trace::write(&Record {
-            kind: trace::KIND_MUNMAP,
-            addr: addr as usize,
-            len,
-            result: result_word(r.map(|_| 0)),
-            rss,
-            ..Record::default()
-        });
+        return munmap_traced(os, addr, len);
     }
+    let errno = errno::Here::find();
+    let saved = errno.get();
+    match ENGINE.munmap(os, addr as usize, len) {
+        Ok(()) => {
+            errno.set(saved);
+            0
+        }
+        Err(e) => {
+            errno.set(e);
+            -1
+        }
+    }
+}
+
+/// `munmap_through` under `MUNMAPQ_TRACE`.
+#[cold]
+#[inline(never)]
+fn munmap_traced<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c_int {
+    let saved = errno::get();
+    let rss = trace::current_rss();
+    let r = ENGINE.munmap(os, addr as usize, len).map(|()| 0);
+    trace::write(&Record {
+        kind: trace::KIND_MUNMAP,
+        addr: addr as usize,
+        len,
+        result: result_word(r.map(|_| 0)),
+        rss,
+        ..Record::default()
+    });
     c_result(r, saved)
 }
 

@@ -36,7 +36,55 @@ fn reuse_fits<O: Os>(os: &O, q: &Queue, len: usize) -> bool {
 }
 
 impl Engine {
+    /// The hooked mmap. The calls that pass straight to the kernel are
+    /// told here, inline in the hook; the rest is `mmap_considered`.
+    #[inline(always)]
     pub fn mmap<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
+        match self.straight_mmap(os, call) {
+            Some(how) => self.pass_straight(os, call, how),
+            None => self.mmap_considered(os, call),
+        }
+    }
+
+    /// How an mmap passes straight to the kernel with nothing asked
+    /// before it, or None: an address to look at first, a kind the queue
+    /// may take, an engine that is off.
+    #[inline(always)]
+    fn straight_mmap<O: Os>(&self, os: &O, call: Mmap) -> Option<Straight> {
+        if call.addr != 0 || !self.active() {
+            return None;
+        }
+        let (len, fd, off) = (call.len, call.fd, call.off);
+        let deferrable_kind = call.prot == libc::PROT_READ
+            && call.flags == libc::MAP_PRIVATE
+            && fd >= 0
+            && len > 0
+            && off >= 0
+            && off as u64 & (self.page() as u64 - 1) == 0;
+        if !deferrable_kind {
+            return Some(Straight::Mmap);
+        }
+        // A whole small file mapped through a number whose close forgot
+        // the last one (`fds.rs`) would be forgotten again at its close:
+        // it passes, and the payoff does not count it. Where the queue
+        // may not pay for small mappings (`payoff.rs`), they pass before
+        // the `statx`.
+        if off == 0 && len <= SMALL && self.closes_first.get(fd) {
+            return Some(Straight::Payoff);
+        }
+        if !self.payoff.engage(fd, off, len) {
+            if self.payoff.take_turn() {
+                self.let_go_of_small(os);
+            }
+            return Some(Straight::Payoff);
+        }
+        None
+    }
+
+    /// An mmap that may meet the queue: at an address, or of the kind it
+    /// takes.
+    #[inline(never)]
+    fn mmap_considered<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
         if !self.active() {
             return os.mmap(call);
         }
@@ -51,32 +99,9 @@ impl Engine {
             if let Some(span) = self.span(addr, len, effect) {
                 self.prepare(os, span);
             }
-        }
-        let page = self.page();
-        let deferrable_kind = addr == 0
-            && call.prot == libc::PROT_READ
-            && call.flags == libc::MAP_PRIVATE
-            && fd >= 0
-            && len > 0
-            && off >= 0
-            && (off as u64).is_multiple_of(page as u64);
-        if !deferrable_kind {
             return self.pass_straight(os, call, Straight::Mmap);
         }
-        // A whole small file mapped through a number whose close forgot
-        // the last one (`fds.rs`) would be forgotten again at its close:
-        // it passes, and the payoff does not count it. Where the queue
-        // may not pay for small mappings (`payoff.rs`), they pass before
-        // the `statx`.
-        if off == 0 && len <= SMALL && self.closes_first.get(fd) {
-            return self.pass_straight(os, call, Straight::Payoff);
-        }
-        if !self.payoff.engage(fd, off, len) {
-            if self.payoff.take_turn() {
-                self.let_go_of_small(os);
-            }
-            return self.pass_straight(os, call, Straight::Payoff);
-        }
+        let page = self.page();
         if self.filter_unknown.load(Relaxed) && self.stopped_by_filter(os) {
             return os.mmap(call);
         }
@@ -125,6 +150,8 @@ impl Engine {
     /// tracked bound narrowed, so that the small calls passing through from
     /// now on are answered by it without the lock. A busy table leaves it
     /// to the next small call.
+    #[cold]
+    #[inline(never)]
     fn let_go_of_small<O: Os>(&self, os: &O) {
         match self.lock(os) {
             Some(mut q) => {
@@ -145,6 +172,7 @@ impl Engine {
 
     /// An mmap that goes to the kernel with nothing asked before it,
     /// counted with one add.
+    #[inline(always)]
     fn pass_straight<O: Os>(&self, os: &O, call: Mmap, how: Straight) -> Result<usize, Errno> {
         self.count_straight(how);
         self.kernel_mmap(os, call)
@@ -152,7 +180,7 @@ impl Engine {
 
     /// The real mmap, and what the kernel's choice of place means for the
     /// table.
-    #[inline]
+    #[inline(always)]
     fn kernel_mmap<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
         let r = self.retry_enomem(os, || os.mmap(call));
         if let (Ok(start), false) = (r, call.flags & libc::MAP_FIXED != 0) {
@@ -236,12 +264,18 @@ impl Engine {
     /// The kernel handed out `[start, start + len)` to a call that let it
     /// choose (mmap without `MAP_FIXED`, shmat without an address), so
     /// anything we had there was unmapped behind our back: forget it.
+    #[inline(always)]
     pub fn placed_by_kernel<O: Os>(&self, os: &O, start: usize, len: usize) {
         // At or above every tracked entry (all of them while none is):
         // decided by one bound, before the range is worked out.
         if start & !(self.page() - 1) >= self.tracked_hi.load(Acquire) || !self.active() {
             return;
         }
+        self.placed_among_tracked(os, start, len);
+    }
+
+    #[inline(never)]
+    fn placed_among_tracked<O: Os>(&self, os: &O, start: usize, len: usize) {
         if let Some(s) = self.span(start, len, Effect::Modify) {
             if !self.untracked(s.start, s.end) {
                 if let Some(mut q) = self.lock(os) {
@@ -349,18 +383,25 @@ impl Engine {
         Ok(start)
     }
 
+    /// The hooked munmap: one wholly outside the tracked bound (whose ends
+    /// are page-aligned) is told untracked inline, before the range is
+    /// worked out; the rest is `munmap_considered`.
+    #[inline(always)]
     pub fn munmap<O: Os>(&self, os: &O, addr: usize, len: usize) -> Result<(), Errno> {
+        if self.untracked(addr, addr.wrapping_add(len)) && self.active() {
+            self.count_straight(Straight::Munmap);
+            return self.retry_enomem(os, || os.munmap(addr, len));
+        }
+        self.munmap_considered(os, addr, len)
+    }
+
+    #[inline(never)]
+    fn munmap_considered<O: Os>(&self, os: &O, addr: usize, len: usize) -> Result<(), Errno> {
         if !self.active() {
             return os.munmap(addr, len);
         }
         // Each munmap is counted once: deferred, or passed through as not
-        // queueable, untracked, or for contention. Wholly outside the
-        // tracked bound (whose ends are page-aligned): untracked, told
-        // before the range is worked out.
-        if self.untracked(addr, addr.wrapping_add(len)) {
-            self.count_straight(Straight::Munmap);
-            return self.retry_enomem(os, || os.munmap(addr, len));
-        }
+        // queueable, untracked, or for contention.
         let Some(s) = self
             .span(addr, len, Effect::Modify)
             .filter(|s| s.start == addr && !self.untracked(s.start, s.end))
@@ -574,6 +615,7 @@ impl Engine {
 
     /// Runs `call`; if it fails with ENOMEM while mappings are queued, unmaps
     /// them all and runs it once more, so the queue is never why a call fails.
+    #[inline(always)]
     fn retry_enomem<O: Os, T>(
         &self,
         os: &O,
@@ -583,6 +625,17 @@ impl Engine {
         if !matches!(r, Err(libc::ENOMEM)) {
             return r;
         }
+        self.retry_after_enomem(os, r, call)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn retry_after_enomem<O: Os, T>(
+        &self,
+        os: &O,
+        r: Result<T, Errno>,
+        mut call: impl FnMut() -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
         let flushed = match self.lock(os) {
             Some(mut q) if q.table.queued() > 0 => {
                 q.flush_all(os, self.books());

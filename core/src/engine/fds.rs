@@ -118,6 +118,7 @@ impl Engine {
     /// of. In a thread with a table of its own, the mappings made through
     /// those numbers are released conservatively (its close may be the
     /// last one of the description, or not) and no record changes.
+    #[inline(always)]
     pub fn closing<O: Os>(&self, os: &O, lo: i32, hi: i32) -> Closing {
         if lo < 0 || hi < lo {
             return Closing::NONE;
@@ -144,30 +145,10 @@ impl Engine {
         c.place = self.close_seq.begin(lo, hi);
         self.read_only_fds.closing(lo, hi);
         let mapped = self.mapped_fds.any(lo, hi);
-        if mapped && self.active() {
-            // A lock the hooks saw, else a small mapping forgotten unasked,
-            // else what the kernel lists for the description, asked once
-            // per descriptor.
-            let asked = core::cell::Cell::new((-1, true));
-            let forgets = |fd: i32, len: usize| {
-                if fd as usize >= FD_BITS || self.carrying_fds.get(fd) {
-                    return true;
-                }
-                if len <= SMALL {
-                    self.closes_first.set(fd);
-                    return true;
-                }
-                if asked.get().0 != fd {
-                    asked.set((fd, os.description_locked(fd) != Some(false)));
-                }
-                asked.get().1
-            };
-            let forgot = self.release_or_note(os, lo, hi, forgets);
-            if lo == hi && forgot == Some(0) {
-                self.closes_first.clear(lo);
-            }
-        }
         if mapped {
+            if self.active() {
+                self.release_at_close(os, lo, hi);
+            }
             c.mapped = lo == hi;
             self.mapped_fds.clear_range(lo, hi);
         }
@@ -176,6 +157,33 @@ impl Engine {
             self.carrying_fds.clear_range(lo, hi);
         }
         c
+    }
+
+    /// At a close of `[lo, hi]` through which mappings were made: they are
+    /// released, live ones forgotten where the close would end what they
+    /// hold: a lock the hooks saw, else a small mapping forgotten unasked,
+    /// else what the kernel lists for the description, asked once per
+    /// descriptor.
+    #[inline(never)]
+    fn release_at_close<O: Os>(&self, os: &O, lo: i32, hi: i32) {
+        let asked = core::cell::Cell::new((-1, true));
+        let forgets = |fd: i32, len: usize| {
+            if fd as usize >= FD_BITS || self.carrying_fds.get(fd) {
+                return true;
+            }
+            if len <= SMALL {
+                self.closes_first.set(fd);
+                return true;
+            }
+            if asked.get().0 != fd {
+                asked.set((fd, os.description_locked(fd) != Some(false)));
+            }
+            asked.get().1
+        };
+        let forgot = self.release_or_note(os, lo, hi, forgets);
+        if lo == hi && forgot == Some(0) {
+            self.closes_first.clear(lo);
+        }
     }
 
     /// Releases the mappings made through `[lo, hi]` now, answering how
@@ -216,15 +224,21 @@ impl Engine {
     /// and the live mappings made through it are its own again. Either
     /// way the numbers may name new descriptions now, about which
     /// `F_GETFL` may be asked again.
+    #[inline(always)]
     pub fn closed<O: Os>(&self, os: &O, c: Closing, ok: bool) {
         if c.table != FdTable::Own {
             return;
         }
         self.read_only_fds.closed(c.lo, c.hi);
         self.close_seq.end(c.lo, c.hi, c.place);
-        if ok {
-            return;
+        if !ok {
+            self.closed_nothing(os, c);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn closed_nothing<O: Os>(&self, os: &O, c: Closing) {
         if c.carrying {
             self.carrying_fds.set(c.lo);
         }

@@ -19,24 +19,41 @@ use libc::{c_char, c_int, c_long, c_uint, FILE};
 use munmapq_core::engine::Closing;
 
 /// The engine's work before a call, errno kept as the caller left it.
+#[inline(always)]
 fn before<T>(work: impl FnOnce() -> T) -> T {
-    let saved = errno::get();
+    let errno = errno::Here::find();
+    let saved = errno.get();
     let r = work();
-    errno::set(saved);
+    errno.set(saved);
     r
 }
 
 /// What [`ENGINE`] does before a call that ends the descriptors
 /// `[lo, hi]`; hand its answer to [`closed`].
+#[inline(always)]
 fn closing(lo: c_int, hi: c_int) -> Closing {
     before(|| ENGINE.closing(&RealOs, lo, hi))
 }
 
 /// After that call: `ok` unless it failed without closing anything.
-/// The caller's errno (the call's) is kept.
+/// The caller's errno (the call's) is kept: the engine makes calls of its
+/// own only for a call that failed.
+#[inline(always)]
 fn closed(c: Closing, ok: bool) {
-    before(|| ENGINE.closed(&RealOs, c, ok));
-    if let (true, Some((lo, hi))) = (crate::trace::enabled(), c.fds()) {
+    if ok {
+        ENGINE.closed(&RealOs, c, true);
+    } else {
+        before(|| ENGINE.closed(&RealOs, c, false));
+    }
+    if crate::trace::enabled() {
+        trace_closed(c, ok);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn trace_closed(c: Closing, ok: bool) {
+    if let Some((lo, hi)) = c.fds() {
         crate::trace::write(&crate::trace::Record {
             kind: munmapq_core::trace::KIND_CLOSE,
             fd: lo,
