@@ -18,6 +18,8 @@
 #   window   `git log --raw -n 2000` with 16 KiB pack windows on a generated
 #            repository (mq-probe fast-import 800 300): per mmap git makes
 #            (the library's mmap_calls), nearly all of them window maps
+# The last column counts the library's locked instructions (atomic
+# read-modify-writes, scripts/callgrind_locked.py) in the same difference.
 # The program's own count is user space only: without the library each of
 # its mmaps and munmaps is a system call, whose kernel work callgrind does
 # not see.
@@ -38,12 +40,15 @@ cargo build --release -q -p munmapq-probes --bin mq-probe
 cc -O1 -o "$work/fdmode" tests/c/fdmode.c
 cc -O1 -o "$work/loose" tests/c/loose.c
 
-# Instructions of "$@", with LD_PRELOAD=$preload when set.
+# Instructions of "$@", with LD_PRELOAD=$preload when set, and how many
+# of them were the library's locked ones (0 without it).
 count() {
   local out=$work/callgrind.out
   env -i PATH=/usr/bin:/bin ${preload:+LD_PRELOAD=$preload} \
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$@" >/dev/null 2>&1
-  sed -n 's/^totals: //p' "$out"
+    valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$out" "$@" >/dev/null 2>&1
+  echo "$(sed -n 's/^totals: //p' "$out") $(
+    if [ -n "$preload" ]; then scripts/callgrind_locked.py "$out" "$preload"; else echo 0; fi
+  )"
 }
 
 # row NAME CALLS_SMALL CALLS_LARGE CMD_SMALL... -- CMD_LARGE...
@@ -57,13 +62,15 @@ row() {
   local a1 b1 a2 b2
   a1=$(preload='' count "${small[@]}"); b1=$(preload=$lib count "${small[@]}")
   a2=$(preload='' count "${large[@]}"); b2=$(preload=$lib count "${large[@]}")
-  python3 - "$name" "$n1" "$n2" "$a1" "$b1" "$a2" "$b2" <<'PY'
+  # shellcheck disable=SC2086 # each count is two words
+  python3 - "$name" "$n1" "$n2" $a1 $b1 $a2 $b2 <<'PY'
 import sys
-name, n1, n2, a1, b1, a2, b2 = sys.argv[1], *map(int, sys.argv[2:])
+name, n1, n2, a1, _, b1, l1, a2, _, b2, l2 = sys.argv[1], *map(int, sys.argv[2:])
 n = n2 - n1
 own = (a2 - a1) / n
 lib = ((b2 - a2) - (b1 - a1)) / n
-print(f"| {name} | {own:,.0f} | {lib:,.0f} |")
+locked = (l2 - l1) / n
+print(f"| {name} | {own:,.0f} | {lib:,.0f} | {locked:,.1f} |")
 PY
 }
 
@@ -87,8 +94,8 @@ windows() {
 
 echo "library: $lib"
 echo
-echo "| per | the program's own user instructions | the library's |"
-echo "| --- | --- | --- |"
+echo "| per | the program's own user instructions | the library's | the library's locked |"
+echo "| --- | --- | --- | --- |"
 row "reuse (map + unmap)" 640 6400 "$work/fdmode" "$work/windows" cycle 10 64 -- "$work/fdmode" "$work/windows" cycle 100 64
 row "aside (a loose object: open, map, close, unmap)" 1000 3000 "$work/loose" "$work/loose-files" 1000 1000000 -- "$work/loose" "$work/loose-files" 3000 1000000
 w1=$(windows 200)

@@ -1,0 +1,114 @@
+//! What the library costs per call, in exact counts: `scripts/bench-calls.sh`
+//! runs the same programs with and without it under callgrind, at two sizes
+//! so that the load cancels out, and prints the library's instructions and
+//! locked instructions (atomic read-modify-writes) per call. This test
+//! holds them under the ceilings below.
+//!
+//! The library is measured as the launcher ships it (built here, link-time
+//! optimised), or `MUNMAPQ_TEST_LIB`. Skips, printing SKIPPED, where
+//! valgrind, a C compiler or git is missing.
+//!
+//! The ceilings are where the library stands, not where it is meant to
+//! end: a call passing straight by should cost at most 60 instructions, a
+//! reuse 500 and a window of `git log` 600 (BENCHMARKS.md, per call).
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+mod common;
+use common::*;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// One row's ceilings: instructions, then locked instructions, per call.
+struct Ceiling {
+    row: &'static str,
+    instructions: f64,
+    locked: f64,
+}
+
+const CEILINGS: [Ceiling; 3] = [
+    // A reuse takes the table twice (one compare-and-swap each): about 914
+    // instructions.
+    Ceiling {
+        row: "reuse",
+        instructions: 960.0,
+        locked: 2.0,
+    },
+    // A loose object read as git reads one (open, mmap, close, munmap),
+    // every call passing by: about 323 instructions, and one locked add,
+    // the close's place in line (`core/src/close_seq.rs`). Counters nobody
+    // reads are not kept. The library of 95ca34b: 449 and 4.
+    Ceiling {
+        row: "aside",
+        instructions: 350.0,
+        locked: 1.0,
+    },
+    // An mmap of `git log --raw` at 16 KiB windows: about 993.
+    Ceiling {
+        row: "window",
+        instructions: 1_050.0,
+        locked: 3.0,
+    },
+];
+
+fn library() -> PathBuf {
+    if let Some(p) = std::env::var_os("MUNMAPQ_TEST_LIB") {
+        return p.into();
+    }
+    release_build("lto", &["-p", "munmapq-cdylib"]).join("libmunmapq.so")
+}
+
+/// A table row's numbers: `| name | own | library's | locked |`.
+fn row_numbers(line: &str) -> Option<(String, f64, f64)> {
+    let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+    let [_, name, _, lib, locked, _] = cells.as_slice() else {
+        return None;
+    };
+    let num = |s: &str| s.replace(',', "").parse::<f64>().ok();
+    Some((name.to_string(), num(lib)?, num(locked)?))
+}
+
+#[test]
+fn each_call_costs_no_more_than_its_ceiling() {
+    for tool in ["valgrind", "cc", "git"] {
+        if !have(tool) {
+            eprintln!("SKIPPED: {tool} is not installed");
+            return;
+        }
+    }
+    let lib = library();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new("bash")
+        .arg(format!("{root}/scripts/bench-calls.sh"))
+        .arg(&lib)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let table = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench-calls.sh: {}{table}",
+        text(&out.stderr)
+    );
+    eprintln!("{table}");
+    for c in CEILINGS {
+        let (name, instructions, locked) = table
+            .lines()
+            .filter_map(row_numbers)
+            .find(|(name, ..)| name.starts_with(c.row))
+            .unwrap_or_else(|| panic!("no `{}` row in:\n{table}", c.row));
+        assert!(
+            instructions <= c.instructions && locked <= c.locked,
+            "{name}: {instructions} instructions and {locked} locked per call, \
+             ceilings {} and {}",
+            c.instructions,
+            c.locked
+        );
+    }
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
