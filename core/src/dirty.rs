@@ -125,6 +125,13 @@ impl DirtyRanges {
         self.lose(epoch);
     }
 
+    /// Whether [`DirtyRanges::drain`] has anything to hand out (loads only:
+    /// asked under every lock acquisition).
+    #[inline]
+    pub fn pending(&self) -> bool {
+        self.overflow.load(Ordering::Relaxed) || self.ready.load(Ordering::Acquire) != 0
+    }
+
     /// Hands every complete record to `f` and frees it. Only the holder of
     /// the table lock calls this.
     pub fn drain(&self, mut f: impl FnMut(Dirty)) {

@@ -336,26 +336,47 @@ impl Engine {
     /// The one way in to the table: takes it without waiting (None if it is
     /// busy) and applies what calls that found it busy recorded. A table
     /// held by a hook of this thread that a longjmp left is recovered first.
+    #[inline(always)]
     fn lock<O: Os>(&self, os: &O) -> Option<TableGuard<'_>> {
         let mut q = match self.table.try_lock(os) {
             Taken::Got(q) => q,
             Taken::Busy => return None,
-            Taken::Abandoned => {
-                // SAFETY: `try_lock` just answered `Abandoned`.
-                let mut q = unsafe { self.table.take_over(os) };
-                self.recover_abandoned(os, &mut q.table);
-                q
-            }
+            Taken::Abandoned => return Some(self.take_abandoned(os)),
         };
+        if self.inherited.load(Relaxed)
+            || self.dirty.pending()
+            || self.closes_pending.load(Relaxed)
+            || self.lost_names.pending()
+        {
+            self.catch_up(os, &mut q);
+        }
+        Some(q)
+    }
+
+    /// The table, from a holder a longjmp left (see [`Taken::Abandoned`]).
+    #[cold]
+    #[inline(never)]
+    fn take_abandoned<O: Os>(&self, os: &O) -> TableGuard<'_> {
+        // SAFETY: `try_lock` just answered `Abandoned`.
+        let mut q = unsafe { self.table.take_over(os) };
+        self.recover_abandoned(os, &mut q.table);
+        self.catch_up(os, &mut q);
+        q
+    }
+
+    /// What was asked for while the table was busy, by its new holder: a
+    /// fork child's inherited queue, the ranges and closes of calls that
+    /// found it taken, names lost meanwhile.
+    #[inline(never)]
+    fn catch_up<O: Os>(&self, os: &O, q: &mut TableGuard<'_>) {
         if self.inherited.load(Relaxed) {
-            self.release_inherited(os, &mut q);
+            self.release_inherited(os, q);
         }
         self.drain(&mut q.table);
         self.apply_closes(os, &mut q.table);
         if self.lost_names.pending() {
-            self.apply_names(os, &mut q);
+            self.apply_names(os, q);
         }
-        Some(q)
     }
 
     /// The table's holder was left by a longjmp in the middle of changing
