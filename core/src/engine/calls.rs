@@ -460,10 +460,12 @@ impl Engine {
             self.count_n(Counter::Unreadable, unreadable);
         }
         self.count(Counter::Deferred);
-        self.stats
-            .peak(Counter::PeakQueued, q.table.queued() as u64);
-        self.stats
-            .peak(Counter::PeakQueuedBytes, q.table.queued_bytes() as u64);
+        if !self.quiet.load(Relaxed) {
+            self.stats
+                .peak(Counter::PeakQueued, q.table.queued() as u64);
+            self.stats
+                .peak(Counter::PeakQueuedBytes, q.table.queued_bytes() as u64);
+        }
         Ok(())
     }
 
