@@ -40,6 +40,11 @@ impl Engine {
     /// told here, inline in the hook; the rest is `mmap_considered`.
     #[inline(always)]
     pub fn mmap<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
+        // Off is decided once: an engine started between two looks would
+        // take a call of any kind for one it may queue.
+        if !self.active() {
+            return os.mmap(call);
+        }
         match self.straight_mmap(os, call) {
             Some(how) => self.pass_straight(os, call, how),
             None => self.mmap_considered(os, call),
@@ -47,11 +52,11 @@ impl Engine {
     }
 
     /// How an mmap passes straight to the kernel with nothing asked
-    /// before it, or None: an address to look at first, a kind the queue
-    /// may take, an engine that is off.
+    /// before it, or None: an address to look at first, or a kind the
+    /// queue may take. The engine is active.
     #[inline(always)]
     fn straight_mmap<O: Os>(&self, os: &O, call: Mmap) -> Option<Straight> {
-        if call.addr != 0 || !self.active() {
+        if call.addr != 0 {
             return None;
         }
         let (len, fd, off) = (call.len, call.fd, call.off);
@@ -82,12 +87,9 @@ impl Engine {
     }
 
     /// An mmap that may meet the queue: at an address, or of the kind it
-    /// takes.
+    /// takes (told by `straight_mmap`, the engine active).
     #[inline(never)]
     fn mmap_considered<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
-        if !self.active() {
-            return os.mmap(call);
-        }
         let (addr, len, fd, off) = (call.addr, call.len, call.fd, call.off);
         let fixed = call.flags & libc::MAP_FIXED != 0;
         if addr != 0 {
