@@ -3,8 +3,8 @@
 section holds exactly one {replacement, original} pair per hook of macOS's
 hook table (SRC/lib.rs's shared_hooks! followed by SRC/macos/mod.rs's
 hook_table!, SRC being interpose/src), in that order, each original bound to
-libSystem's symbol and each replacement pointing at our hook (a function
-NAME in a module `hooks`), no two originals one address in libSystem
+libSystem's symbol and each replacement pointing at our hook (the C function
+NAME that macos/exports.rs generates, in its module `exports`), no two originals one address in libSystem
 (scripts/libsystem_aliases.txt: dyld would keep one of the two pairs), and no
 hook is exported under its bare C name; every libSystem entry point of the
 system calls the hooks stand for (ENTRY_POINTS) is an original or one address
@@ -224,9 +224,9 @@ def check_slice(path, b, arch, hooks, aliases):
         # Rust's v0 mangling puts a `_` between the length and an identifier
         # that starts with `_` or a digit (`__mmap` is `6___mmap`).
         sep = "_" if name[0] == "_" or name[0].isdigit() else ""
-        mangled = f"5hooks{len(name)}{sep}{name}"
+        mangled = f"7exports{len(name)}{sep}{name}"
         if not any(mangled in n for n in by_addr.get(target, [])):
-            failures.append(f"{path}: pair {i} replacement {target:#x} is {by_addr.get(target)}, expected hooks::{name}")
+            failures.append(f"{path}: pair {i} replacement {target:#x} is {by_addr.get(target)}, expected exports::{name}")
     for e in uncovered_entry_points(originals, arch, aliases):
         failures.append(f"{path}: libSystem's {e} is neither interposed nor an alias of an original")
     exported = {s.name for s in b.exported_symbols}

@@ -299,3 +299,93 @@ fn the_parser_sees_groups_super_and_nested_paths() {
         ]]
     );
 }
+
+/// The hook names of a hook list (`macro_rules! NAME` in `file`): one
+/// entry a line, `NAME(ARGS) -> RET...;`.
+fn hook_names(file: &Path, list: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let block = text
+        .split(&format!("macro_rules! {list}"))
+        .nth(1)
+        .and_then(|rest| rest.split("};").next())
+        .unwrap_or_else(|| panic!("no {list} in {}", file.display()));
+    block
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains(") ->") && !l.starts_with("//"))
+        .filter_map(|l| l.split_once('('))
+        .map(|(name, _)| name.to_string())
+        .filter(|n| !n.is_empty() && n.chars().all(|c| c == '_' || c.is_ascii_alphanumeric()))
+        .collect()
+}
+
+/// Where `code` declares an `extern` function named `name` (any ABI).
+fn extern_fn_of(code: &str, name: &str) -> bool {
+    let code = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    let head = format!("fn {name}(");
+    code.match_indices(&head).any(|(at, _)| {
+        let before = code[..at].trim_end();
+        // `extern` or `extern "ABI"` right before `fn`.
+        let before = match before.strip_suffix('"') {
+            Some(b) => b.rsplit_once('"').map_or(b, |(b, _)| b).trim_end(),
+            None => before,
+        };
+        before.ends_with("extern")
+    })
+}
+
+/// A hook's C signature is written once, in its hook table: the C
+/// functions of a hook's name are generated from the table (Linux's
+/// exports, macOS's interpose replacements), and the bodies take the
+/// table's `args::NAME`. So no file of a platform writes an `extern` fn of
+/// one of that platform's hook names (the generators write `$name`).
+#[test]
+fn hook_signatures_are_written_only_in_the_tables() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("interpose/src");
+    let shared = hook_names(&src.join("lib.rs"), "shared_hooks");
+    let mut list = Vec::new();
+    files(&src, &mut list);
+    let mut found = Vec::new();
+    for (platform, other) in [("linux", "macos"), ("macos", "linux")] {
+        let own = hook_names(&src.join(platform).join("mod.rs"), "hook_table");
+        assert!(
+            shared.contains("mmap") && own.len() > 15,
+            "{platform}: {own:?}"
+        );
+        for file in list.iter().filter(|f| !f.starts_with(src.join(other))) {
+            let text = code(&std::fs::read_to_string(file).unwrap());
+            for name in shared.iter().chain(&own) {
+                if extern_fn_of(&text, name) {
+                    let at = file.strip_prefix(&src).unwrap().display();
+                    found.push(format!("{at}: extern fn {name} ({platform})"));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "hook signatures restated outside the tables:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_extern_fn_check_sees_abis_and_spacing() {
+    assert!(extern_fn_of(
+        "pub unsafe extern \"C\" fn close(fd: c_int)",
+        "close"
+    ));
+    assert!(extern_fn_of("extern\n    fn close(\n", "close"));
+    assert!(!extern_fn_of(
+        "pub unsafe fn close(a: args::close)",
+        "close"
+    ));
+    assert!(!extern_fn_of(
+        "extern \"C\" fn closefrom(lo: c_int)",
+        "close"
+    ));
+    assert!(!extern_fn_of(
+        "extern \"C\" fn $name($($arg: $ty),*)",
+        "close"
+    ));
+}

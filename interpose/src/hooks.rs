@@ -1,5 +1,6 @@
-//! The hooks every platform has (`shared_hooks!` lists them), once, with
-//! C signatures; the platform's `exports` makes the dynamic loader call
+//! The hooks every platform has (`shared_hooks!` lists them, with their C
+//! signatures), once, each taking its `args::NAME` and answering its
+//! `ret::NAME`; the platform's `exports` makes the dynamic loader call
 //! them, and its own hooks (`linux/hooks.rs`, `macos/hooks.rs`) use the
 //! helpers here.
 //!
@@ -10,9 +11,10 @@
 use crate::errno::{self, int_result};
 use crate::platform::os::RealOs;
 use crate::platform::real;
+use crate::platform::signatures::{args, ret};
 use crate::trace::{self, Record};
 use crate::ENGINE;
-use libc::{c_int, c_void, off_t, size_t};
+use libc::{c_int, c_void, size_t};
 use munmapq_core::engine::{Effect, Span};
 use munmapq_core::file::{trackable_open_flags, PATH_ONLY};
 use munmapq_core::os::{Errno, Mmap, Os};
@@ -78,14 +80,16 @@ pub(crate) fn on_range(
 /// # Safety
 /// As for C `mmap`.
 #[inline(always)]
-pub unsafe extern "C" fn mmap(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
+pub unsafe fn mmap(
+    args::mmap {
+        addr,
+        len,
+        prot,
+        flags,
+        fd,
+        off,
+    }: args::mmap,
+) -> ret::mmap {
     mmap_through(&RealOs, Mmap::new(addr as usize, len, prot, flags, fd, off))
 }
 
@@ -142,7 +146,7 @@ fn mmap_traced<O: Os>(os: &O, call: Mmap) -> *mut c_void {
 /// # Safety
 /// As for C `munmap`.
 #[inline(always)]
-pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+pub unsafe fn munmap(args::munmap { addr, len }: args::munmap) -> ret::munmap {
     munmap_through(&RealOs, addr, len)
 }
 
@@ -186,7 +190,7 @@ fn munmap_traced<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c_int {
 
 /// # Safety
 /// As for C `mprotect`.
-pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
+pub unsafe fn mprotect(args::mprotect { addr, len, prot }: args::mprotect) -> ret::mprotect {
     // Making a tracked mapping anything but read-only ends its tracking
     // (it could be written); PROT_READ again changes nothing, unless it
     // may add PROT_EXEC (a thread's READ_IMPLIES_EXEC).
@@ -203,7 +207,7 @@ pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -
 
 /// # Safety
 /// As for C `madvise`.
-pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+pub unsafe fn madvise(args::madvise { addr, len, advice }: args::madvise) -> ret::madvise {
     // madvise can split the mapping in the kernel: it stops being reusable.
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
@@ -213,7 +217,7 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) 
 
 /// # Safety
 /// As for C `mlock`.
-pub unsafe extern "C" fn mlock(addr: *const c_void, len: size_t) -> c_int {
+pub unsafe fn mlock(args::mlock { addr, len }: args::mlock) -> ret::mlock {
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
         real::mlock(addr, len)
@@ -222,7 +226,7 @@ pub unsafe extern "C" fn mlock(addr: *const c_void, len: size_t) -> c_int {
 
 /// # Safety
 /// As for C `munlock`.
-pub unsafe extern "C" fn munlock(addr: *const c_void, len: size_t) -> c_int {
+pub unsafe fn munlock(args::munlock { addr, len }: args::munlock) -> ret::munlock {
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
         real::munlock(addr, len)
@@ -231,7 +235,7 @@ pub unsafe extern "C" fn munlock(addr: *const c_void, len: size_t) -> c_int {
 
 /// # Safety
 /// As for C `mlockall`.
-pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
+pub unsafe fn mlockall(args::mlockall { flags }: args::mlockall) -> ret::mlockall {
     let saved = errno::get();
     let future = flags & libc::MCL_FUTURE != 0;
     let r = ENGINE.lock_all(&RealOs, future, || {
@@ -251,7 +255,7 @@ pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
 
 /// # Safety
 /// As for C `munlockall`.
-pub unsafe extern "C" fn munlockall() -> c_int {
+pub unsafe fn munlockall(args::munlockall {}: args::munlockall) -> ret::munlockall {
     let saved = errno::get();
     // SAFETY: no arguments.
     let r = ENGINE.unlock_all(|| int_result(unsafe { real::munlockall() }));
@@ -260,7 +264,7 @@ pub unsafe extern "C" fn munlockall() -> c_int {
 
 /// # Safety
 /// As for C `msync`.
-pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
+pub unsafe fn msync(args::msync { addr, len, flags }: args::msync) -> ret::msync {
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
         real::msync(addr, len, flags)
@@ -269,7 +273,7 @@ pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> 
 
 /// # Safety
 /// As for C `mincore`.
-pub unsafe extern "C" fn mincore(addr: *mut c_void, len: size_t, vec: *mut c_void) -> c_int {
+pub unsafe fn mincore(args::mincore { addr, len, vec }: args::mincore) -> ret::mincore {
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Inspect, || unsafe {
         real::mincore(addr, len, vec)

@@ -7,8 +7,8 @@
 //! `extern crate munmapq_interpose;`, links it into libmunmapq (see
 //! `panic.rs` for what a `no_std` library needs).
 //!
-//! Shared by every platform: `hooks.rs` (the hooks every platform has, with
-//! their C signatures and errno handling), `init.rs` (start-up and exit),
+//! Shared by every platform: `hooks.rs` (the bodies of the hooks every
+//! platform has, with their errno handling), `init.rs` (start-up and exit),
 //! `trace.rs`, `errno.rs`, `posix.rs` (system calls both platforms make the
 //! same way), and `shared_hooks!`, the list of those hooks.
 //!
@@ -18,9 +18,11 @@
 //!
 //! - `hook_table!` (in its `mod.rs`): every hook of the platform, those of
 //!   `shared_hooks!` followed by its own, each with its C signature.
-//!   `real` and `exports` are generated from it, so that is where a hook
-//!   is declared; the compiler holds each hook's function (`hooks`) to its
-//!   entry's signature.
+//!   `real`, `exports` and `signatures` are generated from it, so that is
+//!   where a hook is declared, and the only place its C types are written.
+//! - `signatures`: `args::NAME` (a struct of the hook's C arguments) and
+//!   `ret::NAME` (its C result) for every hook of the table
+//!   (`signatures!`), which the hook's body takes and answers.
 //! - `real`: `resolve()`, called once by the constructor before anything
 //!   else, and for each hook of the table that has one, `real::NAME`, the
 //!   system's function of that name (never the hook), with the same C
@@ -30,10 +32,12 @@
 //!   so). Nothing is looked up from inside a hook.
 //! - `exports`: what makes the dynamic loader bind the program's calls to
 //!   the hooks (Linux: exports under the C names; macOS: the
-//!   `__DATA,__interpose` table). Nothing calls into it.
-//! - `hooks`: the platform's own hooks, `unsafe extern "C"` functions with
-//!   the C signatures of their table entries, as the shared ones in
-//!   `hooks.rs` are.
+//!   `__DATA,__interpose` table and its replacements): the only `extern
+//!   "C"` functions of the hooks' names, generated from the table, each
+//!   calling its hook's body with `args::NAME`. Nothing calls into it.
+//! - `hooks`: the bodies of the platform's own hooks, as the shared ones in
+//!   `hooks.rs` are: `unsafe fn NAME(args::NAME { .. }: args::NAME) ->
+//!   ret::NAME`, never restating a C type.
 //! - `os`: `RealOs`, the platform's implementation of the core's `Os`
 //!   trait (its contract: `munmapq_core::os::Os`).
 #![no_std]
@@ -95,3 +99,37 @@ macro_rules! shared_hooks {
     };
 }
 pub(crate) use shared_hooks;
+
+/// For a platform's `signatures.rs`: from `hook_table!`, the only place a
+/// hook's C types are written, `args::NAME` (a struct of the hook's C
+/// arguments, under their names in the table) and `ret::NAME` (its C
+/// result) for every hook. A hook's body takes the one and answers the
+/// other, so it never restates the types; the platform's `exports` writes
+/// the C function around it from the same entry, and the compiler holds
+/// the two together. The types are named where this is expanded.
+macro_rules! signatures {
+    (shared { $($shared:tt)* } platform { $($platform:tt)* }) => {
+        $crate::signatures!(@all $($shared)* $($platform)*);
+    };
+    (@all $( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty $(, [$($stand_in:tt)*])?; )*) => {
+        /// Each hook's C arguments, a struct named after the hook.
+        pub mod args {
+            use super::*;
+            $(
+                #[doc = concat!("The C arguments of `", stringify!($name), "`.")]
+                #[allow(non_camel_case_types)]
+                pub struct $name { $(pub $arg: $ty,)* }
+            )*
+        }
+        /// Each hook's C result, named after the hook.
+        pub mod ret {
+            use super::*;
+            $(
+                #[doc = concat!("The C result of `", stringify!($name), "`.")]
+                #[allow(non_camel_case_types)]
+                pub type $name = $ret;
+            )*
+        }
+    };
+}
+pub(crate) use signatures;

@@ -13,8 +13,8 @@
 
 use super::os::RealOs;
 use super::real;
+use super::signatures::{args, ret};
 use crate::ENGINE;
-use libc::{c_int, c_void, pid_t};
 
 /// Before a call that makes a child with a copy of this memory and runs
 /// no atfork handler: what the program gave up is unmapped, so that the
@@ -43,15 +43,17 @@ pub(super) fn copies_memory(nr: libc::c_long, a1: libc::c_long) -> bool {
 /// the real function reads them only where `flags` asks).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn clone(
-    f: *mut c_void,
-    stack: *mut c_void,
-    flags: c_int,
-    arg: *mut c_void,
-    ptid: *mut pid_t,
-    tls: *mut c_void,
-    ctid: *mut pid_t,
-) -> c_int {
+pub unsafe fn clone(
+    args::clone {
+        f,
+        stack,
+        flags,
+        arg,
+        ptid,
+        tls,
+        ctid,
+    }: args::clone,
+) -> ret::clone {
     if flags & libc::CLONE_VM == 0 {
         copy_coming();
     }
@@ -70,7 +72,7 @@ pub unsafe extern "C" fn clone(
 /// As for glibc's `_Fork`.
 #[inline(always)]
 #[allow(non_snake_case)]
-pub unsafe extern "C" fn _Fork() -> pid_t {
+pub unsafe fn _Fork(args::_Fork {}: args::_Fork) -> ret::_Fork {
     copy_coming();
     // SAFETY: no arguments.
     unsafe { real::_Fork() }

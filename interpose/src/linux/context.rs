@@ -10,9 +10,10 @@
 //! keeps the exec permission the old flags gave (see docs/guarantees.md).
 
 use super::real;
+use super::signatures::{args, ret};
 use super::sys;
 use crate::ENGINE;
-use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, size_t};
+use libc::c_long;
 
 /// What `personality` takes to only ask (the kernel reads an unsigned
 /// int, `kernel/exec_domain.c`).
@@ -35,13 +36,15 @@ pub fn read_implies_exec() -> Option<bool> {
 /// # Safety
 /// As for C `mount`.
 #[inline(always)]
-pub unsafe extern "C" fn mount(
-    src: *const c_char,
-    target: *const c_char,
-    fstype: *const c_char,
-    flags: c_ulong,
-    data: *const c_void,
-) -> c_int {
+pub unsafe fn mount(
+    args::mount {
+        src,
+        target,
+        fstype,
+        flags,
+        data,
+    }: args::mount,
+) -> ret::mount {
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::mount(src, target, fstype, flags, data) };
     ENGINE.mounts_changed();
@@ -51,13 +54,15 @@ pub unsafe extern "C" fn mount(
 /// # Safety
 /// As for C `mount_setattr`.
 #[inline(always)]
-pub unsafe extern "C" fn mount_setattr(
-    dir: c_int,
-    path: *const c_char,
-    flags: c_uint,
-    attr: *mut c_void,
-    size: size_t,
-) -> c_int {
+pub unsafe fn mount_setattr(
+    args::mount_setattr {
+        dir,
+        path,
+        flags,
+        attr,
+        size,
+    }: args::mount_setattr,
+) -> ret::mount_setattr {
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::mount_setattr(dir, path, flags, attr, size) };
     ENGINE.mounts_changed();
@@ -67,7 +72,7 @@ pub unsafe extern "C" fn mount_setattr(
 /// # Safety
 /// As for C `personality`.
 #[inline(always)]
-pub unsafe extern "C" fn personality(persona: c_ulong) -> c_int {
+pub unsafe fn personality(args::personality { persona }: args::personality) -> ret::personality {
     // Before the call, so that no mmap of this thread (a signal handler's
     // included) runs under the new personality with the old word.
     if persona as u32 != QUERY

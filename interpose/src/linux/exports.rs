@@ -1,9 +1,11 @@
 //! Linux: every hook of `hook_table!` exported under its C name, found
 //! first by the dynamic linker because `LD_PRELOAD` puts this library
-//! first. Each export records its frame for the longjmp recovery, then runs
-//! the hook.
+//! first, with the C signature of its table entry: the only `extern "C"`
+//! function of a hook's name (its body takes `args::NAME`). Each export
+//! records its frame for the longjmp recovery, then runs the hook.
 
 use super::hook_index as linux_hooks;
+use super::signatures::args;
 use crate::hooks as shared_hooks;
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
 use libc::{c_long, pid_t, rlimit};
@@ -38,7 +40,7 @@ macro_rules! exports {
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
                 hook_frame!();
                 // SAFETY: the caller's own arguments, forwarded.
-                unsafe { $hooks::$name($($arg),*) }
+                unsafe { $hooks::$name(args::$name { $($arg),* }) }
             }
         )*
     };

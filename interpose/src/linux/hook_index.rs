@@ -1,5 +1,5 @@
 //! Every Linux hook of `hook_table!` by its C name, wherever its body
-//! lives: what `exports.rs` calls. Only names, no code: the files below
+//! lives: what `exports.rs` calls. Only names (and mmap64), no code: the files below
 //! may call each other's hooks (`syscall.rs` routes to them) without going
 //! through this index.
 
@@ -7,8 +7,36 @@ pub use super::children::*;
 pub use super::hooks::*;
 pub use super::lastclose::*;
 
+use super::signatures::{args, ret};
+
 /// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
-pub use crate::hooks::mmap as mmap64;
+///
+/// # Safety
+/// As for C `mmap64`.
+#[inline(always)]
+pub unsafe fn mmap64(
+    args::mmap64 {
+        addr,
+        len,
+        prot,
+        flags,
+        fd,
+        off,
+    }: args::mmap64,
+) -> ret::mmap64 {
+    // SAFETY: the caller's own arguments, which `hook_table!` gives the
+    // same types as mmap's.
+    unsafe {
+        crate::hooks::mmap(args::mmap {
+            addr,
+            len,
+            prot,
+            flags,
+            fd,
+            off,
+        })
+    }
+}
 
 /// Mount flags and personality: the context of an mmap (`context.rs`).
 pub use super::context::{mount, mount_setattr, personality};

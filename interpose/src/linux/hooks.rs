@@ -4,10 +4,11 @@
 
 use super::os::RealOs;
 use super::real;
+use super::signatures::{args, ret};
 use crate::errno::{self, addr_result};
 use crate::hooks::{on_range, ptr_result, span};
 use crate::{trace, ENGINE};
-use libc::{c_int, c_uint, c_ulong, c_void, size_t};
+use libc::{c_int, c_void, size_t};
 use munmapq_core::engine::{Effect, Span};
 
 /// # Safety
@@ -15,7 +16,9 @@ use munmapq_core::engine::{Effect, Span};
 /// Linux only: in macOS's libSystem `posix_madvise` is an alias of
 /// `madvise` (scripts/libsystem_aliases.txt), so it cannot be interposed
 /// apart from it.
-pub unsafe extern "C" fn posix_madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+pub unsafe fn posix_madvise(
+    args::posix_madvise { addr, len, advice }: args::posix_madvise,
+) -> ret::posix_madvise {
     let saved = errno::get();
     let r = ENGINE.range_call(&RealOs, &[span(addr, len, Effect::Modify)], || {
         // SAFETY: the caller's own arguments.
@@ -30,7 +33,7 @@ pub unsafe extern "C" fn posix_madvise(addr: *mut c_void, len: size_t, advice: c
 
 /// # Safety
 /// As for C `mlock2`.
-pub unsafe extern "C" fn mlock2(addr: *const c_void, len: size_t, flags: c_uint) -> c_int {
+pub unsafe fn mlock2(args::mlock2 { addr, len, flags }: args::mlock2) -> ret::mlock2 {
     // SAFETY: the caller's own arguments.
     on_range(addr, len, Effect::Modify, || unsafe {
         real::mlock2(addr, len, flags)
@@ -39,13 +42,15 @@ pub unsafe extern "C" fn mlock2(addr: *const c_void, len: size_t, flags: c_uint)
 
 /// # Safety
 /// As for C `mremap`; `new_addr` is read only with `MREMAP_FIXED`.
-pub unsafe extern "C" fn mremap(
-    old: *mut c_void,
-    old_size: size_t,
-    new_size: size_t,
-    flags: c_int,
-    new_addr: *mut c_void,
-) -> *mut c_void {
+pub unsafe fn mremap(
+    args::mremap {
+        old,
+        old_size,
+        new_size,
+        flags,
+        new_addr,
+    }: args::mremap,
+) -> ret::mremap {
     mremap_with(old, old_size, new_size, flags, new_addr, || {
         // SAFETY: the caller's own arguments.
         unsafe { real::mremap(old, old_size, new_size, flags, new_addr) }
@@ -86,12 +91,14 @@ pub(super) fn mremap_with(
 
 /// # Safety
 /// As for C `pkey_mprotect`.
-pub unsafe extern "C" fn pkey_mprotect(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    pkey: c_int,
-) -> c_int {
+pub unsafe fn pkey_mprotect(
+    args::pkey_mprotect {
+        addr,
+        len,
+        prot,
+        pkey,
+    }: args::pkey_mprotect,
+) -> ret::pkey_mprotect {
     // As mprotect: anything but read-only, or a protection key (which can
     // make reads fault), ends tracking; a mapping handed back later must
     // be as a fresh mmap would make it.
@@ -109,7 +116,7 @@ pub unsafe extern "C" fn pkey_mprotect(
 /// # Safety
 /// As for C `mseal` (glibc may lack it; programs then use `syscall`, which
 /// munmapq does not see).
-pub unsafe extern "C" fn mseal(addr: *mut c_void, len: size_t, flags: c_ulong) -> c_int {
+pub unsafe fn mseal(args::mseal { addr, len, flags }: args::mseal) -> ret::mseal {
     // Queued mappings there are unmapped first (the kernel answers ENOMEM
     // for a freed range, as without munmapq, and nothing freed gets
     // pinned); a sealed mapping is never deferred (its munmap must fail
@@ -160,7 +167,7 @@ fn shmlba() -> usize {
 
 /// # Safety
 /// As for C `shmat`.
-pub unsafe extern "C" fn shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void {
+pub unsafe fn shmat(args::shmat { id, addr, flags }: args::shmat) -> ret::shmat {
     let saved = errno::get();
     // SAFETY: the caller's own arguments.
     let call = || addr_result(unsafe { real::shmat(id, addr, flags) });

@@ -14,6 +14,7 @@
 use super::os::RealOs;
 use super::real;
 use super::shm::{shm_path, ShmPath};
+use super::signatures::{args, ret};
 use crate::{errno, ENGINE};
 use libc::{c_char, c_int, c_long, c_uint, FILE};
 use munmapq_core::engine::Closing;
@@ -94,7 +95,7 @@ fn cancel_at_entry<T>(call: impl FnOnce() -> T) -> T {
 /// # Safety
 /// As for C `close`.
 #[inline(always)]
-pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+pub unsafe fn close(args::close { fd }: args::close) -> ret::close {
     let call = || {
         let c = closing(fd, fd);
         // SAFETY: the caller's own arguments.
@@ -115,7 +116,9 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 /// # Safety
 /// As for C `close_range`.
 #[inline(always)]
-pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+pub unsafe fn close_range(
+    args::close_range { first, last, flags }: args::close_range,
+) -> ret::close_range {
     let c = closing_range(first, last, flags);
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::close_range(first, last, flags) };
@@ -166,7 +169,7 @@ fn unsharing() {
 /// # Safety
 /// As for C `unshare`.
 #[inline(always)]
-pub unsafe extern "C" fn unshare(flags: c_int) -> c_int {
+pub unsafe fn unshare(args::unshare { flags }: args::unshare) -> ret::unshare {
     if flags & libc::CLONE_FILES != 0 {
         unsharing();
     }
@@ -177,7 +180,7 @@ pub unsafe extern "C" fn unshare(flags: c_int) -> c_int {
 /// # Safety
 /// As for C `closefrom` (glibc's closes through the raw system call).
 #[inline(always)]
-pub unsafe extern "C" fn closefrom(lo: c_int) {
+pub unsafe fn closefrom(args::closefrom { lo }: args::closefrom) -> ret::closefrom {
     let c = closing(lo.max(0), c_int::MAX);
     // SAFETY: the caller's own arguments.
     unsafe { real::closefrom(lo) };
@@ -248,7 +251,7 @@ pub(super) fn around_syscall(
 /// # Safety
 /// As for C `dup2`: `new` is closed first when it is open and not `old`.
 #[inline(always)]
-pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+pub unsafe fn dup2(args::dup2 { old, new }: args::dup2) -> ret::dup2 {
     let c = if old != new {
         closing(new, new)
     } else {
@@ -266,7 +269,7 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 /// # Safety
 /// As for C `dup3`.
 #[inline(always)]
-pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+pub unsafe fn dup3(args::dup3 { old, new, flags }: args::dup3) -> ret::dup3 {
     let c = if old != new {
         closing(new, new)
     } else {
@@ -283,7 +286,7 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 /// As for C `fclose`: glibc's closes the stream's descriptor itself, not
 /// through `close`.
 #[inline(always)]
-pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
+pub unsafe fn fclose(args::fclose { fp }: args::fclose) -> ret::fclose {
     let fd = if fp.is_null() {
         -1
     } else {
@@ -323,7 +326,7 @@ unsafe fn fclose_uncancelled(fp: *mut FILE) -> c_int {
 /// # Safety
 /// As for C `dup`.
 #[inline(always)]
-pub unsafe extern "C" fn dup(old: c_int) -> c_int {
+pub unsafe fn dup(args::dup { old }: args::dup) -> ret::dup {
     // SAFETY: the caller's own arguments.
     around_dup(old, || unsafe { real::dup(old) } as c_long) as c_int
 }
@@ -338,7 +341,7 @@ pub(super) fn around_dup(old: c_int, call: impl FnOnce() -> c_long) -> c_long {
 /// # Safety
 /// As for C `flock`.
 #[inline(always)]
-pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
+pub unsafe fn flock(args::flock { fd, op }: args::flock) -> ret::flock {
     // SAFETY: the caller's own arguments.
     around_flock(fd, op, || unsafe { real::flock(fd, op) } as c_long) as c_int
 }
@@ -388,7 +391,7 @@ fn fcntl_after(fd: c_int, cmd: c_int, r: c_int) {
 /// pointer, travels in the same register as a third fixed word on the
 /// 64-bit ABIs munmapq builds for (see `mremap` in `hook_table!`).
 #[inline(always)]
-pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+pub unsafe fn fcntl(args::fcntl { fd, cmd, arg }: args::fcntl) -> ret::fcntl {
     // SAFETY: the caller's own arguments.
     around_fcntl(fd, cmd, arg, || unsafe { real::fcntl(fd, cmd, arg) }
         as c_long) as c_int
@@ -397,7 +400,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 /// # Safety
 /// As for C `fcntl64` (glibc's name for `fcntl` with 64-bit offsets).
 #[inline(always)]
-pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+pub unsafe fn fcntl64(args::fcntl64 { fd, cmd, arg }: args::fcntl64) -> ret::fcntl64 {
     // SAFETY: the caller's own arguments.
     around_fcntl(fd, cmd, arg, || unsafe { real::fcntl64(fd, cmd, arg) }
         as c_long) as c_int
@@ -443,7 +446,7 @@ fn after_name_call(r: c_int) -> c_int {
 /// # Safety
 /// As for C `unlink`.
 #[inline(always)]
-pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+pub unsafe fn unlink(args::unlink { path }: args::unlink) -> ret::unlink {
     losing_name(libc::AT_FDCWD, path);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::unlink(path) })
@@ -452,7 +455,7 @@ pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
 /// # Safety
 /// As for C `unlinkat`.
 #[inline(always)]
-pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
+pub unsafe fn unlinkat(args::unlinkat { dir, path, flags }: args::unlinkat) -> ret::unlinkat {
     losing_name(dir, path);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::unlinkat(dir, path, flags) })
@@ -461,7 +464,7 @@ pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int)
 /// # Safety
 /// As for C `remove`.
 #[inline(always)]
-pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
+pub unsafe fn remove(args::remove { path }: args::remove) -> ret::remove {
     losing_name(libc::AT_FDCWD, path);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::remove(path) })
@@ -470,7 +473,7 @@ pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
 /// # Safety
 /// As for C `rename`: the file at `new`, if any, loses that name.
 #[inline(always)]
-pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+pub unsafe fn rename(args::rename { old, new }: args::rename) -> ret::rename {
     losing_name(libc::AT_FDCWD, new);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::rename(old, new) })
@@ -479,12 +482,14 @@ pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int
 /// # Safety
 /// As for C `renameat`.
 #[inline(always)]
-pub unsafe extern "C" fn renameat(
-    old_dir: c_int,
-    old: *const c_char,
-    new_dir: c_int,
-    new: *const c_char,
-) -> c_int {
+pub unsafe fn renameat(
+    args::renameat {
+        old_dir,
+        old,
+        new_dir,
+        new,
+    }: args::renameat,
+) -> ret::renameat {
     losing_name(new_dir, new);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::renameat(old_dir, old, new_dir, new) })
@@ -494,13 +499,15 @@ pub unsafe extern "C" fn renameat(
 /// As for C `renameat2` (with `RENAME_EXCHANGE` both files keep a name:
 /// releasing the one at `new` only costs its reuse).
 #[inline(always)]
-pub unsafe extern "C" fn renameat2(
-    old_dir: c_int,
-    old: *const c_char,
-    new_dir: c_int,
-    new: *const c_char,
-    flags: c_uint,
-) -> c_int {
+pub unsafe fn renameat2(
+    args::renameat2 {
+        old_dir,
+        old,
+        new_dir,
+        new,
+        flags,
+    }: args::renameat2,
+) -> ret::renameat2 {
     losing_name(new_dir, new);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::renameat2(old_dir, old, new_dir, new, flags) })
@@ -509,7 +516,7 @@ pub unsafe extern "C" fn renameat2(
 /// # Safety
 /// As for C `umount`.
 #[inline(always)]
-pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
+pub unsafe fn umount(args::umount { target }: args::umount) -> ret::umount {
     before(|| ENGINE.unmounting(&RealOs));
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::umount(target) };
@@ -522,7 +529,7 @@ pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
 /// # Safety
 /// As for C `umount2`.
 #[inline(always)]
-pub unsafe extern "C" fn umount2(target: *const c_char, flags: c_int) -> c_int {
+pub unsafe fn umount2(args::umount2 { target, flags }: args::umount2) -> ret::umount2 {
     before(|| ENGINE.unmounting(&RealOs));
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::umount2(target, flags) };
@@ -536,7 +543,7 @@ pub unsafe extern "C" fn umount2(target: *const c_char, flags: c_int) -> c_int {
 /// As for C `shm_unlink`: glibc unlinks `/dev/shm/NAME` itself, past the
 /// `unlink` hook, so the object's queued mappings are released here.
 #[inline(always)]
-pub unsafe extern "C" fn shm_unlink(name: *const c_char) -> c_int {
+pub unsafe fn shm_unlink(args::shm_unlink { name }: args::shm_unlink) -> ret::shm_unlink {
     if ENGINE.tracks_any() {
         let mut path: ShmPath = [0; core::mem::size_of::<ShmPath>()];
         if shm_path(name, &mut path) {

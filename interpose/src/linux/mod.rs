@@ -21,6 +21,7 @@ mod proc;
 pub mod real;
 mod sandbox;
 mod shm;
+pub(crate) mod signatures;
 mod symbols;
 mod syscall;
 /// Whether a hook runs on the process's descriptor table (vfork, unshare).

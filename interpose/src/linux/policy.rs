@@ -8,10 +8,11 @@
 
 use super::os::RealOs;
 use super::real;
+use super::signatures::{args, ret};
 use crate::errno;
 use crate::hooks::span;
 use crate::ENGINE;
-use libc::{c_int, c_long, c_uint, c_ulong, c_void, iovec, size_t, ssize_t};
+use libc::{c_long, c_void, ssize_t};
 use munmapq_core::engine::{Effect, Span};
 use munmapq_core::os::Errno;
 
@@ -69,14 +70,16 @@ pub(super) fn changing_everything(call: impl FnMut() -> c_long) -> c_long {
 /// # Safety
 /// As for libnuma's `mbind` (a system call; a program without libnuma
 /// reaches the kernel through `syscall`, routed to the same place).
-pub unsafe extern "C" fn mbind(
-    start: *mut c_void,
-    len: c_ulong,
-    mode: c_int,
-    nodemask: *const c_ulong,
-    maxnode: c_ulong,
-    flags: c_uint,
-) -> c_long {
+pub unsafe fn mbind(
+    args::mbind {
+        start,
+        len,
+        mode,
+        nodemask,
+        maxnode,
+        flags,
+    }: args::mbind,
+) -> ret::mbind {
     changing(&[policy_span(start as usize, len as usize)], || {
         // SAFETY: the caller's own arguments.
         unsafe { real::mbind(start, len, mode, nodemask, maxnode, flags) }
@@ -85,13 +88,15 @@ pub unsafe extern "C" fn mbind(
 
 /// # Safety
 /// As for C `process_madvise`.
-pub unsafe extern "C" fn process_madvise(
-    pidfd: c_int,
-    iov: *const iovec,
-    n: size_t,
-    advice: c_int,
-    flags: c_uint,
-) -> ssize_t {
+pub unsafe fn process_madvise(
+    args::process_madvise {
+        pidfd,
+        iov,
+        n,
+        advice,
+        flags,
+    }: args::process_madvise,
+) -> ret::process_madvise {
     changing_everything(|| {
         // SAFETY: the caller's own arguments.
         unsafe { real::process_madvise(pidfd, iov, n, advice, flags) as c_long }

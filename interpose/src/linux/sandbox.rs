@@ -6,9 +6,10 @@
 
 use super::os::RealOs;
 use super::real::{self, prlimit_raw};
+use super::signatures::{args, ret};
 use super::sys;
 use crate::ENGINE;
-use libc::{c_int, c_long, c_ulong, pid_t, rlimit};
+use libc::{c_int, c_long, pid_t, rlimit};
 
 /// A seccomp filter (or strict mode) can kill the process on any system
 /// call munmapq makes: before it is installed, the queue is unmapped and
@@ -32,13 +33,15 @@ pub(super) fn installs_seccomp(nr: c_long, a1: c_long) -> bool {
 
 /// # Safety
 /// As for C `prctl` (variadic in C, read as `syscall` is).
-pub unsafe extern "C" fn prctl(
-    option: c_int,
-    a2: c_ulong,
-    a3: c_ulong,
-    a4: c_ulong,
-    a5: c_ulong,
-) -> c_int {
+pub unsafe fn prctl(
+    args::prctl {
+        option,
+        a2,
+        a3,
+        a4,
+        a5,
+    }: args::prctl,
+) -> ret::prctl {
     if option == libc::PR_SET_SECCOMP {
         seccomp_coming();
     }
@@ -86,26 +89,30 @@ fn around_limit(pid: pid_t, resource: c_int, call: impl FnOnce() -> c_int) -> c_
 
 /// # Safety
 /// As for C `setrlimit`.
-pub unsafe extern "C" fn setrlimit(resource: c_int, rlim: *const rlimit) -> c_int {
+pub unsafe fn setrlimit(args::setrlimit { resource, rlim }: args::setrlimit) -> ret::setrlimit {
     // SAFETY: the caller's own arguments.
     around_limit(0, resource, || unsafe { real::setrlimit(resource, rlim) })
 }
 
 /// # Safety
 /// As for C `setrlimit64` (the same structure on 64-bit targets).
-pub unsafe extern "C" fn setrlimit64(resource: c_int, rlim: *const rlimit) -> c_int {
+pub unsafe fn setrlimit64(
+    args::setrlimit64 { resource, rlim }: args::setrlimit64,
+) -> ret::setrlimit64 {
     // SAFETY: the caller's own arguments.
     around_limit(0, resource, || unsafe { real::setrlimit64(resource, rlim) })
 }
 
 /// # Safety
 /// As for C `prlimit`.
-pub unsafe extern "C" fn prlimit(
-    pid: pid_t,
-    resource: c_int,
-    new: *const rlimit,
-    old: *mut rlimit,
-) -> c_int {
+pub unsafe fn prlimit(
+    args::prlimit {
+        pid,
+        resource,
+        new,
+        old,
+    }: args::prlimit,
+) -> ret::prlimit {
     // SAFETY: the caller's own arguments.
     around_limit(pid, resource, || unsafe {
         real::prlimit(pid, resource, new, old)
@@ -114,12 +121,14 @@ pub unsafe extern "C" fn prlimit(
 
 /// # Safety
 /// As for C `prlimit64` (the same structure on 64-bit targets).
-pub unsafe extern "C" fn prlimit64(
-    pid: pid_t,
-    resource: c_int,
-    new: *const rlimit,
-    old: *mut rlimit,
-) -> c_int {
+pub unsafe fn prlimit64(
+    args::prlimit64 {
+        pid,
+        resource,
+        new,
+        old,
+    }: args::prlimit64,
+) -> ret::prlimit64 {
     // SAFETY: the caller's own arguments.
     around_limit(pid, resource, || unsafe {
         real::prlimit64(pid, resource, new, old)

@@ -22,6 +22,7 @@ use super::lastclose as names;
 use super::policy::{changing, changing_everything, policy_span};
 use super::real;
 use super::sandbox::{installs_seccomp, seccomp_coming};
+use super::signatures::{args, ret};
 use crate::hooks as shared;
 use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, off_t, size_t};
 
@@ -30,15 +31,17 @@ use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, off_t, size_t};
 /// integer arguments travel where fixed ones would, so six are received;
 /// those the caller did not pass are never used by the kernel, nor here:
 /// each route reads only the arguments its call has).
-pub unsafe extern "C" fn syscall(
-    nr: c_long,
-    a1: c_long,
-    a2: c_long,
-    a3: c_long,
-    a4: c_long,
-    a5: c_long,
-    a6: c_long,
-) -> c_long {
+pub unsafe fn syscall(
+    args::syscall {
+        nr,
+        a1,
+        a2,
+        a3,
+        a4,
+        a5,
+        a6,
+    }: args::syscall,
+) -> ret::syscall {
     if installs_seccomp(nr, a1) {
         seccomp_coming();
     }
@@ -70,20 +73,82 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
     // hook makes its real call with these arguments, as its C function.
     let r = unsafe {
         match nr {
-            libc::SYS_mmap => shared::mmap(p(0), n(1), i(2), i(3), i(4), a[5] as off_t) as c_long,
-            libc::SYS_munmap => shared::munmap(p(0), n(1)) as c_long,
-            libc::SYS_mprotect => shared::mprotect(p(0), n(1), i(2)) as c_long,
-            libc::SYS_madvise => shared::madvise(p(0), n(1), i(2)) as c_long,
-            libc::SYS_mlock => shared::mlock(p(0), n(1)) as c_long,
-            libc::SYS_munlock => shared::munlock(p(0), n(1)) as c_long,
-            libc::SYS_mlockall => shared::mlockall(i(0)) as c_long,
-            libc::SYS_munlockall => shared::munlockall() as c_long,
-            libc::SYS_msync => shared::msync(p(0), n(1), i(2)) as c_long,
-            libc::SYS_mincore => shared::mincore(p(0), n(1), p(2)) as c_long,
-            libc::SYS_mlock2 => own::mlock2(p(0), n(1), a[2] as c_uint) as c_long,
-            libc::SYS_pkey_mprotect => own::pkey_mprotect(p(0), n(1), i(2), i(3)) as c_long,
-            libc::SYS_mseal => own::mseal(p(0), n(1), a[2] as libc::c_ulong) as c_long,
-            libc::SYS_shmat => own::shmat(i(0), p(1), i(2)) as c_long,
+            libc::SYS_mmap => {
+                let off = a[5] as off_t;
+                let (addr, len, prot, flags, fd) = (p(0), n(1), i(2), i(3), i(4));
+                shared::mmap(args::mmap {
+                    addr,
+                    len,
+                    prot,
+                    flags,
+                    fd,
+                    off,
+                }) as c_long
+            }
+            libc::SYS_munmap => shared::munmap(args::munmap {
+                addr: p(0),
+                len: n(1),
+            }) as c_long,
+            libc::SYS_mprotect => shared::mprotect(args::mprotect {
+                addr: p(0),
+                len: n(1),
+                prot: i(2),
+            }) as c_long,
+            libc::SYS_madvise => shared::madvise(args::madvise {
+                addr: p(0),
+                len: n(1),
+                advice: i(2),
+            }) as c_long,
+            libc::SYS_mlock => shared::mlock(args::mlock {
+                addr: p(0),
+                len: n(1),
+            }) as c_long,
+            libc::SYS_munlock => shared::munlock(args::munlock {
+                addr: p(0),
+                len: n(1),
+            }) as c_long,
+            libc::SYS_mlockall => shared::mlockall(args::mlockall { flags: i(0) }) as c_long,
+            libc::SYS_munlockall => shared::munlockall(args::munlockall {}) as c_long,
+            libc::SYS_msync => shared::msync(args::msync {
+                addr: p(0),
+                len: n(1),
+                flags: i(2),
+            }) as c_long,
+            libc::SYS_mincore => shared::mincore(args::mincore {
+                addr: p(0),
+                len: n(1),
+                vec: p(2),
+            }) as c_long,
+            libc::SYS_mlock2 => {
+                let flags = a[2] as c_uint;
+                own::mlock2(args::mlock2 {
+                    addr: p(0),
+                    len: n(1),
+                    flags,
+                }) as c_long
+            }
+            libc::SYS_pkey_mprotect => {
+                let (addr, len, prot, pkey) = (p(0), n(1), i(2), i(3));
+                own::pkey_mprotect(args::pkey_mprotect {
+                    addr,
+                    len,
+                    prot,
+                    pkey,
+                }) as c_long
+            }
+            libc::SYS_mseal => {
+                let flags = a[2] as libc::c_ulong;
+                own::mseal(args::mseal {
+                    addr: p(0),
+                    len: n(1),
+                    flags,
+                }) as c_long
+            }
+            libc::SYS_shmat => own::shmat(args::shmat {
+                id: i(0),
+                addr: p(1),
+                flags: i(2),
+            }) as c_long,
             // The raw call: without MREMAP_FIXED the kernel may still take
             // the fifth word as a hint (MREMAP_DONTUNMAP), where glibc's
             // mremap passes NULL.
@@ -95,21 +160,64 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
             }
             libc::SYS_process_madvise => changing_everything(raw),
             #[cfg(target_arch = "x86_64")]
-            libc::SYS_unlink => names::unlink(s(0)) as c_long,
-            libc::SYS_unlinkat => names::unlinkat(i(0), s(1), i(2)) as c_long,
+            libc::SYS_unlink => names::unlink(args::unlink { path: s(0) }) as c_long,
+            libc::SYS_unlinkat => {
+                let (dir, path, flags) = (i(0), s(1), i(2));
+                names::unlinkat(args::unlinkat { dir, path, flags }) as c_long
+            }
             #[cfg(target_arch = "x86_64")]
-            libc::SYS_rename => names::rename(s(0), s(1)) as c_long,
+            libc::SYS_rename => names::rename(args::rename {
+                old: s(0),
+                new: s(1),
+            }) as c_long,
             #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-            libc::SYS_renameat => names::renameat(i(0), s(1), i(2), s(3)) as c_long,
+            libc::SYS_renameat => {
+                let (old_dir, old, new_dir, new) = (i(0), s(1), i(2), s(3));
+                names::renameat(args::renameat {
+                    old_dir,
+                    old,
+                    new_dir,
+                    new,
+                }) as c_long
+            }
             libc::SYS_renameat2 => {
-                names::renameat2(i(0), s(1), i(2), s(3), a[4] as c_uint) as c_long
+                let (old_dir, old, new_dir, new, flags) = (i(0), s(1), i(2), s(3), a[4] as c_uint);
+                names::renameat2(args::renameat2 {
+                    old_dir,
+                    old,
+                    new_dir,
+                    new,
+                    flags,
+                }) as c_long
             }
-            libc::SYS_umount2 => names::umount2(s(0), i(1)) as c_long,
-            libc::SYS_mount => context::mount(s(0), s(1), s(2), a[3] as c_ulong, p(4)) as c_long,
+            libc::SYS_umount2 => names::umount2(args::umount2 {
+                target: s(0),
+                flags: i(1),
+            }) as c_long,
+            libc::SYS_mount => {
+                let (src, target, fstype, data) = (s(0), s(1), s(2), p(4));
+                let flags = a[3] as c_ulong;
+                context::mount(args::mount {
+                    src,
+                    target,
+                    fstype,
+                    flags,
+                    data,
+                }) as c_long
+            }
             libc::SYS_mount_setattr => {
-                context::mount_setattr(i(0), s(1), a[2] as c_uint, p(3), n(4)) as c_long
+                let (dir, path, flags, attr, size) = (i(0), s(1), a[2] as c_uint, p(3), n(4));
+                context::mount_setattr(args::mount_setattr {
+                    dir,
+                    path,
+                    flags,
+                    attr,
+                    size,
+                }) as c_long
             }
-            libc::SYS_personality => context::personality(a[0] as c_ulong) as c_long,
+            libc::SYS_personality => context::personality(args::personality {
+                persona: a[0] as c_ulong,
+            }) as c_long,
             // Locks and copies of a descriptor: what their hooks note
             // around the raw call (`i` keeps the low 32 bits, as the
             // kernel's `unsigned int fd`).

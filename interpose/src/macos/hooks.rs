@@ -13,13 +13,9 @@
 
 use super::os::{RawOs, RealOs};
 use super::real;
-use super::real::libsystem::vm_behavior_t;
+use super::signatures::{args, ret};
 use crate::{errno, ENGINE};
-use libc::{c_char, c_int, c_uint, c_void, off_t, pid_t, size_t};
-use libc::{
-    kern_return_t, mach_vm_address_t, mach_vm_size_t, vm_address_t, vm_inherit_t, vm_map_t,
-    vm_prot_t, vm_size_t,
-};
+use libc::{c_char, c_int, kern_return_t, vm_map_t};
 use munmapq_core::engine::Effect;
 use munmapq_core::os::Errno;
 
@@ -50,11 +46,13 @@ fn on_own_range(
 
 /// # Safety
 /// As for Mach's `vm_deallocate`.
-pub unsafe extern "C" fn vm_deallocate(
-    task: vm_map_t,
-    address: vm_address_t,
-    size: vm_size_t,
-) -> kern_return_t {
+pub unsafe fn vm_deallocate(
+    args::vm_deallocate {
+        task,
+        address,
+        size,
+    }: args::vm_deallocate,
+) -> ret::vm_deallocate {
     // SAFETY: the caller's own arguments.
     on_own_range(task, address as u64, size as u64, || unsafe {
         real::vm_deallocate(task, address, size)
@@ -63,11 +61,13 @@ pub unsafe extern "C" fn vm_deallocate(
 
 /// # Safety
 /// As for Mach's `mach_vm_deallocate`.
-pub unsafe extern "C" fn mach_vm_deallocate(
-    task: vm_map_t,
-    address: mach_vm_address_t,
-    size: mach_vm_size_t,
-) -> kern_return_t {
+pub unsafe fn mach_vm_deallocate(
+    args::mach_vm_deallocate {
+        task,
+        address,
+        size,
+    }: args::mach_vm_deallocate,
+) -> ret::mach_vm_deallocate {
     // SAFETY: the caller's own arguments.
     on_own_range(task, address, size, || unsafe {
         real::mach_vm_deallocate(task, address, size)
@@ -76,13 +76,15 @@ pub unsafe extern "C" fn mach_vm_deallocate(
 
 /// # Safety
 /// As for Mach's `vm_protect`.
-pub unsafe extern "C" fn vm_protect(
-    task: vm_map_t,
-    address: vm_address_t,
-    size: vm_size_t,
-    set_maximum: c_int,
-    new_protection: vm_prot_t,
-) -> kern_return_t {
+pub unsafe fn vm_protect(
+    args::vm_protect {
+        task,
+        address,
+        size,
+        set_maximum,
+        new_protection,
+    }: args::vm_protect,
+) -> ret::vm_protect {
     // SAFETY: the caller's own arguments.
     on_own_range(task, address as u64, size as u64, || unsafe {
         real::vm_protect(task, address, size, set_maximum, new_protection)
@@ -91,13 +93,15 @@ pub unsafe extern "C" fn vm_protect(
 
 /// # Safety
 /// As for Mach's `mach_vm_protect`.
-pub unsafe extern "C" fn mach_vm_protect(
-    task: vm_map_t,
-    address: mach_vm_address_t,
-    size: mach_vm_size_t,
-    set_maximum: c_int,
-    new_protection: vm_prot_t,
-) -> kern_return_t {
+pub unsafe fn mach_vm_protect(
+    args::mach_vm_protect {
+        task,
+        address,
+        size,
+        set_maximum,
+        new_protection,
+    }: args::mach_vm_protect,
+) -> ret::mach_vm_protect {
     // SAFETY: the caller's own arguments.
     on_own_range(task, address, size, || unsafe {
         real::mach_vm_protect(task, address, size, set_maximum, new_protection)
@@ -120,7 +124,7 @@ pub unsafe extern "C" fn mach_vm_protect(
 
 /// # Safety
 /// As for C `minherit`.
-pub unsafe extern "C" fn minherit(addr: *mut c_void, len: size_t, inherit: c_int) -> c_int {
+pub unsafe fn minherit(args::minherit { addr, len, inherit }: args::minherit) -> ret::minherit {
     // SAFETY: the caller's own arguments.
     crate::hooks::on_range(addr, len, Effect::Modify, || unsafe {
         real::minherit(addr, len, inherit)
@@ -129,12 +133,14 @@ pub unsafe extern "C" fn minherit(addr: *mut c_void, len: size_t, inherit: c_int
 
 /// # Safety
 /// As for Mach's `vm_inherit`.
-pub unsafe extern "C" fn vm_inherit(
-    task: vm_map_t,
-    address: vm_address_t,
-    size: vm_size_t,
-    new_inheritance: vm_inherit_t,
-) -> kern_return_t {
+pub unsafe fn vm_inherit(
+    args::vm_inherit {
+        task,
+        address,
+        size,
+        new_inheritance,
+    }: args::vm_inherit,
+) -> ret::vm_inherit {
     // SAFETY: the caller's own arguments.
     on_own_range(task, address as u64, size as u64, || unsafe {
         real::vm_inherit(task, address, size, new_inheritance)
@@ -143,12 +149,14 @@ pub unsafe extern "C" fn vm_inherit(
 
 /// # Safety
 /// As for Mach's `mach_vm_inherit`.
-pub unsafe extern "C" fn mach_vm_inherit(
-    task: vm_map_t,
-    address: mach_vm_address_t,
-    size: mach_vm_size_t,
-    new_inheritance: vm_inherit_t,
-) -> kern_return_t {
+pub unsafe fn mach_vm_inherit(
+    args::mach_vm_inherit {
+        task,
+        address,
+        size,
+        new_inheritance,
+    }: args::mach_vm_inherit,
+) -> ret::mach_vm_inherit {
     // SAFETY: the caller's own arguments.
     on_own_range(task, address, size, || unsafe {
         real::mach_vm_inherit(task, address, size, new_inheritance)
@@ -157,12 +165,14 @@ pub unsafe extern "C" fn mach_vm_inherit(
 
 /// # Safety
 /// As for Mach's `vm_behavior_set`.
-pub unsafe extern "C" fn vm_behavior_set(
-    task: vm_map_t,
-    address: vm_address_t,
-    size: vm_size_t,
-    new_behavior: vm_behavior_t,
-) -> kern_return_t {
+pub unsafe fn vm_behavior_set(
+    args::vm_behavior_set {
+        task,
+        address,
+        size,
+        new_behavior,
+    }: args::vm_behavior_set,
+) -> ret::vm_behavior_set {
     // SAFETY: the caller's own arguments.
     on_own_range(task, address as u64, size as u64, || unsafe {
         real::vm_behavior_set(task, address, size, new_behavior)
@@ -171,12 +181,14 @@ pub unsafe extern "C" fn vm_behavior_set(
 
 /// # Safety
 /// As for Mach's `mach_vm_behavior_set`.
-pub unsafe extern "C" fn mach_vm_behavior_set(
-    task: vm_map_t,
-    address: mach_vm_address_t,
-    size: mach_vm_size_t,
-    new_behavior: vm_behavior_t,
-) -> kern_return_t {
+pub unsafe fn mach_vm_behavior_set(
+    args::mach_vm_behavior_set {
+        task,
+        address,
+        size,
+        new_behavior,
+    }: args::mach_vm_behavior_set,
+) -> ret::mach_vm_behavior_set {
     // SAFETY: the caller's own arguments.
     on_own_range(task, address, size, || unsafe {
         real::mach_vm_behavior_set(task, address, size, new_behavior)
@@ -195,7 +207,7 @@ pub unsafe extern "C" fn mach_vm_behavior_set(
 /// queued, as a fork child does (the child is a process of its own, with
 /// its own copy of this stack: the call returns once in each). errno as
 /// the call left it.
-pub unsafe extern "C" fn vfork() -> pid_t {
+pub unsafe fn vfork(args::vfork {}: args::vfork) -> ret::vfork {
     crate::init::before_fork();
     // SAFETY: no arguments; a fork on macOS.
     let pid = unsafe { real::vfork() };
@@ -243,27 +255,31 @@ pub unsafe extern "C" fn vfork() -> pid_t {
 
 /// # Safety
 /// As for libSystem's `__mmap` (the raw system call).
-pub unsafe extern "C" fn __mmap(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
+pub unsafe fn __mmap(
+    args::__mmap {
+        addr,
+        len,
+        prot,
+        flags,
+        fd,
+        off,
+    }: args::__mmap,
+) -> ret::__mmap {
     let call = munmapq_core::os::Mmap::new(addr as usize, len, prot, flags, fd, off);
     crate::hooks::mmap_through(&RawOs, call)
 }
 
 /// # Safety
 /// As for libSystem's `__munmap` (the raw system call).
-pub unsafe extern "C" fn __munmap(addr: *mut c_void, len: size_t) -> c_int {
+pub unsafe fn __munmap(args::__munmap { addr, len }: args::__munmap) -> ret::__munmap {
     crate::hooks::munmap_through(&RawOs, addr, len)
 }
 
 /// # Safety
 /// As for `msync$NOCANCEL`.
-pub unsafe extern "C" fn msync_nocancel(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
+pub unsafe fn msync_nocancel(
+    args::msync_nocancel { addr, len, flags }: args::msync_nocancel,
+) -> ret::msync_nocancel {
     // As the `msync` hook, without the cancellation point.
     // SAFETY: the caller's own arguments.
     crate::hooks::on_range(addr, len, Effect::Inspect, || unsafe {
@@ -331,7 +347,7 @@ fn after_name_call(r: c_int) -> c_int {
 
 /// # Safety
 /// As for C `unlink`.
-pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+pub unsafe fn unlink(args::unlink { path }: args::unlink) -> ret::unlink {
     losing_name(libc::AT_FDCWD, path);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::unlink(path) })
@@ -339,7 +355,7 @@ pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
 
 /// # Safety
 /// As for C `unlinkat`.
-pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
+pub unsafe fn unlinkat(args::unlinkat { dir, path, flags }: args::unlinkat) -> ret::unlinkat {
     losing_name(dir, path);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::unlinkat(dir, path, flags) })
@@ -347,7 +363,7 @@ pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int)
 
 /// # Safety
 /// As for C `rename`: the file at `new`, if any, loses that name.
-pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+pub unsafe fn rename(args::rename { old, new }: args::rename) -> ret::rename {
     losing_name(libc::AT_FDCWD, new);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::rename(old, new) })
@@ -355,12 +371,14 @@ pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int
 
 /// # Safety
 /// As for C `renameat`.
-pub unsafe extern "C" fn renameat(
-    old_dir: c_int,
-    old: *const c_char,
-    new_dir: c_int,
-    new: *const c_char,
-) -> c_int {
+pub unsafe fn renameat(
+    args::renameat {
+        old_dir,
+        old,
+        new_dir,
+        new,
+    }: args::renameat,
+) -> ret::renameat {
     losing_name(new_dir, new);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::renameat(old_dir, old, new_dir, new) })
@@ -370,11 +388,9 @@ pub unsafe extern "C" fn renameat(
 /// As for `renamex_np` (with `RENAME_SWAP` both files keep a name:
 /// releasing the one at `new` only costs its reuse; with `RENAME_EXCL`
 /// there is none).
-pub unsafe extern "C" fn renamex_np(
-    old: *const c_char,
-    new: *const c_char,
-    flags: c_uint,
-) -> c_int {
+pub unsafe fn renamex_np(
+    args::renamex_np { old, new, flags }: args::renamex_np,
+) -> ret::renamex_np {
     losing_name(libc::AT_FDCWD, new);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::renamex_np(old, new, flags) })
@@ -382,13 +398,15 @@ pub unsafe extern "C" fn renamex_np(
 
 /// # Safety
 /// As for `renameatx_np`.
-pub unsafe extern "C" fn renameatx_np(
-    old_dir: c_int,
-    old: *const c_char,
-    new_dir: c_int,
-    new: *const c_char,
-    flags: c_uint,
-) -> c_int {
+pub unsafe fn renameatx_np(
+    args::renameatx_np {
+        old_dir,
+        old,
+        new_dir,
+        new,
+        flags,
+    }: args::renameatx_np,
+) -> ret::renameatx_np {
     losing_name(new_dir, new);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::renameatx_np(old_dir, old, new_dir, new, flags) })
@@ -400,7 +418,7 @@ pub unsafe extern "C" fn renameatx_np(
 /// unmount would leave them mapped to a dead vnode); a busy table is
 /// waited for a bounded while (`Engine::unmounting`), since xnu's
 /// `dounmount` fails with EBUSY while `vflush` finds a vnode in use.
-pub unsafe extern "C" fn unmount(target: *const c_char, flags: c_int) -> c_int {
+pub unsafe fn unmount(args::unmount { target, flags }: args::unmount) -> ret::unmount {
     let saved = errno::get();
     ENGINE.unmounting(&RealOs);
     errno::set(saved);
@@ -410,7 +428,9 @@ pub unsafe extern "C" fn unmount(target: *const c_char, flags: c_int) -> c_int {
 
 /// # Safety
 /// As for libSystem's `__carbon_delete` (Carbon's `delete`).
-pub unsafe extern "C" fn __carbon_delete(path: *const c_char) -> c_int {
+pub unsafe fn __carbon_delete(
+    args::__carbon_delete { path }: args::__carbon_delete,
+) -> ret::__carbon_delete {
     losing_name(libc::AT_FDCWD, path);
     // SAFETY: the caller's own arguments.
     after_name_call(unsafe { real::__carbon_delete(path) })

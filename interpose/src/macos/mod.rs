@@ -7,6 +7,7 @@ mod exports;
 pub mod hooks;
 pub mod os;
 pub mod real;
+pub(crate) mod signatures;
 
 /// Every hook macOS has: `crate::shared_hooks!` and the Mach calls that
 /// unmap as munmap does or change protections as mprotect does, whose
