@@ -14,27 +14,34 @@ fn location() -> *mut libc::c_int {
     unsafe { libc::__error() }
 }
 
-/// The calling thread's errno, its place looked up once: a hook that
-/// reads it before the call and puts it back after pays for one look-up.
+/// The calling thread's errno as a hook found it, with its place looked
+/// up once: putting it back, or setting the kernel's, is one store.
 #[derive(Clone, Copy)]
-pub struct Here(*mut libc::c_int);
+pub struct Saved {
+    at: *mut libc::c_int,
+    value: libc::c_int,
+}
 
-impl Here {
+impl Saved {
     #[inline(always)]
-    pub fn find() -> Here {
-        Here(location())
-    }
-
-    #[inline(always)]
-    pub fn get(self) -> libc::c_int {
+    pub fn now() -> Saved {
+        let at = location();
         // SAFETY: the calling thread's errno, valid as long as the thread.
-        unsafe { *self.0 }
+        let value = unsafe { *at };
+        Saved { at, value }
     }
 
+    /// errno back to what it was when saved.
+    #[inline(always)]
+    pub fn restore(self) {
+        self.set(self.value);
+    }
+
+    /// errno set to `v`.
     #[inline(always)]
     pub fn set(self, v: libc::c_int) {
-        // SAFETY: as for `get`.
-        unsafe { *self.0 = v }
+        // SAFETY: as in `now`; a hook runs on the thread that saved it.
+        unsafe { *self.at = v }
     }
 }
 

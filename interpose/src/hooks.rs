@@ -19,27 +19,29 @@ use munmapq_core::engine::{Effect, Span};
 use munmapq_core::file::{trackable_open_flags, PATH_ONLY};
 use munmapq_core::os::{Errno, Mmap, Os};
 
-pub(crate) fn ptr_result(r: Result<usize, Errno>, saved: c_int) -> *mut c_void {
+#[inline(always)]
+pub(crate) fn ptr_result(r: Result<usize, Errno>, saved: errno::Saved) -> *mut c_void {
     match r {
         Ok(a) => {
-            errno::set(saved);
+            saved.restore();
             a as *mut c_void
         }
         Err(e) => {
-            errno::set(e);
+            saved.set(e);
             libc::MAP_FAILED
         }
     }
 }
 
-pub(crate) fn c_result(r: Result<c_int, Errno>, saved: c_int) -> c_int {
+#[inline(always)]
+pub(crate) fn c_result(r: Result<c_int, Errno>, saved: errno::Saved) -> c_int {
     match r {
         Ok(v) => {
-            errno::set(saved);
+            saved.restore();
             v
         }
         Err(e) => {
-            errno::set(e);
+            saved.set(e);
             -1
         }
     }
@@ -64,7 +66,7 @@ pub(crate) fn on_range(
     effect: Effect,
     call: impl FnMut() -> c_int,
 ) -> c_int {
-    let saved = errno::get();
+    let saved = errno::Saved::now();
     let mut call = call;
     let r = ENGINE.range_call(&RealOs, &[span(addr, len, effect)], || int_result(call()));
     if trace::enabled() {
@@ -100,25 +102,15 @@ pub(crate) fn mmap_through<O: Os>(os: &O, call: Mmap) -> *mut c_void {
     if trace::enabled() {
         return mmap_traced(os, call);
     }
-    let errno = errno::Here::find();
-    let saved = errno.get();
-    match ENGINE.mmap(os, call) {
-        Ok(a) => {
-            errno.set(saved);
-            a as *mut c_void
-        }
-        Err(e) => {
-            errno.set(e);
-            libc::MAP_FAILED
-        }
-    }
+    let saved = errno::Saved::now();
+    ptr_result(ENGINE.mmap(os, call), saved)
 }
 
 /// `mmap_through` under `MUNMAPQ_TRACE`, each call written down.
 #[cold]
 #[inline(never)]
 fn mmap_traced<O: Os>(os: &O, call: Mmap) -> *mut c_void {
-    let saved = errno::get();
+    let saved = errno::Saved::now();
     // What the engine would track, as a replay needs it (an `F_GETFL`
     // more per traced mmap).
     let identity = (call.fd >= 0)
@@ -156,25 +148,15 @@ pub(crate) fn munmap_through<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c
     if trace::enabled() {
         return munmap_traced(os, addr, len);
     }
-    let errno = errno::Here::find();
-    let saved = errno.get();
-    match ENGINE.munmap(os, addr as usize, len) {
-        Ok(()) => {
-            errno.set(saved);
-            0
-        }
-        Err(e) => {
-            errno.set(e);
-            -1
-        }
-    }
+    let saved = errno::Saved::now();
+    c_result(ENGINE.munmap(os, addr as usize, len).map(|()| 0), saved)
 }
 
 /// `munmap_through` under `MUNMAPQ_TRACE`.
 #[cold]
 #[inline(never)]
 fn munmap_traced<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c_int {
-    let saved = errno::get();
+    let saved = errno::Saved::now();
     let rss = trace::current_rss();
     let r = ENGINE.munmap(os, addr as usize, len).map(|()| 0);
     trace::write(&Record {
@@ -236,7 +218,7 @@ pub unsafe fn munlock(args::munlock { addr, len }: args::munlock) -> ret::munloc
 /// # Safety
 /// As for C `mlockall`.
 pub unsafe fn mlockall(args::mlockall { flags }: args::mlockall) -> ret::mlockall {
-    let saved = errno::get();
+    let saved = errno::Saved::now();
     let future = flags & libc::MCL_FUTURE != 0;
     let r = ENGINE.lock_all(&RealOs, future, || {
         // SAFETY: the caller's own arguments.
@@ -256,7 +238,7 @@ pub unsafe fn mlockall(args::mlockall { flags }: args::mlockall) -> ret::mlockal
 /// # Safety
 /// As for C `munlockall`.
 pub unsafe fn munlockall(args::munlockall {}: args::munlockall) -> ret::munlockall {
-    let saved = errno::get();
+    let saved = errno::Saved::now();
     // SAFETY: no arguments.
     let r = ENGINE.unlock_all(|| int_result(unsafe { real::munlockall() }));
     c_result(r, saved)

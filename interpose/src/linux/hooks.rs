@@ -19,7 +19,7 @@ use munmapq_core::engine::{Effect, Span};
 pub unsafe fn posix_madvise(
     args::posix_madvise { addr, len, advice }: args::posix_madvise,
 ) -> ret::posix_madvise {
-    let saved = errno::get();
+    let saved = errno::Saved::now();
     let r = ENGINE.range_call(&RealOs, &[span(addr, len, Effect::Modify)], || {
         // SAFETY: the caller's own arguments.
         match unsafe { real::posix_madvise(addr, len, advice) } {
@@ -27,7 +27,7 @@ pub unsafe fn posix_madvise(
             e => Err(e),
         }
     });
-    errno::set(saved);
+    saved.restore();
     r.unwrap_or_else(|e| e)
 }
 
@@ -67,7 +67,7 @@ pub(super) fn mremap_with(
     new_addr: *mut c_void,
     mut call: impl FnMut() -> *mut c_void,
 ) -> *mut c_void {
-    let saved = errno::get();
+    let saved = errno::Saved::now();
     let base = old as usize;
     // The old range changes; where it may grow in place must be as free as
     // the program left it; a fixed target is replaced.
@@ -168,7 +168,7 @@ fn shmlba() -> usize {
 /// # Safety
 /// As for C `shmat`.
 pub unsafe fn shmat(args::shmat { id, addr, flags }: args::shmat) -> ret::shmat {
-    let saved = errno::get();
+    let saved = errno::Saved::now();
     // SAFETY: the caller's own arguments.
     let call = || addr_result(unsafe { real::shmat(id, addr, flags) });
     let r = if addr.is_null() {

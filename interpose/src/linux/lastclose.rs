@@ -22,10 +22,9 @@ use munmapq_core::engine::Closing;
 /// The engine's work before a call, errno kept as the caller left it.
 #[inline(always)]
 fn before<T>(work: impl FnOnce() -> T) -> T {
-    let errno = errno::Here::find();
-    let saved = errno.get();
+    let saved = errno::Saved::now();
     let r = work();
-    errno.set(saved);
+    saved.restore();
     r
 }
 
