@@ -12,8 +12,9 @@
 //! compare-and-swap that takes it: there is no instant at which the table is
 //! taken by nobody in particular. Each thread keeps, in its [`PerThread`]
 //! cells (thread-local, kept by the [`Os`]), its current *hook frame* (an
-//! address near the top of the exported function it entered; 0 where none
-//! is kept) and the frame at which it took the table, written *before* the
+//! address near the top of the exported function it entered, recorded on
+//! entry or, in the hooks whose common calls never take the table, on the
+//! way to it: [`Os::framed`]; 0 where none is kept) and the frame at which it took the table, written *before* the
 //! compare-and-swap. A call that finds the table taken by its own thread is
 //! either
 //! - a signal handler nested in the holder: it runs below the holder's

@@ -215,6 +215,14 @@ pub trait Os {
     /// platform keeps none: then a lock abandoned by a longjmp is never
     /// recovered (every later call passes through).
     fn thread_cells(&self) -> Option<&'static PerThread>;
+    /// Runs `f`, a part of a hook that may take the table, with a frame of
+    /// its own recorded as the thread's innermost hook frame in
+    /// [`Os::thread_cells`] (see `holder.rs`) while it runs. The lanes of
+    /// the hottest hooks record none, so every way from them to the table
+    /// passes here. Where no cells are kept, just `f()`.
+    fn framed<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
     /// A number naming the calling thread among live threads, never 0 (the
     /// lock's word when [`Os::thread_cells`] is `None`).
     fn this_thread(&self) -> usize;

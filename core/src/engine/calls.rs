@@ -47,7 +47,7 @@ impl Engine {
         }
         match self.straight_mmap(os, call) {
             Some(how) => self.pass_straight(os, call, how),
-            None => self.mmap_considered(os, call),
+            None => os.framed(|| self.mmap_considered(os, call)),
         }
     }
 
@@ -79,7 +79,7 @@ impl Engine {
         }
         if !self.payoff.engage(fd, off, len) {
             if self.payoff.take_turn() {
-                self.let_go_of_small(os);
+                os.framed(|| self.let_go_of_small(os));
             }
             return Some(Straight::Payoff);
         }
@@ -273,7 +273,7 @@ impl Engine {
         if start & !(self.page() - 1) >= self.tracked_hi.load(Acquire) || !self.active() {
             return;
         }
-        self.placed_among_tracked(os, start, len);
+        os.framed(|| self.placed_among_tracked(os, start, len));
     }
 
     #[inline(never)]
@@ -394,7 +394,7 @@ impl Engine {
             self.count_straight(Straight::Munmap);
             return self.retry_enomem(os, || os.munmap(addr, len));
         }
-        self.munmap_considered(os, addr, len)
+        os.framed(|| self.munmap_considered(os, addr, len))
     }
 
     #[inline(never)]
@@ -629,7 +629,7 @@ impl Engine {
         if !matches!(r, Err(libc::ENOMEM)) {
             return r;
         }
-        self.retry_after_enomem(os, r, call)
+        os.framed(|| self.retry_after_enomem(os, r, call))
     }
 
     #[cold]

@@ -61,6 +61,19 @@ impl Closing {
         (self.lo >= 0 && self.table == FdTable::Own).then_some((self.lo, self.hi))
     }
 
+    /// A close of `[lo, hi]` in `table`, nothing done yet.
+    #[inline(always)]
+    fn of(lo: i32, hi: i32, table: FdTable) -> Closing {
+        Closing {
+            lo,
+            hi,
+            table,
+            mapped: false,
+            carrying: false,
+            place: Place::NONE,
+        }
+    }
+
     /// Nothing to finish (no descriptor, or an empty range).
     pub const NONE: Closing = Closing {
         lo: -1,
@@ -120,23 +133,62 @@ impl Engine {
     /// last one of the description, or not) and no record changes.
     #[inline(always)]
     pub fn closing<O: Os>(&self, os: &O, lo: i32, hi: i32) -> Closing {
+        if lo != hi {
+            return self.closing_range(os, lo, hi);
+        }
+        let fd = lo;
+        if fd < 0 {
+            return Closing::NONE;
+        }
+        let table = os.fd_table();
+        let mut c = Closing::of(fd, fd, table);
+        match table {
+            FdTable::VforkChild => return c,
+            FdTable::Unshared => {
+                if self.mapped_fds.get(fd) && self.active() {
+                    os.framed(|| self.release_or_note(os, fd, fd, |_, _| true));
+                }
+                return c;
+            }
+            FdTable::Own => {}
+        }
+        c.place = self.close_seq.begin(fd, fd);
+        self.read_only_fds.closing(fd, fd);
+        if self.mapped_fds.get(fd) {
+            self.released_at_close(os, fd);
+            c.mapped = true;
+        }
+        if self.carrying_fds.get(fd) {
+            c.carrying = true;
+            self.carrying_fds.clear(fd);
+        }
+        c
+    }
+
+    /// A close of a descriptor through which mappings were made: they are
+    /// released (see [`Engine::release_at_close`]), and its bit cleared.
+    #[cold]
+    #[inline(never)]
+    fn released_at_close<O: Os>(&self, os: &O, fd: i32) {
+        if self.active() {
+            os.framed(|| self.release_at_close(os, fd, fd));
+        }
+        self.mapped_fds.clear(fd);
+    }
+
+    /// [`Engine::closing`] of a range (`close_range`, `closefrom`).
+    #[inline(never)]
+    fn closing_range<O: Os>(&self, os: &O, lo: i32, hi: i32) -> Closing {
         if lo < 0 || hi < lo {
             return Closing::NONE;
         }
         let table = os.fd_table();
-        let mut c = Closing {
-            lo,
-            hi,
-            table,
-            mapped: false,
-            carrying: false,
-            place: Place::NONE,
-        };
+        let mut c = Closing::of(lo, hi, table);
         match table {
             FdTable::VforkChild => return c,
             FdTable::Unshared => {
                 if self.mapped_fds.any(lo, hi) && self.active() {
-                    self.release_or_note(os, lo, hi, |_, _| true);
+                    os.framed(|| self.release_or_note(os, lo, hi, |_, _| true));
                 }
                 return c;
             }
@@ -144,16 +196,13 @@ impl Engine {
         }
         c.place = self.close_seq.begin(lo, hi);
         self.read_only_fds.closing(lo, hi);
-        let mapped = self.mapped_fds.any(lo, hi);
-        if mapped {
+        if self.mapped_fds.any(lo, hi) {
             if self.active() {
-                self.release_at_close(os, lo, hi);
+                os.framed(|| self.release_at_close(os, lo, hi));
             }
-            c.mapped = lo == hi;
             self.mapped_fds.clear_range(lo, hi);
         }
         if self.carrying_fds.any(lo, hi) {
-            c.carrying = lo == hi;
             self.carrying_fds.clear_range(lo, hi);
         }
         c
@@ -189,6 +238,7 @@ impl Engine {
     /// Releases the mappings made through `[lo, hi]` now, answering how
     /// many live ones were forgotten, or notes them for the table's next
     /// holder if it is busy.
+    #[inline(never)]
     fn release_or_note<O: Os>(
         &self,
         os: &O,
@@ -229,11 +279,22 @@ impl Engine {
         if c.table != FdTable::Own {
             return;
         }
+        if c.lo == c.hi {
+            // Said with one number, so that neither asks about a range.
+            self.read_only_fds.closed(c.lo, c.lo);
+            self.close_seq.end(c.lo, c.lo, c.place);
+        } else {
+            self.closed_range(c);
+        }
+        if !ok {
+            os.framed(|| self.closed_nothing(os, c));
+        }
+    }
+
+    #[inline(never)]
+    fn closed_range(&self, c: Closing) {
         self.read_only_fds.closed(c.lo, c.hi);
         self.close_seq.end(c.lo, c.hi, c.place);
-        if !ok {
-            self.closed_nothing(os, c);
-        }
     }
 
     #[cold]

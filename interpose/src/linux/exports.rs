@@ -2,7 +2,8 @@
 //! first by the dynamic linker because `LD_PRELOAD` puts this library
 //! first, with the C signature of its table entry: the only `extern "C"`
 //! function of a hook's name (its body takes `args::NAME`). Each export
-//! records its frame for the longjmp recovery, then runs the hook.
+//! records its frame for the longjmp recovery (but see
+//! `frame_unless_laned!`), then runs the hook.
 
 use super::hook_index as linux_hooks;
 use super::signatures::args;
@@ -23,6 +24,20 @@ macro_rules! hook_frame {
     };
 }
 
+/// The hooks whose common calls never take the table (they pass straight
+/// to the kernel, or only count a close) record no frame on entry: each of
+/// their ways to the table records its own (`Os::framed`, called by the
+/// engine). Every other export records its frame first.
+macro_rules! frame_unless_laned {
+    (mmap) => {};
+    (mmap64) => {};
+    (munmap) => {};
+    (close) => {};
+    ($name:ident) => {
+        hook_frame!();
+    };
+}
+
 /// `#[no_mangle]` exports of the table's hooks: the shared ones run
 /// `hooks.rs`'s function of the same name, Linux's own the function
 /// `linux/hook_index.rs` names.
@@ -38,7 +53,7 @@ macro_rules! exports {
             #[no_mangle]
             #[allow(non_snake_case, clippy::too_many_arguments)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-                hook_frame!();
+                frame_unless_laned!($name);
                 // SAFETY: the caller's own arguments, forwarded.
                 unsafe { $hooks::$name(args::$name { $($arg),* }) }
             }

@@ -5,6 +5,8 @@
 //! Every exported hook (`exports.rs`) records, on entry, the address of a
 //! local of its own frame in a thread-local, and puts the previous value
 //! back on return; a nested signal handler's hook does the same below it.
+//! The hottest hooks (mmap, munmap, close) record it only on their ways to
+//! the table (`framed`, inlined into the export: the same frame).
 //! A hook left by a longjmp never puts the old value back, which is
 //! harmless: the next hook entered replaces it, and the engine compares
 //! frames only when the table is held by this very thread. The `Os` hands
@@ -54,4 +56,15 @@ impl Drop for Frame {
     fn drop(&mut self) {
         self.cells.frame.set(self.previous);
     }
+}
+
+/// Runs `f` with the calling function's frame recorded as the thread's
+/// innermost hook frame (`Os::framed`). Inlined, so that the frame
+/// recorded is the export's own, as if it had recorded it on entry: the
+/// lanes that call this are inlined into their exports.
+#[inline(always)]
+pub fn framed<R>(f: impl FnOnce() -> R) -> R {
+    let here = 0u8;
+    let _frame = Frame::enter(core::ptr::addr_of!(here) as usize);
+    f()
 }

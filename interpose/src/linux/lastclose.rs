@@ -95,21 +95,30 @@ fn cancel_at_entry<T>(call: impl FnOnce() -> T) -> T {
 /// As for C `close`.
 #[inline(always)]
 pub unsafe fn close(args::close { fd }: args::close) -> ret::close {
-    let call = || {
-        let c = closing(fd, fd);
-        // SAFETY: the caller's own arguments.
-        let r = unsafe { real::close(fd) };
-        closed(c, !close_failed_with_nothing_closed(r));
-        r
-    };
     // A descriptor with no mapping or lock recorded loses nothing that
     // matters to a cancellation at the entry (at worst its number's later
     // mmaps go untracked): no cancellation state is touched for it.
     if ENGINE.fd_has_records(fd) {
-        cancel_at_entry(call)
-    } else {
-        call()
+        return close_recorded(fd);
     }
+    close_now(fd)
+}
+
+/// `close(fd)` with the engine told before and after.
+#[inline(always)]
+fn close_now(fd: c_int) -> c_int {
+    let c = closing(fd, fd);
+    // SAFETY: the caller's own arguments.
+    let r = unsafe { real::close(fd) };
+    closed(c, !close_failed_with_nothing_closed(r));
+    r
+}
+
+/// `close(fd)` of a descriptor with records: a cancellation is acted on
+/// at the entry only.
+#[inline(never)]
+fn close_recorded(fd: c_int) -> c_int {
+    cancel_at_entry(|| close_now(fd))
 }
 
 /// # Safety

@@ -116,6 +116,12 @@ impl Os for RealOs {
         Some(super::frames::cells())
     }
 
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[inline(always)]
+    fn framed<R>(&self, f: impl FnOnce() -> R) -> R {
+        super::frames::framed(f)
+    }
+
     /// No frames are kept on other architectures: no recovery there.
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     fn thread_cells(&self) -> Option<&'static PerThread> {
