@@ -223,6 +223,12 @@ pub trait Os {
     fn framed<R>(&self, f: impl FnOnce() -> R) -> R {
         f()
     }
+    /// Runs `f`, which may make system calls, with the calling thread's
+    /// errno as it found it afterwards: for the rare ways of a hook whose
+    /// common way makes none and so saves nothing.
+    fn keeping_errno<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
     /// A number naming the calling thread among live threads, never 0 (the
     /// lock's word when [`Os::thread_cells`] is `None`).
     fn this_thread(&self) -> usize;

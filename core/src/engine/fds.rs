@@ -125,6 +125,8 @@ impl Engine {
     /// holder of the table releases those descriptors' mappings,
     /// conservatively (as if each carried a lock). The hook calls
     /// [`Engine::closed`] with the answer once the real call returns.
+    /// errno is kept: only a release makes system calls, and it puts errno
+    /// back ([`Os::keeping_errno`]).
     ///
     /// In a vfork child (another table, the parent's still there) nothing
     /// is done: none of its closes ends a description the records know
@@ -146,7 +148,9 @@ impl Engine {
             FdTable::VforkChild => return c,
             FdTable::Unshared => {
                 if self.mapped_fds.get(fd) && self.active() {
-                    os.framed(|| self.release_or_note(os, fd, fd, |_, _| true));
+                    os.framed(|| {
+                        os.keeping_errno(|| self.release_or_note(os, fd, fd, |_, _| true))
+                    });
                 }
                 return c;
             }
@@ -171,7 +175,7 @@ impl Engine {
     #[inline(never)]
     fn released_at_close<O: Os>(&self, os: &O, fd: i32) {
         if self.active() {
-            os.framed(|| self.release_at_close(os, fd, fd));
+            os.framed(|| os.keeping_errno(|| self.release_at_close(os, fd, fd)));
         }
         self.mapped_fds.clear(fd);
     }
@@ -188,7 +192,9 @@ impl Engine {
             FdTable::VforkChild => return c,
             FdTable::Unshared => {
                 if self.mapped_fds.any(lo, hi) && self.active() {
-                    os.framed(|| self.release_or_note(os, lo, hi, |_, _| true));
+                    os.framed(|| {
+                        os.keeping_errno(|| self.release_or_note(os, lo, hi, |_, _| true))
+                    });
                 }
                 return c;
             }
@@ -198,7 +204,7 @@ impl Engine {
         self.read_only_fds.closing(lo, hi);
         if self.mapped_fds.any(lo, hi) {
             if self.active() {
-                os.framed(|| self.release_at_close(os, lo, hi));
+                os.framed(|| os.keeping_errno(|| self.release_at_close(os, lo, hi)));
             }
             self.mapped_fds.clear_range(lo, hi);
         }

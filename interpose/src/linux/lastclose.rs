@@ -29,10 +29,11 @@ fn before<T>(work: impl FnOnce() -> T) -> T {
 }
 
 /// What [`ENGINE`] does before a call that ends the descriptors
-/// `[lo, hi]`; hand its answer to [`closed`].
+/// `[lo, hi]`; hand its answer to [`closed`]. errno is kept (see
+/// `Engine::closing`).
 #[inline(always)]
 fn closing(lo: c_int, hi: c_int) -> Closing {
-    before(|| ENGINE.closing(&RealOs, lo, hi))
+    ENGINE.closing(&RealOs, lo, hi)
 }
 
 /// After that call: `ok` unless it failed without closing anything.

@@ -122,6 +122,14 @@ impl Os for RealOs {
         super::frames::framed(f)
     }
 
+    #[inline(always)]
+    fn keeping_errno<R>(&self, f: impl FnOnce() -> R) -> R {
+        let saved = crate::errno::Saved::now();
+        let r = f();
+        saved.restore();
+        r
+    }
+
     /// No frames are kept on other architectures: no recovery there.
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     fn thread_cells(&self) -> Option<&'static PerThread> {
