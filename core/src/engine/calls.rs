@@ -184,7 +184,7 @@ impl Engine {
     /// table.
     #[inline(always)]
     fn kernel_mmap<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
-        let r = self.retry_enomem(os, || os.mmap(call));
+        let r = self.retry_enomem(os, move || os.mmap(call));
         if let (Ok(start), false) = (r, call.flags & libc::MAP_FIXED != 0) {
             self.placed_by_kernel(os, start, call.len);
         }
@@ -392,7 +392,7 @@ impl Engine {
     pub fn munmap<O: Os>(&self, os: &O, addr: usize, len: usize) -> Result<(), Errno> {
         if self.untracked(addr, addr.wrapping_add(len)) && self.active() {
             self.count_straight(Straight::Munmap);
-            return self.retry_enomem(os, || os.munmap(addr, len));
+            return self.retry_enomem(os, move || os.munmap(addr, len));
         }
         os.framed(|| self.munmap_considered(os, addr, len))
     }
