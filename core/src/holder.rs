@@ -14,8 +14,8 @@
 //! cells (thread-local, kept by the [`Os`]), its current *hook frame* (an
 //! address near the top of the exported function it entered, recorded on
 //! entry or, in the hooks whose common calls never take the table, on the
-//! way to it: [`Os::framed`]; 0 where none is kept) and the frame at which it took the table, written *before* the
-//! compare-and-swap. A call that finds the table taken by its own thread is
+//! way to it: [`Os::framed`]; 0 where none is kept) and the frame at which
+//! it took the table, written *before* the compare-and-swap. A call that finds the table taken by its own thread is
 //! either
 //! - a signal handler nested in the holder: it runs below the holder's
 //!   frames, at least the kernel's signal frame lower (over 1 KiB on x86_64,

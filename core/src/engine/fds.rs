@@ -39,6 +39,14 @@ use crate::stats::Counter;
 use crate::table::{State, Table};
 use core::sync::atomic::Ordering::*;
 
+/// A release made by [`Engine::closing`]: it may take the table (so it
+/// records the hook's frame) and make system calls (so it puts errno back),
+/// where the common way of a close does neither.
+#[inline(always)]
+fn releasing<O: Os, R>(os: &O, f: impl FnOnce() -> R) -> R {
+    os.framed(|| os.keeping_errno(f))
+}
+
 /// What [`Engine::closing`] did before a close-type call, for
 /// [`Engine::closed`] to finish, or to undo if the call failed.
 #[derive(Clone, Copy, Debug)]
@@ -148,9 +156,7 @@ impl Engine {
             FdTable::VforkChild => return c,
             FdTable::Unshared => {
                 if self.mapped_fds.get(fd) && self.active() {
-                    os.framed(|| {
-                        os.keeping_errno(|| self.release_or_note(os, fd, fd, |_, _| true))
-                    });
+                    releasing(os, || self.release_or_note(os, fd, fd, |_, _| true));
                 }
                 return c;
             }
@@ -175,7 +181,7 @@ impl Engine {
     #[inline(never)]
     fn released_at_close<O: Os>(&self, os: &O, fd: i32) {
         if self.active() {
-            os.framed(|| os.keeping_errno(|| self.release_at_close(os, fd, fd)));
+            releasing(os, || self.release_at_close(os, fd, fd));
         }
         self.mapped_fds.clear(fd);
     }
@@ -192,9 +198,7 @@ impl Engine {
             FdTable::VforkChild => return c,
             FdTable::Unshared => {
                 if self.mapped_fds.any(lo, hi) && self.active() {
-                    os.framed(|| {
-                        os.keeping_errno(|| self.release_or_note(os, lo, hi, |_, _| true))
-                    });
+                    releasing(os, || self.release_or_note(os, lo, hi, |_, _| true));
                 }
                 return c;
             }
@@ -204,7 +208,7 @@ impl Engine {
         self.read_only_fds.closing(lo, hi);
         if self.mapped_fds.any(lo, hi) {
             if self.active() {
-                os.framed(|| os.keeping_errno(|| self.release_at_close(os, lo, hi)));
+                releasing(os, || self.release_at_close(os, lo, hi));
             }
             self.mapped_fds.clear_range(lo, hi);
         }
