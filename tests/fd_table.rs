@@ -39,11 +39,13 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 const GRANTED: &str = "round 0: lock granted\nround 1: lock granted\nround 2: lock granted\n";
 
-/// `tests/c/PROGRAM.c DIR ARGS...`, the same without and with the library.
-fn scenario(program: &str, args: &[&str], expect: &str) {
+/// `tests/c/PROGRAM.c DIR ARGS...`, the same without and with the library;
+/// answers the runs with it.
+fn scenario(program: &str, args: &[&str], expect: &str) -> Vec<Ran> {
     let name = format!("{program}-{}", args.join("-"));
     let build = scratch(&name);
     let exe = c_program(program, &build);
+    let mut runs = Vec::new();
     for r in same_as_without(
         &name,
         |dir: &Path| {
@@ -55,7 +57,9 @@ fn scenario(program: &str, args: &[&str], expect: &str) {
         LIMIT,
     ) {
         assert_contains(&r.out.stdout, expect);
+        runs.push(r);
     }
+    runs
 }
 
 #[test]
@@ -230,6 +234,33 @@ fn a_lock_carried_by_a_dup_past_libc_is_released_at_the_last_close() {
 #[test]
 fn a_close_cancelled_at_its_entry_keeps_the_descriptors_records() {
     scenario("cancelclose", &[], GRANTED);
+}
+
+/// A thread cancelled at the entry of `close()` of a descriptor nothing was
+/// mapped through, in a process with threads: the mappings later made
+/// through its number must still be reused. The library at 23c01f1 left
+/// that close's place in line under way (it never returned to the hook),
+/// and tracked nothing through the number again ("reused 0").
+#[test]
+fn a_close_cancelled_at_its_entry_leaves_its_number_tracked() {
+    every_run_reused(scenario("cancelclose", &["unrecorded-low"], "cycled\n"));
+}
+
+/// The same for number 4096, past the numbers with a place in line of
+/// their own: the library at 23c01f1 tracked nothing again, through any
+/// number.
+#[test]
+fn a_close_of_a_high_number_cancelled_at_its_entry_leaves_every_number_tracked() {
+    every_run_reused(scenario("cancelclose", &["unrecorded-high"], "cycled\n"));
+}
+
+/// Each run's maps of one window after the cancelled close were answered
+/// from the queue (a scenario this machine cannot run has no runs).
+fn every_run_reused(runs: Vec<Ran>) {
+    for r in runs {
+        let reused = r.get(munmapq_core::stats::Counter::Reused);
+        assert!(reused > 0, "reused {reused}:\n{}", r.stdout());
+    }
 }
 
 /// glibc's `clone(CLONE_VM | CLONE_VFORK)` (not `vfork`): its child runs in

@@ -8,7 +8,16 @@
  *       close(D) and is cancelled there. D is still open: the main thread
  *       locks it with flock(LOCK_EX | LOCK_NB), closes it (now for real)
  *       and unmaps the window; another description's flock must then say
- *       "lock granted". */
+ *       "lock granted".
+ *
+ *   cancelclose DIR unrecorded-low | unrecorded-high
+ *       A thread is cancelled at the entry of close(N) of DIR/file opened
+ *       read-only, nothing mapped through it: N is the lowest free number,
+ *       or 4096 (past the numbers the library gives a place in line of
+ *       their own). N is still open; the main thread closes it, opens the
+ *       file again (at the lowest free number) and maps, reads and unmaps
+ *       one window 200 times, then prints "cycled". The test asks the
+ *       library's counters whether those maps were reused. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +27,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define WINDOW (16 * 1024)
@@ -49,12 +59,70 @@ static void *close_cancelled(void *arg) {
     return "not cancelled";
 }
 
+/* A thread cancelled at the entry of close(n); n must still be open. */
+static void cancelled_closing(int n) {
+    int arg[2] = {n, 0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, close_cancelled, arg) != 0)
+        die("pthread_create");
+    pthread_cancel(t);
+    arg[1] = 1;
+    void *how;
+    pthread_join(t, &how);
+    if (how != PTHREAD_CANCELED) {
+        printf("the thread was not cancelled\n");
+        exit(1);
+    }
+    if (fcntl(n, F_GETFD) < 0)
+        die("the descriptor was closed");
+}
+
+static int unrecorded(const char *path, int high) {
+    int d = open(path, O_RDONLY);
+    if (d < 0)
+        die("open");
+    int n = d;
+    if (high) {
+        struct rlimit l;
+        if (getrlimit(RLIMIT_NOFILE, &l) != 0)
+            die("getrlimit");
+        if (l.rlim_cur < 4097) {
+            l.rlim_cur = l.rlim_max < 4097 ? l.rlim_max : 4097;
+            if (l.rlim_cur < 4097 || setrlimit(RLIMIT_NOFILE, &l) != 0) {
+                printf("SKIPPED: no descriptor 4096 under RLIMIT_NOFILE\n");
+                return 0;
+            }
+        }
+        n = dup2(d, 4096);
+        if (n != 4096)
+            die("dup2");
+        close(d);
+    }
+    cancelled_closing(n);
+    close(n);
+    d = open(path, O_RDONLY);
+    if (d < 0)
+        die("open");
+    for (int i = 0; i < 200; i++) {
+        char *p = mmap(NULL, WINDOW, PROT_READ, MAP_PRIVATE, d, 0);
+        if (p == MAP_FAILED)
+            die("mmap");
+        (void)*(volatile char *)p;
+        munmap(p, WINDOW);
+    }
+    close(d);
+    printf("cycled\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 2)
+    if (argc != 2 && argc != 3)
         return 2;
     char path[4096];
     snprintf(path, sizeof path, "%s/file", argv[1]);
     make_file(path, 4 * WINDOW);
+    if (argc == 3)
+        return unrecorded(path, strcmp(argv[2], "unrecorded-high") == 0);
     for (int round = 0; round < 3; round++) {
         int d = open(path, O_RDONLY);
         if (d < 0)
@@ -63,20 +131,7 @@ int main(int argc, char **argv) {
         if (p == MAP_FAILED)
             die("mmap");
         (void)*(volatile char *)p;
-        int arg[2] = {d, 0};
-        pthread_t t;
-        if (pthread_create(&t, NULL, close_cancelled, arg) != 0)
-            die("pthread_create");
-        pthread_cancel(t);
-        arg[1] = 1;
-        void *how;
-        pthread_join(t, &how);
-        if (how != PTHREAD_CANCELED) {
-            printf("round %d: the thread was not cancelled\n", round);
-            return 1;
-        }
-        if (fcntl(d, F_GETFD) < 0)
-            die("the descriptor was closed");
+        cancelled_closing(d);
         if (flock(d, LOCK_EX | LOCK_NB) != 0)
             die("flock");
         close(d);

@@ -96,13 +96,24 @@ fn cancel_at_entry<T>(call: impl FnOnce() -> T) -> T {
 /// As for C `close`.
 #[inline(always)]
 pub unsafe fn close(args::close { fd }: args::close) -> ret::close {
-    // A descriptor with no mapping or lock recorded loses nothing that
-    // matters to a cancellation at the entry (at worst its number's later
-    // mmaps go untracked): no cancellation state is touched for it.
-    if ENGINE.fd_has_records(fd) {
-        return close_recorded(fd);
+    if cancellable(fd) {
+        return close_cancelling_at_entry(fd);
     }
     close_now(fd)
+}
+
+/// Whether a close of `fd` may be cancelled where the hook would not see
+/// it return: it has records a close that did not happen needs back, or
+/// another thread may cancel this one. Even with no records, a close that
+/// began and never returned would leave its place in line under way
+/// (`core/src/close_seq.rs`), and no later mapping through its number
+/// (through any number, for those sharing a place past the first 4096)
+/// would be tracked again. In a process that never had a second thread
+/// only the thread itself can ask, and that ends the process: no
+/// cancellation state is touched there.
+#[inline(always)]
+fn cancellable(fd: c_int) -> bool {
+    ENGINE.fd_has_records(fd) || !real::single_threaded()
 }
 
 /// `close(fd)` with the engine told before and after.
@@ -115,10 +126,9 @@ fn close_now(fd: c_int) -> c_int {
     r
 }
 
-/// `close(fd)` of a descriptor with records: a cancellation is acted on
-/// at the entry only.
+/// `close(fd)` with a cancellation acted on at the entry only.
 #[inline(never)]
-fn close_recorded(fd: c_int) -> c_int {
+fn close_cancelling_at_entry(fd: c_int) -> c_int {
     cancel_at_entry(|| close_now(fd))
 }
 
@@ -304,7 +314,7 @@ pub unsafe fn fclose(args::fclose { fp }: args::fclose) -> ret::fclose {
     };
     // SAFETY: the caller's own arguments.
     let call = || unsafe { fclose_uncancelled(fp) };
-    if ENGINE.fd_has_records(fd) {
+    if cancellable(fd) {
         cancel_at_entry(call)
     } else {
         call()

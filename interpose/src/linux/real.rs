@@ -23,11 +23,12 @@ macro_rules! real_functions {
     };
     (@all $( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty, [$($stand_in:tt)*]; )*) => {
         // Besides the hooks' real functions: vfork (its export cannot be an
-        // ordinary function), and functions of the C library that the
+        // ordinary function), functions of the C library that the
         // library calls for itself at load only (found as the real
-        // functions are, which costs less than an import bound at load).
+        // functions are, which costs less than an import bound at load),
+        // and one variable of it, read by the close hooks.
         real_functions!(
-            @helpers [vfork dlsym __register_atfork sysconf abort fileno pthread_setcancelstate pthread_testcancel]
+            @helpers [vfork dlsym __register_atfork sysconf abort fileno pthread_setcancelstate pthread_testcancel __libc_single_threaded]
             $( $name [$($stand_in)*] )*
         );
 
@@ -165,6 +166,23 @@ pub fn setcancelstate(state: c_int) -> c_int {
     // SAFETY: a valid out-pointer.
     unsafe { f(state, &mut old) };
     old
+}
+
+/// Whether the process never had a second thread, as glibc (2.32 on)
+/// says in `__libc_single_threaded`; false where it has no such variable.
+/// Only a thread can cancel itself then, and its cancellation ends the
+/// process. The definition is the C library's own (found after this
+/// library): since 2.35 that is the one `pthread_create` clears first,
+/// whatever copy a program holds of it. Before, a program holding a copy
+/// leaves the C library's at true: its closes are then made as they all
+/// were before this was asked (see `close` in lastclose.rs).
+#[inline]
+pub fn single_threaded() -> bool {
+    use core::sync::atomic::AtomicU8;
+    let p = SLOTS[Slot::__libc_single_threaded as usize].load(Ordering::Relaxed);
+    // SAFETY: the C library's `char __libc_single_threaded`, which lives
+    // as long as the C library; a byte, read atomically.
+    p != 0 && unsafe { (*(p as *const AtomicU8)).load(Ordering::Relaxed) } != 0
 }
 
 /// The real `vfork`'s address, for `table_owner.rs`'s trampoline: 0
