@@ -21,7 +21,9 @@
 //!   (`SYS_dup`, `SYS_fcntl` with `F_DUPFD`), which the library at d02eb11
 //!   did not route through its hooks; and one taken, or a copy made, by
 //!   the `syscall` instruction itself, past libc.
-//! - `tests/c/cancelclose.c`: a close cancelled at its entry.
+//! - `tests/c/cancelclose.c`: a close cancelled at its entry, an fclose
+//!   cancelled at its flush, and an fclose with nothing to flush (no
+//!   cancellation point in glibc's).
 //!
 //! The library on main (4781e2d) fails every one: "round 0: Resource
 //! temporarily unavailable" (the lock still held after the last close),
@@ -254,12 +256,45 @@ fn a_close_of_a_high_number_cancelled_at_its_entry_leaves_every_number_tracked()
     every_run_reused(scenario("cancelclose", &["unrecorded-high"], "cycled\n"));
 }
 
+/// The same for `fclose` of a stream with a byte to flush: glibc acts on
+/// the request at the flush's `write`, before it closes the descriptor.
+/// The library at 23c01f1 left the close's place under way ("reused 0").
+#[test]
+fn an_fclose_cancelled_at_its_flush_leaves_its_number_tracked() {
+    every_run_reused(scenario("cancelclose", &["unrecorded-fclose"], "cycled\n"));
+}
+
+/// A thread with a cancellation pending that calls `fclose` of a stream
+/// with nothing to flush is not cancelled there (glibc's `fclose` then
+/// reaches no cancellation point), and the descriptor is closed. The
+/// library at d58e387 acted on the request at the hook's entry ("cancelled,
+/// the descriptor open").
+#[test]
+fn an_fclose_with_nothing_to_flush_is_no_cancellation_point() {
+    scenario(
+        "cancelclose",
+        &["fclose-unflushed"],
+        "not cancelled, the descriptor closed\n",
+    );
+}
+
+/// The same where a window was mapped through the stream's descriptor:
+/// the library at 23c01f1 acted on the request at the hook's entry.
+#[test]
+fn an_fclose_of_a_mapped_descriptor_with_nothing_to_flush_is_no_cancellation_point() {
+    scenario(
+        "cancelclose",
+        &["fclose-unflushed-mapped"],
+        "not cancelled, the descriptor closed\n",
+    );
+}
+
 /// Each run's maps of one window after the cancelled close were answered
 /// from the queue (a scenario this machine cannot run has no runs).
 fn every_run_reused(runs: Vec<Ran>) {
     for r in runs {
         let reused = r.get(munmapq_core::stats::Counter::Reused);
-        assert!(reused > 0, "reused {reused}:\n{}", r.stdout());
+        assert!(reused > 0, "reused {reused}:\n{}{}", r.stdout(), r.stderr());
     }
 }
 

@@ -73,8 +73,8 @@ fn close_failed_with_nothing_closed(r: c_int) -> bool {
 
 const PTHREAD_CANCEL_DISABLE: c_int = 1;
 
-/// Runs `call`, which makes a close that is a cancellation point (`close`,
-/// `fclose`), so that a cancellation is acted on where it leaves the
+/// Runs `call`, which makes a close that is a cancellation point at its
+/// entry (`close`), so that a cancellation is acted on where it leaves the
 /// engine's records as the kernel leaves the descriptor: at the entry,
 /// before the engine changes anything (glibc acts on a pending request
 /// before the system call, and the descriptor stays open); a request
@@ -102,15 +102,15 @@ pub unsafe fn close(args::close { fd }: args::close) -> ret::close {
     close_now(fd)
 }
 
-/// Whether a close of `fd` may be cancelled where the hook would not see
-/// it return: it has records a close that did not happen needs back, or
-/// another thread may cancel this one. Even with no records, a close that
-/// began and never returned would leave its place in line under way
-/// (`core/src/close_seq.rs`), and no later mapping through its number
-/// (through any number, for those sharing a place past the first 4096)
-/// would be tracked again. In a process that never had a second thread
-/// only the thread itself can ask, and that ends the process: no
-/// cancellation state is touched there.
+/// Whether a close of `fd` is made so that a cancellation cannot leave
+/// the engine's records wrong: it has records a close that did not happen
+/// needs back, or the process has had a second thread. Even with no
+/// records, a close that began and never returned would leave its place
+/// in line under way (`core/src/close_seq.rs`), and no later mapping
+/// through its number (through any number, for those sharing a place
+/// past the first 4096) would be tracked again. While glibc says the
+/// process never had a second thread (`real::single_threaded`), its
+/// `close` and `write` act on no cancellation (since 2.36).
 #[inline(always)]
 fn cancellable(fd: c_int) -> bool {
     ENGINE.fd_has_records(fd) || !real::single_threaded()
@@ -312,20 +312,61 @@ pub unsafe fn fclose(args::fclose { fp }: args::fclose) -> ret::fclose {
         // SAFETY: the caller's stream, about to be closed.
         unsafe { real::fileno(fp) }
     };
-    // SAFETY: the caller's own arguments.
-    let call = || unsafe { fclose_uncancelled(fp) };
     if cancellable(fd) {
-        cancel_at_entry(call)
-    } else {
-        call()
+        // SAFETY: the caller's own arguments.
+        return unsafe { fclose_cancellable(fp) };
     }
+    let mut taken = Closing::NONE;
+    // SAFETY: the caller's own arguments; `taken` outlives the call.
+    unsafe { fclose_told(fp, &mut taken) }
 }
 
-/// `fclose` with cancellation put off (see [`cancel_at_entry`]).
+/// `fclose(fp)` where the thread may be cancelled in it. glibc's `fclose`
+/// is a cancellation point only where it flushes (its `write`), before it
+/// closes the descriptor (`__close_nocancel`): so nothing here acts on a
+/// request, and a handler registered around the call gives the
+/// descriptor back what the engine took from it, and ends its place among
+/// closes, if glibc unwinds the thread there.
 ///
 /// # Safety
 /// As for C `fclose`.
-unsafe fn fclose_uncancelled(fp: *mut FILE) -> c_int {
+#[inline(never)]
+unsafe fn fclose_cancellable(fp: *mut FILE) -> c_int {
+    let mut taken = Closing::NONE;
+    let taken_at: *mut Closing = &mut taken;
+    let mut buf = real::CleanupBuffer::new();
+    // SAFETY: `buf` and `taken` live in this frame, and the handler is
+    // popped before it returns.
+    if !unsafe { real::cleanup_push(&mut buf, given_back, taken_at.cast()) } {
+        // SAFETY: the caller's own arguments.
+        return cancel_at_entry(|| unsafe { fclose_told(fp, taken_at) });
+    }
+    // SAFETY: the caller's own arguments; `taken` outlives the call.
+    let r = unsafe { fclose_told(fp, taken_at) };
+    // SAFETY: the handler pushed above, the innermost one (glibc's
+    // fclose pops what it pushes).
+    unsafe { real::cleanup_pop(&mut buf) };
+    r
+}
+
+/// The cleanup handler of a cancelled [`fclose_cancellable`].
+///
+/// # Safety
+/// `taken` points at that frame's `Closing`.
+unsafe extern "C" fn given_back(taken: *mut libc::c_void) {
+    // SAFETY: as the caller promises; written with a volatile store.
+    let c = unsafe { taken.cast::<Closing>().read_volatile() };
+    // The descriptor is still open: as for a call that closed nothing.
+    closed(c, false);
+}
+
+/// `fclose(fp)` with the engine told before and after. What the engine
+/// took is in `*taken` while the real call runs (and nothing otherwise),
+/// for [`given_back`].
+///
+/// # Safety
+/// As for C `fclose`; `taken` is valid for writes.
+unsafe fn fclose_told(fp: *mut FILE, taken: *mut Closing) -> c_int {
     let c = if fp.is_null() {
         Closing::NONE
     } else {
@@ -335,8 +376,13 @@ unsafe fn fclose_uncancelled(fp: *mut FILE) -> c_int {
             ENGINE.closing(&RealOs, fd, fd)
         })
     };
+    // SAFETY: as the caller promises. Volatile: a cleanup handler reads
+    // it if the call below unwinds.
+    unsafe { taken.write_volatile(c) };
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::fclose(fp) };
+    // SAFETY: as above.
+    unsafe { taken.write_volatile(Closing::NONE) };
     // glibc closes the descriptor whatever the flush answered.
     closed(c, true);
     r

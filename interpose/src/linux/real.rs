@@ -28,7 +28,7 @@ macro_rules! real_functions {
         // functions are, which costs less than an import bound at load),
         // and one variable of it, read by the close hooks.
         real_functions!(
-            @helpers [vfork dlsym __register_atfork sysconf abort fileno pthread_setcancelstate pthread_testcancel __libc_single_threaded]
+            @helpers [vfork dlsym __register_atfork sysconf abort fileno pthread_setcancelstate pthread_testcancel _pthread_cleanup_push _pthread_cleanup_pop __libc_single_threaded]
             $( $name [$($stand_in)*] )*
         );
 
@@ -170,12 +170,15 @@ pub fn setcancelstate(state: c_int) -> c_int {
 
 /// Whether the process never had a second thread, as glibc (2.32 on)
 /// says in `__libc_single_threaded`; false where it has no such variable.
-/// Only a thread can cancel itself then, and its cancellation ends the
-/// process. The definition is the C library's own (found after this
-/// library): since 2.35 that is the one `pthread_create` clears first,
-/// whatever copy a program holds of it. Before, a program holding a copy
-/// leaves the C library's at true: its closes are then made as they all
-/// were before this was asked (see `close` in lastclose.rs).
+/// The definition is the C library's own (found after this library):
+/// since 2.36 that is the one glibc's own calls test, which
+/// `pthread_create` and `pthread_cancel` clear, whatever copy a program
+/// holds of it, so while it is true glibc's `close` and `write` are no
+/// cancellation points. From 2.32 to 2.35 a program holding a copy (a
+/// copy relocation: C++ built with GCC 11 and later reads it inline)
+/// leaves the C library's at 0, which only costs the slower way; and a
+/// thread that cancels itself there is not told (see `close` in
+/// lastclose.rs).
 #[inline]
 pub fn single_threaded() -> bool {
     use core::sync::atomic::AtomicU8;
@@ -183,6 +186,72 @@ pub fn single_threaded() -> bool {
     // SAFETY: the C library's `char __libc_single_threaded`, which lives
     // as long as the C library; a byte, read atomically.
     p != 0 && unsafe { (*(p as *const AtomicU8)).load(Ordering::Relaxed) } != 0
+}
+
+/// glibc's `struct _pthread_cleanup_buffer`: a cleanup handler kept in
+/// the frame that registers it.
+#[repr(C)]
+pub struct CleanupBuffer {
+    routine: usize,
+    arg: *mut c_void,
+    canceltype: c_int,
+    prev: *mut c_void,
+}
+
+impl CleanupBuffer {
+    pub const fn new() -> Self {
+        CleanupBuffer {
+            routine: 0,
+            arg: core::ptr::null_mut(),
+            canceltype: 0,
+            prev: core::ptr::null_mut(),
+        }
+    }
+}
+
+/// Registers `routine(arg)` to run if the thread is cancelled (or calls
+/// `pthread_exit`) while `buf`'s frame is on the stack: glibc runs the
+/// handlers of `_pthread_cleanup_push` as its forced unwinding leaves
+/// their frames (`nptl/unwind.c`). Answers false, registering nothing,
+/// where the program has no such function. `buf` must stay where it is
+/// until [`cleanup_pop`], in the same frame.
+///
+/// # Safety
+/// `buf` lives in the caller's frame and is popped before that frame
+/// returns; `routine` may run with `arg` until then.
+pub unsafe fn cleanup_push(
+    buf: *mut CleanupBuffer,
+    routine: unsafe extern "C" fn(*mut c_void),
+    arg: *mut c_void,
+) -> bool {
+    let push = SLOTS[Slot::_pthread_cleanup_push as usize].load(Ordering::Acquire);
+    if push == 0 || SLOTS[Slot::_pthread_cleanup_pop as usize].load(Ordering::Acquire) == 0 {
+        return false;
+    }
+    // SAFETY: glibc's `void _pthread_cleanup_push(struct
+    // _pthread_cleanup_buffer *, void (*)(void *), void *)`.
+    let push: unsafe extern "C" fn(
+        *mut CleanupBuffer,
+        unsafe extern "C" fn(*mut c_void),
+        *mut c_void,
+    ) = unsafe { core::mem::transmute(push) };
+    // SAFETY: as the caller promises.
+    unsafe { push(buf, routine, arg) };
+    true
+}
+
+/// Unregisters `buf` (after a [`cleanup_push`] that answered true)
+/// without running it.
+///
+/// # Safety
+/// `buf` is the innermost handler registered on this thread.
+pub unsafe fn cleanup_pop(buf: *mut CleanupBuffer) {
+    let pop = SLOTS[Slot::_pthread_cleanup_pop as usize].load(Ordering::Acquire);
+    // SAFETY: glibc's `void _pthread_cleanup_pop(struct
+    // _pthread_cleanup_buffer *, int)`, resolved with its push.
+    let pop: unsafe extern "C" fn(*mut CleanupBuffer, c_int) = unsafe { core::mem::transmute(pop) };
+    // SAFETY: as the caller promises.
+    unsafe { pop(buf, 0) };
 }
 
 /// The real `vfork`'s address, for `table_owner.rs`'s trampoline: 0
