@@ -75,9 +75,9 @@ static void *close_cancelled(void *arg) {
     return "not cancelled";
 }
 
-/* A thread cancelled at the entry of close(n), or in fclose(fp) of a
- * stream on n; n must still be open. */
-static void cancelled_closing(int n, FILE *fp) {
+/* close(n), or fclose(fp) of a stream on n, by a thread with a
+ * cancellation request pending: whether the thread was cancelled. */
+static int closed_with_request_pending(int n, FILE *fp) {
     struct closing c = {n, fp, 0};
     pthread_t t;
     if (pthread_create(&t, NULL, close_cancelled, &c) != 0)
@@ -86,7 +86,13 @@ static void cancelled_closing(int n, FILE *fp) {
     c.go = 1;
     void *how;
     pthread_join(t, &how);
-    if (how != PTHREAD_CANCELED) {
+    return how == PTHREAD_CANCELED;
+}
+
+/* A thread cancelled at the entry of close(n), or in fclose(fp) of a
+ * stream on n; n must still be open. */
+static void cancelled_closing(int n, FILE *fp) {
+    if (!closed_with_request_pending(n, fp)) {
         printf("the thread was not cancelled\n");
         exit(1);
     }
@@ -160,15 +166,8 @@ static int fclose_unflushed(const char *path, int recorded) {
             die("mmap");
         (void)*(volatile char *)p;
     }
-    struct closing c = {n, fp, 0};
-    pthread_t t;
-    if (pthread_create(&t, NULL, close_cancelled, &c) != 0)
-        die("pthread_create");
-    pthread_cancel(t);
-    c.go = 1;
-    void *how;
-    pthread_join(t, &how);
-    printf("%s, the descriptor %s\n", how == PTHREAD_CANCELED ? "cancelled" : "not cancelled",
+    int cancelled = closed_with_request_pending(n, fp);
+    printf("%s, the descriptor %s\n", cancelled ? "cancelled" : "not cancelled",
            fcntl(n, F_GETFD) < 0 ? "closed" : "open");
     if (p)
         munmap(p, WINDOW);
