@@ -24,6 +24,10 @@
 //! - `tests/c/cancelclose.c`: a close cancelled at its entry, an fclose
 //!   cancelled at its flush, and an fclose with nothing to flush (no
 //!   cancellation point in glibc's).
+//! - `tests/c/fclose.c`: an fclose left without returning (by a cookie
+//!   stream's write function, by `longjmp`) leaves nothing of the hook's
+//!   registered or undone, and an fclose of a stream with no descriptor
+//!   keeps errno.
 //!
 //! The library on main (4781e2d) fails every one: "round 0: Resource
 //! temporarily unavailable" (the lock still held after the last close),
@@ -32,6 +36,7 @@
 
 mod common;
 use common::*;
+use munmapq_core::trace::{Record, KIND_CLOSE, RECORD_BYTES};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -287,6 +292,60 @@ fn an_fclose_of_a_mapped_descriptor_with_nothing_to_flush_is_no_cancellation_poi
         &["fclose-unflushed-mapped"],
         "not cancelled, the descriptor closed\n",
     );
+}
+
+/// A cookie stream's write function that leaves `fclose` by `setcontext`
+/// (as a coroutine switching stacks would), then, at the same depth, one
+/// that calls `pthread_exit`. The library at 857ea23 registered its
+/// cleanup handler across the program's write function: left there, it
+/// stayed registered, the next `fclose` registered the same frame over it
+/// (linked to itself), and the thread's exit ran the handler for ever.
+#[test]
+fn an_fclose_left_by_a_cookie_streams_write_leaves_no_handler_behind() {
+    scenario("fclose", &["setcontext"], "the thread exited\n");
+}
+
+/// glibc's `fileno` sets EBADF for a stream with no descriptor: the
+/// library at 857ea23 asked it outside the errno it keeps, and a
+/// successful `fclose` of a `fopencookie` or `fmemopen` stream left errno 9.
+#[test]
+fn an_fclose_of_a_stream_with_no_descriptor_keeps_errno() {
+    scenario(
+        "fclose",
+        &["errno"],
+        "cookie stream: fclose 0, errno 0\nmemory stream: fclose 0, errno 0\n",
+    );
+}
+
+/// An `fclose` left by `longjmp` after glibc closed the descriptor (from
+/// the program's own `free`): glibc's `longjmp` runs the hook's cleanup
+/// handler, which must tell the engine the descriptor was closed. The
+/// library at 857ea23 told it the close had failed (the trace's close
+/// record said -1), giving a closed number back its records.
+#[test]
+fn an_fclose_left_by_longjmp_after_its_close_is_told_as_a_close() {
+    let dir = scratch("fclose-longjmp");
+    let exe = c_program("fclose", &dir);
+    let trace = dir.join("trace");
+    let trace_s = trace.to_string_lossy().into_owned();
+    let r = run(
+        Command::new(&exe).arg(&*dir).arg("longjmp"),
+        true,
+        &[("MUNMAPQ_TRACE", &trace_s)],
+        LIMIT,
+    );
+    assert!(r.out.status.success(), "{}{}", r.stdout(), r.stderr());
+    assert_contains(&r.out.stdout, "closed\n");
+    let bytes = std::fs::read(&trace).expect("the trace");
+    let closes: Vec<Record> = bytes
+        .chunks_exact(RECORD_BYTES)
+        .map(|b| Record::decode(b.try_into().expect("one record")))
+        .filter(|r| r.kind == KIND_CLOSE)
+        .collect();
+    assert!(!closes.is_empty(), "no close traced");
+    for c in &closes {
+        assert_eq!(c.result, 0, "a close told as failed: {c:?}");
+    }
 }
 
 /// Each run's maps of one window after the cancelled close were answered

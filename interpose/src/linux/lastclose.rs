@@ -309,75 +309,92 @@ pub unsafe fn fclose(args::fclose { fp }: args::fclose) -> ret::fclose {
     let fd = if fp.is_null() {
         -1
     } else {
+        // errno kept: glibc's `fileno` sets EBADF for a stream with no
+        // descriptor, and the caller's errno must be what `fclose` leaves.
         // SAFETY: the caller's stream, about to be closed.
-        unsafe { real::fileno(fp) }
+        before(|| unsafe { real::fileno(fp) })
     };
-    if cancellable(fd) {
+    // A stream with no descriptor (`fopencookie`, `fmemopen`) closes none,
+    // and runs the program's own functions inside `fclose`, which may
+    // leave it without returning (an exception, a switch of stacks): no
+    // handler of ours may be registered across them.
+    if fd >= 0 && cancellable(fd) {
         // SAFETY: the caller's own arguments.
-        return unsafe { fclose_cancellable(fp) };
+        return unsafe { fclose_cancellable(fp, fd) };
     }
     let mut taken = Closing::NONE;
     // SAFETY: the caller's own arguments; `taken` outlives the call.
-    unsafe { fclose_told(fp, &mut taken) }
+    unsafe { fclose_told(fp, fd, &mut taken) }
 }
 
-/// `fclose(fp)` where the thread may be cancelled in it. glibc's `fclose`
-/// is a cancellation point only where it flushes (its `write`), before it
-/// closes the descriptor (`__close_nocancel`): so nothing here acts on a
-/// request, and a handler registered around the call gives the
-/// descriptor back what the engine took from it, and ends its place among
-/// closes, if glibc unwinds the thread there.
+/// `fclose(fp)` of a stream on `fd` where the thread may be cancelled in
+/// it. glibc's `fclose` is a cancellation point only where it flushes (its
+/// `write`), before it closes the descriptor (`__close_nocancel`): so
+/// nothing here acts on a request, and a handler registered around the
+/// call ends the close's place among closes, and gives the descriptor
+/// back what the engine took from it if it is still open, when glibc
+/// leaves the call by unwinding (a cancellation, `pthread_exit` from a
+/// signal handler) or by `longjmp` out of a signal handler (glibc's
+/// `longjmp` runs the handlers of the frames it leaves,
+/// `__pthread_cleanup_upto`). Where glibc has no such handlers (before
+/// 2.34, without libpthread: no thread to cancel either), plainly.
 ///
 /// # Safety
 /// As for C `fclose`.
 #[inline(never)]
-unsafe fn fclose_cancellable(fp: *mut FILE) -> c_int {
+unsafe fn fclose_cancellable(fp: *mut FILE, fd: c_int) -> c_int {
     let mut taken = Closing::NONE;
     let taken_at: *mut Closing = &mut taken;
     let mut buf = real::CleanupBuffer::new();
     // SAFETY: `buf` and `taken` live in this frame, and the handler is
-    // popped before it returns.
-    if !unsafe { real::cleanup_push(&mut buf, given_back, taken_at.cast()) } {
-        // SAFETY: the caller's own arguments.
-        return cancel_at_entry(|| unsafe { fclose_told(fp, taken_at) });
-    }
+    // popped before it returns. Only glibc's code runs inside the call for
+    // a stream with a descriptor (its flush writes through its own
+    // `__write`), so the frame is left only by returning, or in ways that
+    // run the handler.
+    let pushed = unsafe { real::cleanup_push(&mut buf, given_back, taken_at.cast()) };
     // SAFETY: the caller's own arguments; `taken` outlives the call.
-    let r = unsafe { fclose_told(fp, taken_at) };
-    // SAFETY: the handler pushed above, the innermost one (glibc's
-    // fclose pops what it pushes).
-    unsafe { real::cleanup_pop(&mut buf) };
+    let r = unsafe { fclose_told(fp, fd, taken_at) };
+    if pushed {
+        // SAFETY: the handler pushed above, the innermost one (glibc's
+        // fclose pops what it pushes).
+        unsafe { real::cleanup_pop(&mut buf) };
+    }
     r
 }
 
-/// The cleanup handler of a cancelled [`fclose_cancellable`].
+/// The cleanup handler of an [`fclose_cancellable`] left by unwinding or
+/// a `longjmp`: glibc's `fclose` may have closed the descriptor already (a
+/// signal's handler may leave it anywhere), so the kernel says whether it
+/// closed anything. A number closed and opened again by another thread
+/// meanwhile counts as not closed: its next close then releases the
+/// mappings given back, as for a close that failed.
 ///
 /// # Safety
 /// `taken` points at that frame's `Closing`.
 unsafe extern "C" fn given_back(taken: *mut libc::c_void) {
     // SAFETY: as the caller promises; written with a volatile store.
     let c = unsafe { taken.cast::<Closing>().read_volatile() };
-    // The descriptor is still open: as for a call that closed nothing.
-    closed(c, false);
+    if let Some((fd, _)) = c.fds() {
+        closed(c, !before(|| is_open(fd)));
+    }
 }
 
-/// `fclose(fp)` with the engine told before and after. What the engine
-/// took is in `*taken` while the real call runs (and nothing otherwise),
-/// for [`given_back`].
+/// Whether `fd` names an open description now (`F_GETFD`, a raw call).
+fn is_open(fd: c_int) -> bool {
+    // SAFETY: F_GETFD only reads; a closed number makes it fail.
+    unsafe { super::sys::call(libc::SYS_fcntl, &[fd as c_long, libc::F_GETFD as c_long]) >= 0 }
+}
+
+/// `fclose(fp)` of a stream on `fd` (or none, -1) with the engine told
+/// before and after. What the engine took is in `*taken` while the real
+/// call runs (and nothing otherwise), for [`given_back`].
 ///
 /// # Safety
 /// As for C `fclose`; `taken` is valid for writes.
-unsafe fn fclose_told(fp: *mut FILE, taken: *mut Closing) -> c_int {
-    let c = if fp.is_null() {
-        Closing::NONE
-    } else {
-        before(|| {
-            // SAFETY: the caller's stream, about to be closed.
-            let fd = unsafe { real::fileno(fp) };
-            ENGINE.closing(&RealOs, fd, fd)
-        })
-    };
+unsafe fn fclose_told(fp: *mut FILE, fd: c_int, taken: *mut Closing) -> c_int {
+    let c = before(|| ENGINE.closing(&RealOs, fd, fd));
     // SAFETY: as the caller promises. Volatile: a cleanup handler reads
-    // it if the call below unwinds.
+    // it if the call below is left without returning.
     unsafe { taken.write_volatile(c) };
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::fclose(fp) };
