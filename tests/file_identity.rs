@@ -28,7 +28,9 @@ fn file_rewritten_under_a_queued_mapping() {
     assert!(with.out.status.success(), "{}", with.stderr());
     assert_eq!(plain.stdout(), with.stdout(), "output differs with munmapq");
     // Each round: the window queued before the rewrite is stale (unmapped,
-    // not reused); the one mapped after it is reused twice. Same-size rewrites
+    // not reused); the one mapped after it through the old descriptor is
+    // reused once (the fresh descriptor's is another open file, never
+    // handed a mapping made through the old one). Same-size rewrites
     // change at least the ctime (nanoseconds; on Linux 6.13+ a change after
     // an fstat always gets a new one); size-changing ones always change the
     // size, so at least two in three rounds must find a stale mapping.
@@ -36,7 +38,7 @@ fn file_rewritten_under_a_queued_mapping() {
     assert!(stale >= (2 * ROUNDS / 3) as u64, "stale={stale}");
     assert_eq!(
         stale + reused,
-        3 * ROUNDS as u64,
+        2 * ROUNDS as u64,
         "stale={stale} reused={reused}"
     );
     assert_eq!(with.get(Counter::Released), 0);

@@ -112,6 +112,57 @@ fn noexec_bind_mount_refuses_prot_exec() {
     scenario("noexec");
 }
 
+// Scenario 6: two opens of one file (`tests/c/twoopens.c`). A window
+// queued from the first open must not be handed to a mmap through the
+// second: the program's mapping would hold the first open file, keeping
+// its lock past its close (and its close event until that munmap), or,
+// for a window over 1 MiB kept queued past both closes, for good. The
+// library at d5088f6 printed "lock held: Resource temporarily unavailable"
+// and "0, then 1 close events".
+
+/// `tests/c/twoopens.c DIR HOW KIB`, with the queue reached in every run.
+fn two_opens(how: &str, kib: &str) {
+    let name = format!("twoopens-{how}-{kib}");
+    let build = scratch(&name);
+    let exe = c_program("twoopens", &build);
+    for r in same_as_without(
+        &name,
+        |dir: &Path| {
+            let mut c = Command::new(&exe);
+            c.arg(dir).args([how, kib]);
+            c
+        },
+        &[],
+        LIMIT,
+    ) {
+        let deferred = r.get(Counter::Deferred);
+        assert!(
+            deferred > 0,
+            "deferred {deferred}: the queue was not reached"
+        );
+    }
+}
+
+#[test]
+fn a_lock_on_one_open_is_released_at_its_close_while_another_open_maps_the_window() {
+    two_opens("flock", "64");
+}
+
+#[test]
+fn a_lock_on_one_open_is_released_at_its_close_while_another_open_maps_a_large_window() {
+    two_opens("flock", "2048");
+}
+
+#[test]
+fn each_open_reports_its_close_when_another_open_mapped_the_window() {
+    two_opens("inotify", "64");
+}
+
+#[test]
+fn each_open_reports_its_close_when_another_open_mapped_a_large_window() {
+    two_opens("inotify", "2048");
+}
+
 // ------------------------------------------------------------------ git
 
 fn git(repo: &Path) -> Command {

@@ -91,8 +91,10 @@ pub fn run(file: &str) {
         close(pfd);
     }
     close(wfd);
-    // Another read-only descriptor of the file: the queued window is
-    // handed back (the library at work), with the file's bytes.
+    // Another read-only descriptor of the file: the file's bytes. (Linux:
+    // a fresh mapping, holding that open file, not the queued window, which
+    // holds the first one; macOS: the queued window, which holds no open
+    // file.)
     let rfd = open(file, libc::O_RDONLY);
     let h1 = map_file(rfd, 10 * pg, pg).unwrap();
     say(
@@ -101,6 +103,14 @@ pub fn run(file: &str) {
     );
     munmap(h1, pg).unwrap();
     close(rfd);
+    // The first descriptor again: the queued window is handed back (the
+    // library at work), with the file's bytes.
+    let h1 = map_file(fd, 10 * pg, pg).unwrap();
+    say(
+        "map the first O_RDONLY again",
+        format!("{}", peek(h1, 1) == pattern(10 * pg + 1)),
+    );
+    munmap(h1, pg).unwrap();
     // Through a descriptor open for writing: never a queued mapping (its
     // write access must end with it, not with the queue).
     let rwfd = open(file, libc::O_RDWR);

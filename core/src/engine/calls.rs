@@ -10,7 +10,7 @@ use crate::payoff::SMALL;
 use crate::queue::Queue;
 use crate::readonly_fds::identity;
 use crate::stats::{Counter, Straight};
-use crate::table::{Entry, FileKey, Lookup, State, Table};
+use crate::table::{Entry, FileKey, Lookup, State, Table, NO_FD};
 use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// Under `RLIMIT_AS`, whether the kernel would have room for a fresh
@@ -298,15 +298,25 @@ impl Engine {
         seen: Seen,
     ) -> Result<usize, Errno> {
         let forgets = os.mapping_forgets_descriptor();
+        // Where a mapping holds the open file it was made through, only
+        // one made through `fd`'s description is handed back: one made
+        // through `fd` with no close of it since (a close releases what was
+        // made through it, `fds.rs`), nor since `seen`, before the `statx`
+        // (a close under way may have been noted for the table's next
+        // holder, and the number opened again).
+        let through = (!forgets).then_some(fd);
         if self.reuse.load(Relaxed) {
             let q = self.lock(os).map(|mut q| {
                 // A changed RLIMIT_AS must be seen by reuse_fits.
                 self.apply_pending(os, &mut q.sizing);
                 q
             });
-            if let Some(mut q) = q.filter(|q| reuse_fits(os, q, key.len)) {
+            let q = q.filter(|q| {
+                (forgets || self.close_seq.unchanged(fd, seen)) && reuse_fits(os, q, key.len)
+            });
+            if let Some(mut q) = q {
                 loop {
-                    match q.table.take_queued(&key) {
+                    match q.table.take_queued(&key, through) {
                         // A call that found the table busy changed the
                         // range since the drain (a `MAP_FIXED` there): it
                         // is the program's now, not this file's window.
@@ -444,6 +454,12 @@ impl Engine {
             return Err(Counter::PassNotQueued);
         }
         if self.locked_future.load(Relaxed) {
+            return Err(Counter::PassNotQueued);
+        }
+        // Made through a descriptor the program has closed since: it holds
+        // that open file, which no mmap may be handed (`take_queued`), and
+        // whose last close is this munmap.
+        if e.fd == NO_FD && !os.mapping_forgets_descriptor() {
             return Err(Counter::PassNotQueued);
         }
         self.apply_pending(os, &mut q.sizing);

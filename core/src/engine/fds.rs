@@ -14,10 +14,10 @@
 //! over a socket, a fork child's inherited descriptor), and only the
 //! kernel can tell, at the close and not after (the `lock:` lines of
 //! `/proc/self/fdinfo`, [`Os::description_locked`], five system calls).
-//! So a live mapping stays tracked past the close (an orphan, whose
-//! munmap may be deferred and reused) only where that question is worth
-//! its cost: a mapping larger than [`SMALL`], on a description the kernel
-//! says carries no such lock. A small one is forgotten unasked (its
+//! So a live mapping stays tracked past the close (an orphan; its munmap,
+//! that open file's last close, is never deferred: `try_defer`) only
+//! where that question is worth its cost: a mapping larger than
+//! [`SMALL`], on a description the kernel says carries no such lock. A small one is forgotten unasked (its
 //! munmap goes to the kernel, as without munmapq), and so is any mapping
 //! of a descriptor a hook saw locked. The next whole-file small mapping
 //! through a number whose close forgot one passes straight by

@@ -631,18 +631,26 @@ impl Table {
         self.warm_bytes += len;
     }
 
-    /// Queued -> live for a mapping of `key`, answering its address; or a
-    /// stale queued mapping of the same window, left for the caller.
-    pub fn take_queued(&mut self, key: &FileKey) -> Lookup {
+    /// Queued -> live for a mapping of `key` made through the descriptor
+    /// `through` while it stayed open (made through any, with None),
+    /// answering its address; or a stale queued mapping of the same
+    /// window, left for the caller. A mapping holds the open file
+    /// description it was made through: handed to a mmap through another
+    /// description of the file, it would keep the first one open past its
+    /// last close (its locks, its close event), and leave the second's
+    /// last close at its own close.
+    pub fn take_queued(&mut self, key: &FileKey, through: Option<i32>) -> Lookup {
+        let fd1 = through.map(|fd| (fd as u32).wrapping_add(1));
         let mut link = self.buckets[key.bucket()];
         while link != NIL {
             let s = &self.slots[link as usize];
             if s.key == *key {
-                let start = s.start;
-                self.detach(link);
-                return Lookup::Hit(start);
-            }
-            if s.key.same_window(key) {
+                if fd1.is_none() || fd1 == Some(s.fd1) {
+                    let start = s.start;
+                    self.detach(link);
+                    return Lookup::Hit(start);
+                }
+            } else if s.key.same_window(key) {
                 return Lookup::Stale(self.entry(link));
             }
             link = s.next;

@@ -18,7 +18,7 @@ fn key(off: u64) -> FileKey {
 }
 
 fn hit(t: &mut Table, k: &FileKey) -> Option<usize> {
-    match t.take_queued(k) {
+    match t.take_queued(k, Some(3)) {
         Lookup::Hit(a) => Some(a),
         _ => None,
     }
@@ -123,14 +123,14 @@ fn same_window_with_another_stamp_is_stale_not_a_hit() {
     t.enqueue(slot);
     let mut changed = key(0);
     changed.stamp.ctime_nsec = 1;
-    match t.take_queued(&changed) {
+    match t.take_queued(&changed, Some(3)) {
         Lookup::Stale(e) => {
             assert_eq!((e.start, e.state), (0x1000, State::Queued));
             t.remove(e.slot);
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(t.take_queued(&changed), Lookup::Miss);
+    assert_eq!(t.take_queued(&changed, Some(3)), Lookup::Miss);
     assert_eq!((t.queued(), t.len()), (0, 0));
 }
 
@@ -233,8 +233,32 @@ fn a_mapping_made_through_another_mount_is_not_reused() {
     let slot = t.find(0x1000).unwrap().slot;
     t.enqueue(slot);
     let other = FileKey { mnt: 2, ..key(0) };
-    assert_eq!(t.take_queued(&other), Lookup::Miss);
+    assert_eq!(t.take_queued(&other, Some(3)), Lookup::Miss);
     assert_eq!(hit(&mut t, &key(0)), Some(0x1000));
+}
+
+#[test]
+fn a_mapping_made_through_another_descriptor_is_reused_only_through_it() {
+    static TABLE: SpinMutex<Table> = SpinMutex::new(Table::new());
+    let mut t = TABLE.lock();
+    assert!(t.insert_live(0x1000, 0x1000, key(0), 0, 3));
+    assert!(t.insert_live(0x3000, 0x1000, key(0), 0, 4));
+    for start in [0x1000, 0x3000] {
+        let slot = t.find(start).unwrap().slot;
+        t.enqueue(slot);
+    }
+    assert_eq!(t.take_queued(&key(0), Some(5)), Lookup::Miss);
+    assert_eq!(t.take_queued(&key(0), Some(3)), Lookup::Hit(0x1000));
+    // Closed: an orphan is made through no open descriptor.
+    let slot = t.find(0x3000).unwrap().slot;
+    let live = t.find(0x1000).unwrap().slot;
+    t.enqueue(live);
+    t.orphan(live);
+    t.orphan(slot);
+    assert_eq!(t.take_queued(&key(0), Some(3)), Lookup::Miss);
+    assert_eq!(t.take_queued(&key(0), Some(4)), Lookup::Miss);
+    // Where a mapping holds no open file (macOS), through any.
+    assert!(matches!(t.take_queued(&key(0), None), Lookup::Hit(_)));
 }
 
 #[test]

@@ -24,19 +24,33 @@ fn a_queued_mapping_is_unmapped_before_its_descriptor_is_closed() {
 }
 
 #[test]
-fn a_large_mapping_whose_descriptor_closed_first_is_still_deferred_and_reused() {
+fn a_large_mapping_whose_descriptor_closed_first_is_unmapped_at_its_munmap() {
     let (e, os) = fresh();
     let a = map_large(e, &os, 3, 0);
     close(e, &os, 3, 3);
     assert_eq!(*os.fdinfo_reads.borrow(), 1, "the kernel asked about locks");
+    // It holds the open file the program closed, whose last close is this
+    // munmap; and no mmap may be handed an open file it was not given.
     unmap_large(e, &os, a);
-    assert_eq!(os.munmap_count(), 0, "deferred");
-    // The same file opened again (the fake names files by descriptor).
-    assert_eq!(map_large(e, &os, 3, 0), a, "reused");
-    // That close is not the one the mapping was made through.
-    unmap_large(e, &os, a);
-    close(e, &os, 3, 3);
+    assert_eq!(os.mapped(a), None, "not deferred");
+    assert_eq!(e.stats.get(Counter::Deferred), 0);
+}
+
+/// A queued mapping is handed back only to a mmap through the descriptor
+/// it was made through: through another, the mmap would get (and keep
+/// open) the first one's open file.
+#[test]
+fn a_queued_mapping_is_reused_only_through_its_own_descriptor() {
+    let (e, os) = fresh();
+    let a = map(e, &os, 3, 0);
+    unmap(e, &os, a);
+    // The fake names files by descriptor: 5 is another open of 3's file.
+    os.inode.borrow_mut()[5] = 3;
+    let b = map(e, &os, 5, 0);
+    assert_ne!(b, a, "a fresh mapping through 5");
     assert_eq!(os.mapped(a), Some((3, 0)), "still queued");
+    assert_eq!(map(e, &os, 3, 0), a, "reused through 3");
+    assert_eq!(e.stats.get(Counter::Reused), 1);
 }
 
 #[test]
@@ -84,11 +98,11 @@ fn a_locked_descriptor_closed_before_its_munmap_is_not_deferred() {
     unmap_large(e, &os, a);
     assert_eq!(os.mapped(a), None, "the lock goes with the munmap");
     assert_eq!(*os.fdinfo_reads.borrow(), 0, "a lock seen: nothing asked");
-    // The bits went with the close.
+    // The bits went with the close: the next close of 5 asks the kernel.
     let b = map_large(e, &os, 5, 0);
     close(e, &os, 5, 5);
+    assert_eq!(*os.fdinfo_reads.borrow(), 1, "asked");
     unmap_large(e, &os, b);
-    assert_eq!(os.mapped(b), Some((5, 0)), "deferred again");
 }
 
 #[test]
