@@ -102,6 +102,12 @@ fn the_library_is_small_and_exports_only_its_hooks() {
         exported,
         [
             "_Fork",
+            "_IO_fclose",
+            "__clone",
+            "__close",
+            "__dup2",
+            "__fcntl",
+            "__vfork",
             "clone",
             "close",
             "close_range",

@@ -33,6 +33,7 @@ macro_rules! frame_unless_laned {
     (mmap64) => {};
     (munmap) => {};
     (close) => {};
+    (__close) => {};
     ($name:ident) => {
         hook_frame!();
     };

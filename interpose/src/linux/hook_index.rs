@@ -1,5 +1,6 @@
 //! Every Linux hook of `hook_table!` by its C name, wherever its body
-//! lives: what `exports.rs` calls. Only names (and mmap64), no code: the files below
+//! lives: what `exports.rs` calls. Only names (and glibc's other names of
+//! hooked functions, mmap64 and the like), no code: the files below
 //! may call each other's hooks (`syscall.rs` routes to them) without going
 //! through this index.
 
@@ -34,6 +35,77 @@ pub unsafe fn mmap64(
             flags,
             fd,
             off,
+        })
+    }
+}
+
+/// glibc's other name for `close`: close's hook.
+///
+/// # Safety
+/// As for C `close`.
+#[inline(always)]
+pub unsafe fn __close(args::__close { fd }: args::__close) -> ret::__close {
+    // SAFETY: the caller's own arguments.
+    unsafe { close(args::close { fd }) }
+}
+
+/// glibc's other name for `dup2`: dup2's hook.
+///
+/// # Safety
+/// As for C `dup2`.
+#[inline(always)]
+pub unsafe fn __dup2(args::__dup2 { old, new }: args::__dup2) -> ret::__dup2 {
+    // SAFETY: the caller's own arguments.
+    unsafe { dup2(args::dup2 { old, new }) }
+}
+
+/// glibc's other name for `fclose`: fclose's hook.
+///
+/// # Safety
+/// As for C `fclose`.
+#[inline(always)]
+#[allow(non_snake_case)]
+pub unsafe fn _IO_fclose(args::_IO_fclose { fp }: args::_IO_fclose) -> ret::_IO_fclose {
+    // SAFETY: the caller's own arguments.
+    unsafe { fclose(args::fclose { fp }) }
+}
+
+/// glibc's other name for `fcntl`: fcntl's hook.
+///
+/// # Safety
+/// As for C `fcntl`.
+#[inline(always)]
+pub unsafe fn __fcntl(args::__fcntl { fd, cmd, arg }: args::__fcntl) -> ret::__fcntl {
+    // SAFETY: the caller's own arguments.
+    unsafe { fcntl(args::fcntl { fd, cmd, arg }) }
+}
+
+/// glibc's other name for `clone`: clone's hook.
+///
+/// # Safety
+/// As for glibc's `clone`.
+#[inline(always)]
+pub unsafe fn __clone(
+    args::__clone {
+        f,
+        stack,
+        flags,
+        arg,
+        ptid,
+        tls,
+        ctid,
+    }: args::__clone,
+) -> ret::__clone {
+    // SAFETY: the caller's own arguments.
+    unsafe {
+        clone(args::clone {
+            f,
+            stack,
+            flags,
+            arg,
+            ptid,
+            tls,
+            ctid,
         })
     }
 }

@@ -73,6 +73,15 @@ macro_rules! hook_table {
             flock(fd: c_int, op: c_int) -> c_int, [syscall SYS_flock];
             fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int, [syscall SYS_fcntl];
             fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int, [syscall SYS_fcntl];
+            // glibc exports these names of the same functions too (version
+            // GLIBC_2.2.5, so a program may link against them): each runs
+            // the hook of its plain name, with that name's real function
+            // (`hook_index.rs`; `__vfork` is in `table_owner.rs`).
+            __close(fd: c_int) -> c_int, [];
+            __dup2(old: c_int, new: c_int) -> c_int, [];
+            _IO_fclose(fp: *mut FILE) -> c_int, [];
+            __fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int, [];
+            __clone(f: *mut c_void, stack: *mut c_void, flags: c_int, arg: *mut c_void, ptid: *mut pid_t, tls: *mut c_void, ctid: *mut pid_t) -> c_int, [];
             unlink(path: *const c_char) -> c_int, [unlink_fallback];
             unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int, [syscall SYS_unlinkat];
             remove(path: *const c_char) -> c_int, [remove_fallback];

@@ -128,6 +128,18 @@ pub unsafe extern "C" fn vfork() -> libc::pid_t {
     )
 }
 
+/// glibc's other name for `vfork` (GLIBC_2.2.5): a jump to the trampoline
+/// above, which leaves the stack as the caller left it.
+///
+/// # Safety
+/// As for C `vfork`.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn __vfork() -> libc::pid_t {
+    core::arch::naked_asm!("jmp {vfork}", vfork = sym vfork)
+}
+
 /// # Safety
 /// As for C `vfork` (see the x86_64 version). The jump goes through x16,
 /// which a `bti c` landing pad accepts from `br`.
@@ -144,4 +156,15 @@ pub unsafe extern "C" fn vfork() -> libc::pid_t {
         "br x16",
         prepare = sym vfork_prepare,
     )
+}
+
+/// glibc's other name for `vfork` (see the x86_64 version).
+///
+/// # Safety
+/// As for C `vfork`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn __vfork() -> libc::pid_t {
+    core::arch::naked_asm!("b {vfork}", vfork = sym vfork)
 }
