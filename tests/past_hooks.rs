@@ -15,6 +15,9 @@
 //! `madvise(MADV_DONTFORK)`; after a raw `mprotect` to read-write and a
 //! write, the window mapped again showed the write; threads unlinking
 //! while others held the table left 0 to 4 deleted files mapped.
+//!
+//! `tests/c/rawargs.c`: libc's `syscall` routed through the hooks gives
+//! the kernel the words the program gave it.
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -95,4 +98,41 @@ fn mlockall_that_finds_the_table_busy_leaves_no_deleted_file_mapped() {
 #[test]
 fn process_madvise_that_finds_the_table_busy_leaves_no_deleted_file_mapped() {
     scenario("busy-process-madvise", false, &[]);
+}
+
+// libc's `syscall` with words the C functions would take as `int`, a
+// persona answered as `unsigned int`, and `msync` (a cancellation point
+// as a C function, not through `syscall`): `tests/c/rawargs.c`. The
+// library at d5088f6 passed these numbers to the C functions: bit 32 of
+// `mprotect`'s protection was dropped (success where the kernel says
+// EINVAL), a flag `MAP_SHARED_VALIDATE` refuses got a mapping, a persona
+// with bit 31 came back negative, and a pending cancellation was acted on.
+
+/// `tests/c/rawargs.c ARGS`, the same without and with the library.
+fn raw_args(args: &[&str], expect: &str) {
+    let name = format!("rawargs-{}", args.join("-"));
+    let build = scratch(&name);
+    let exe = c_program("rawargs", &build);
+    for r in same_as_without(
+        &name,
+        |_: &Path| {
+            let mut c = std::process::Command::new(&exe);
+            c.args(args);
+            c
+        },
+        &[],
+        LIMIT,
+    ) {
+        assert_contains(&r.out.stdout, expect);
+    }
+}
+
+#[test]
+fn syscall_passes_the_words_the_program_gave() {
+    raw_args(&[], "mprotect, bit 32 in prot: -1, errno 22\n");
+}
+
+#[test]
+fn syscall_msync_acts_on_no_pending_cancellation() {
+    raw_args(&["cancel"], "not cancelled\n");
 }

@@ -173,18 +173,23 @@ fn munmap_traced<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c_int {
 /// # Safety
 /// As for C `mprotect`.
 pub unsafe fn mprotect(args::mprotect { addr, len, prot }: args::mprotect) -> ret::mprotect {
-    // Making a tracked mapping anything but read-only ends its tracking
-    // (it could be written); PROT_READ again changes nothing, unless it
-    // may add PROT_EXEC (a thread's READ_IMPLIES_EXEC).
-    let effect = if prot == libc::PROT_READ && !ENGINE.read_may_imply_exec() {
+    // SAFETY: the caller's own arguments.
+    on_range(addr, len, protecting(prot == libc::PROT_READ), || unsafe {
+        real::mprotect(addr, len, prot)
+    })
+}
+
+/// What a change of protection to `read_only` (`PROT_READ` alone, no
+/// protection key) or not does to a tracked range: making a tracked
+/// mapping anything but read-only ends its tracking (it could be written);
+/// PROT_READ again changes nothing, unless it may add PROT_EXEC (a
+/// thread's READ_IMPLIES_EXEC).
+pub(crate) fn protecting(read_only: bool) -> Effect {
+    if read_only && !ENGINE.read_may_imply_exec() {
         Effect::Inspect
     } else {
         Effect::Modify
-    };
-    // SAFETY: the caller's own arguments.
-    on_range(addr, len, effect, || unsafe {
-        real::mprotect(addr, len, prot)
-    })
+    }
 }
 
 /// # Safety

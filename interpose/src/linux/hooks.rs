@@ -6,7 +6,7 @@ use super::os::RealOs;
 use super::real;
 use super::signatures::{args, ret};
 use crate::errno::{self, addr_result};
-use crate::hooks::{on_range, ptr_result, span};
+use crate::hooks::{on_range, protecting, ptr_result, span};
 use crate::{trace, ENGINE};
 use libc::{c_int, c_void, size_t};
 use munmapq_core::engine::{Effect, Span};
@@ -102,11 +102,7 @@ pub unsafe fn pkey_mprotect(
     // As mprotect: anything but read-only, or a protection key (which can
     // make reads fault), ends tracking; a mapping handed back later must
     // be as a fresh mmap would make it.
-    let effect = if prot == libc::PROT_READ && pkey == -1 && !ENGINE.read_may_imply_exec() {
-        Effect::Inspect
-    } else {
-        Effect::Modify
-    };
+    let effect = protecting(prot == libc::PROT_READ && pkey == -1);
     // SAFETY: the caller's own arguments.
     on_range(addr, len, effect, || unsafe {
         real::pkey_mprotect(addr, len, prot, pkey)

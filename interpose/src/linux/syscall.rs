@@ -23,8 +23,9 @@ use super::policy::{changing, changing_everything, policy_span};
 use super::real;
 use super::sandbox::{installs_seccomp, seccomp_coming};
 use super::signatures::{args, ret};
-use crate::hooks as shared;
+use crate::hooks::{self as shared, on_range, protecting};
 use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, off_t, size_t};
+use munmapq_core::engine::Effect;
 
 /// # Safety
 /// As for C `syscall` (variadic in C: on x86_64 and aarch64 the variadic
@@ -73,6 +74,15 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
     // hook makes its real call with these arguments, as its C function.
     let r = unsafe {
         match nr {
+            // With MAP_SHARED_VALIDATE the kernel refuses a flag it does not
+            // know (none is past bit 31) before it does anything: the C
+            // function, taking `int`, would drop it.
+            libc::SYS_mmap
+                if a[3] as c_int & libc::MAP_TYPE == libc::MAP_SHARED_VALIDATE
+                    && a[3] != i(3) as c_long =>
+            {
+                raw()
+            }
             libc::SYS_mmap => {
                 let off = a[5] as off_t;
                 let (addr, len, prot, flags, fd) = (p(0), n(1), i(2), i(3), i(4));
@@ -89,61 +99,33 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
                 addr: p(0),
                 len: n(1),
             }) as c_long,
-            libc::SYS_mprotect => shared::mprotect(args::mprotect {
-                addr: p(0),
-                len: n(1),
-                prot: i(2),
-            }) as c_long,
-            libc::SYS_madvise => shared::madvise(args::madvise {
-                addr: p(0),
-                len: n(1),
-                advice: i(2),
-            }) as c_long,
-            libc::SYS_mlock => shared::mlock(args::mlock {
-                addr: p(0),
-                len: n(1),
-            }) as c_long,
-            libc::SYS_munlock => shared::munlock(args::munlock {
-                addr: p(0),
-                len: n(1),
-            }) as c_long,
-            libc::SYS_mlockall => shared::mlockall(args::mlockall { flags: i(0) }) as c_long,
-            libc::SYS_munlockall => shared::munlockall(args::munlockall {}) as c_long,
-            libc::SYS_msync => shared::msync(args::msync {
-                addr: p(0),
-                len: n(1),
-                flags: i(2),
-            }) as c_long,
-            libc::SYS_mincore => shared::mincore(args::mincore {
-                addr: p(0),
-                len: n(1),
-                vec: p(2),
-            }) as c_long,
-            libc::SYS_mlock2 => {
-                let flags = a[2] as c_uint;
-                own::mlock2(args::mlock2 {
-                    addr: p(0),
-                    len: n(1),
-                    flags,
-                }) as c_long
+            // The calls on one range: their hook's work around the raw call,
+            // which the kernel gets as the program made it (the C
+            // functions take some of these words as `int`, and `msync` is
+            // a cancellation point where `syscall` is not).
+            libc::SYS_mprotect => {
+                let effect = protecting(a[2] == libc::PROT_READ as c_long);
+                on_range(p(0), n(1), effect, || raw() as c_int) as c_long
             }
             libc::SYS_pkey_mprotect => {
-                let (addr, len, prot, pkey) = (p(0), n(1), i(2), i(3));
-                own::pkey_mprotect(args::pkey_mprotect {
-                    addr,
-                    len,
-                    prot,
-                    pkey,
-                }) as c_long
+                let effect = protecting(a[2] == libc::PROT_READ as c_long && i(3) == -1);
+                on_range(p(0), n(1), effect, || raw() as c_int) as c_long
             }
-            libc::SYS_mseal => {
-                let flags = a[2] as libc::c_ulong;
-                own::mseal(args::mseal {
-                    addr: p(0),
-                    len: n(1),
-                    flags,
-                }) as c_long
+            libc::SYS_madvise
+            | libc::SYS_mlock
+            | libc::SYS_mlock2
+            | libc::SYS_mseal
+            | libc::SYS_mincore
+            | libc::SYS_msync
+            | libc::SYS_munlock => {
+                let effect = match nr {
+                    libc::SYS_mincore | libc::SYS_msync | libc::SYS_munlock => Effect::Inspect,
+                    _ => Effect::Modify,
+                };
+                on_range(p(0), n(1), effect, || raw() as c_int) as c_long
             }
+            libc::SYS_mlockall => shared::mlockall(args::mlockall { flags: i(0) }) as c_long,
+            libc::SYS_munlockall => shared::munlockall(args::munlockall {}) as c_long,
             libc::SYS_shmat => own::shmat(args::shmat {
                 id: i(0),
                 addr: p(1),
@@ -215,9 +197,15 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
                     size,
                 }) as c_long
             }
-            libc::SYS_personality => context::personality(args::personality {
+            // The kernel answers the old persona as an `unsigned int`, which
+            // the C function answers as an `int` (-1: refused, by a
+            // seccomp filter, as no persona is 0xffffffff).
+            libc::SYS_personality => match context::personality(args::personality {
                 persona: a[0] as c_ulong,
-            }) as c_long,
+            }) {
+                -1 => -1,
+                old => old as c_uint as c_long,
+            },
             // Locks and copies of a descriptor: what their hooks note
             // around the raw call (`i` keeps the low 32 bits, as the
             // kernel's `unsigned int fd`).
