@@ -351,6 +351,18 @@ fn an_fclose_left_by_longjmp_after_its_close_is_told_as_a_close() {
     }
 }
 
+/// The same where the program opened the file again (taking the closed
+/// number) before the jump: the handler must not give that number the
+/// closed open file's records. The library at a759ece asked the kernel
+/// whether the number was open and, told it was, gave them back: a live
+/// window made through the old open file was queued at its munmap and
+/// handed to a mmap through the new one, whose lock then went at its
+/// close though that window was still mapped ("lock granted").
+#[test]
+fn an_fclose_left_by_longjmp_after_its_number_was_opened_again_gives_it_nothing() {
+    scenario("fclose", &["longjmp-reopen"], "lock held\n");
+}
+
 // glibc's other names of the hooked functions, exported at GLIBC_2.2.5. The
 // library at d5088f6 exported none of them: "lock held: Resource
 // temporarily unavailable" (the queued window kept the closed open file's

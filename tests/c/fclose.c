@@ -14,6 +14,14 @@
  *       the program's own free(), which glibc's fclose calls after it
  *       closed N: "closed". (The test reads the library's trace.)
  *
+ *   fclose DIR longjmp-reopen
+ *       A stream on DIR/file, a 2 MiB window mapped through its descriptor
+ *       N and still in use, no thread: fclose() left by longjmp() from the
+ *       program's own free() after it opened the file again (as N). The
+ *       window unmapped, mapped again through N, N locked (flock) and
+ *       closed while the window is still mapped: the window holds N's open
+ *       file, so a third open's flock must find it held: "lock held".
+ *
  *   fclose DIR errno
  *       fclose() of a fopencookie() and of a fmemopen() stream, both with
  *       no descriptor, with errno 0 before: errno after each. */
@@ -25,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -86,11 +95,15 @@ static int setcontext_case(void) {
 extern void __libc_free(void *);
 static jmp_buf out_of_fclose;
 static volatile int armed;
+static void reopen_then_jump(void);
 
 void free(void *p) {
     __libc_free(p);
     if (armed && p) {
+        int how = armed;
         armed = 0;
+        if (how == 2)
+            reopen_then_jump();
         longjmp(out_of_fclose, 1);
     }
 }
@@ -122,6 +135,53 @@ static int longjmp_case(const char *path) {
     }
     munmap(p, WINDOW);
     printf("closed\n");
+    return 0;
+}
+
+#define LARGE (2 << 20)
+
+static const char *reopen_path;
+static int reopened = -1;
+
+/* As free, but opens the file again (the number fclose just closed)
+ * before it jumps. */
+static void reopen_then_jump(void) {
+    reopened = open(reopen_path, O_RDONLY);
+    longjmp(out_of_fclose, 1);
+}
+
+static int longjmp_reopen_case(const char *path) {
+    int f = open(path, O_WRONLY);
+    if (f < 0 || ftruncate(f, 2 * LARGE) != 0)
+        die("ftruncate");
+    close(f);
+    int n = open(path, O_RDONLY);
+    FILE *fp = n < 0 ? NULL : fdopen(n, "r");
+    if (!fp || fgetc(fp) == EOF)
+        die("open");
+    char *p = mmap(NULL, LARGE, PROT_READ, MAP_PRIVATE, n, 0);
+    if (p == MAP_FAILED)
+        die("mmap");
+    (void)*(volatile char *)p;
+    reopen_path = path;
+    if (setjmp(out_of_fclose) == 0) {
+        armed = 2;
+        fclose(fp);
+        die("free was not called");
+    }
+    if (reopened != n)
+        die("reopened elsewhere");
+    munmap(p, LARGE);
+    char *q = mmap(NULL, LARGE, PROT_READ, MAP_PRIVATE, n, 0);
+    if (q == MAP_FAILED)
+        die("mmap");
+    (void)*(volatile char *)q;
+    if (flock(n, LOCK_EX) != 0)
+        die("flock");
+    close(n);
+    int c = open(path, O_RDONLY);
+    printf("%s\n", flock(c, LOCK_EX | LOCK_NB) == 0 ? "lock granted" : "lock held");
+    munmap(q, LARGE);
     return 0;
 }
 
@@ -162,6 +222,8 @@ int main(int argc, char **argv) {
         return setcontext_case();
     if (strcmp(argv[2], "longjmp") == 0)
         return longjmp_case(path);
+    if (strcmp(argv[2], "longjmp-reopen") == 0)
+        return longjmp_reopen_case(path);
     if (strcmp(argv[2], "errno") == 0)
         return errno_case();
     return 2;

@@ -331,8 +331,7 @@ pub unsafe fn fclose(args::fclose { fp }: args::fclose) -> ret::fclose {
 /// it. glibc's `fclose` is a cancellation point only where it flushes (its
 /// `write`), before it closes the descriptor (`__close_nocancel`): so
 /// nothing here acts on a request, and a handler registered around the
-/// call ends the close's place among closes, and gives the descriptor
-/// back what the engine took from it if it is still open, when glibc
+/// call ends the close's place among closes ([`fclose_left`]) when glibc
 /// leaves the call by unwinding (a cancellation, `pthread_exit` from a
 /// signal handler) or by `longjmp` out of a signal handler (glibc's
 /// `longjmp` runs the handlers of the frames it leaves,
@@ -351,7 +350,7 @@ unsafe fn fclose_cancellable(fp: *mut FILE, fd: c_int) -> c_int {
     // a stream with a descriptor (its flush writes through its own
     // `__write`), so the frame is left only by returning, or in ways that
     // run the handler.
-    let pushed = unsafe { real::cleanup_push(&mut buf, given_back, taken_at.cast()) };
+    let pushed = unsafe { real::cleanup_push(&mut buf, fclose_left, taken_at.cast()) };
     // SAFETY: the caller's own arguments; `taken` outlives the call.
     let r = unsafe { fclose_told(fp, fd, taken_at) };
     if pushed {
@@ -363,31 +362,26 @@ unsafe fn fclose_cancellable(fp: *mut FILE, fd: c_int) -> c_int {
 }
 
 /// The cleanup handler of an [`fclose_cancellable`] left by unwinding or
-/// a `longjmp`: glibc's `fclose` may have closed the descriptor already (a
-/// signal's handler may leave it anywhere), so the kernel says whether it
-/// closed anything. A number closed and opened again by another thread
-/// meanwhile counts as not closed: its next close then releases the
-/// mappings given back, as for a close that failed.
+/// a `longjmp`: the close's place ends, and the engine is told the
+/// descriptor closed, whether glibc had closed it or not (a cancellation
+/// in the flush leaves it open; a signal's handler may leave after the
+/// close, and another thread may have opened the number again since).
+/// Told so wrongly, the engine keeps what it took (a mapping made through
+/// the descriptor before is unmapped at its munmap, not deferred); told
+/// the opposite wrongly, it would give another open file's number this
+/// one's records.
 ///
 /// # Safety
 /// `taken` points at that frame's `Closing`.
-unsafe extern "C" fn given_back(taken: *mut libc::c_void) {
+unsafe extern "C" fn fclose_left(taken: *mut libc::c_void) {
     // SAFETY: as the caller promises; written with a volatile store.
     let c = unsafe { taken.cast::<Closing>().read_volatile() };
-    if let Some((fd, _)) = c.fds() {
-        closed(c, !before(|| is_open(fd)));
-    }
-}
-
-/// Whether `fd` names an open description now (`F_GETFD`, a raw call).
-fn is_open(fd: c_int) -> bool {
-    // SAFETY: F_GETFD only reads; a closed number makes it fail.
-    unsafe { super::sys::call(libc::SYS_fcntl, &[fd as c_long, libc::F_GETFD as c_long]) >= 0 }
+    closed(c, true);
 }
 
 /// `fclose(fp)` of a stream on `fd` (or none, -1) with the engine told
 /// before and after. What the engine took is in `*taken` while the real
-/// call runs (and nothing otherwise), for [`given_back`].
+/// call runs (and nothing otherwise), for [`fclose_left`].
 ///
 /// # Safety
 /// As for C `fclose`; `taken` is valid for writes.
