@@ -30,12 +30,19 @@ impl FdBits {
         }
     }
 
+    ///
+    /// Sequentially consistent, as is [`FdBits::get`]: a mmap that sets a
+    /// descriptor's bit, then asks whether a close of it began
+    /// (`CloseSeq::unchanged`), and a close that begins (`CloseSeq::begin`),
+    /// then reads the bit, cannot both miss the other.
     pub fn set(&self, fd: i32) {
         match usize::try_from(fd) {
             Ok(i) if i < FD_BITS => {
-                self.words[i / 64].fetch_or(1 << (i % 64), Release);
+                self.words[i / 64].fetch_or(1 << (i % 64), SeqCst);
             }
-            Ok(_) => self.high.store(true, Release),
+            Ok(_) => {
+                self.high.swap(true, SeqCst);
+            }
             Err(_) => {}
         }
     }
@@ -53,8 +60,8 @@ impl FdBits {
     #[inline]
     pub fn get(&self, fd: i32) -> bool {
         match usize::try_from(fd) {
-            Ok(i) if i < FD_BITS => self.words[i / 64].load(Acquire) & (1 << (i % 64)) != 0,
-            Ok(_) => self.high.load(Acquire),
+            Ok(i) if i < FD_BITS => self.words[i / 64].load(SeqCst) & (1 << (i % 64)) != 0,
+            Ok(_) => self.high.load(SeqCst),
             Err(_) => false,
         }
     }

@@ -83,7 +83,7 @@ counters! {
     PagesDropped = "pages_dropped" Sum: "times the queue's resident pages were dropped (madvise, mappings kept) to stay within its memory budget",
     Unreadable = "unreadable" Sum: "reads of the process's memory use or mappings (/proc/self/statm, /proc/self/maps) that failed: the queue is then bounded by a fixed length, and the reads are tried less and less often",
     ReleasedAtClose = "released_at_close" Sum: "queued mappings unmapped before the close of the descriptor they were mapped through, or the unlink, rename or unmount of their file",
-    Unconfirmed = "unconfirmed" Sum: "eligible mmaps left untracked: the descriptor may have named another file between the checks and the mmap",
+    Unconfirmed = "unconfirmed" Sum: "eligible mmaps left untracked: the descriptor may have named another file between the checks and the mmap, or been closed before the mapping was recorded",
 }
 
 pub const COUNTERS: usize = Counter::ALL.len();

@@ -384,8 +384,15 @@ impl Engine {
         }
         self.widen_bounds(&q.table, start, start + key.len);
         // Before the entry exists: a close that misses this bit finds no
-        // entry of the descriptor.
+        // entry of the descriptor. And one that began before it was set
+        // (it may have missed it, and ended, and the number been opened
+        // again) is seen now: the mapping holds the open file that close
+        // ended, which no record may give the number.
         self.mapped_fds.set(fd);
+        if !self.close_seq.unchanged(fd, seen) {
+            self.count(Counter::Unconfirmed);
+            return Ok(start);
+        }
         if !q
             .table
             .insert_live(start, key.len, key, self.dirty.epoch(), fd)
