@@ -44,7 +44,7 @@ const CEILINGS: [Ceiling; 3] = [
         instructions: 285.0,
         locked: 1.0,
     },
-    // An mmap of `git log --raw` at 16 KiB windows: about 926. The library
+    // An mmap of `git log --raw` at 16 KiB windows: about 927. The library
     // of 95ca34b: 1,083 and 7.5.
     Ceiling {
         row: "window",
