@@ -363,7 +363,7 @@ fn an_fclose_left_by_longjmp_after_its_number_was_opened_again_gives_it_nothing(
     scenario("fclose", &["longjmp-reopen"], "lock held\n");
 }
 
-// glibc's other names of the hooked functions, exported at GLIBC_2.2.5. The
+// glibc's other names of the hooked functions, exported at a public version. The
 // library at d5088f6 exported none of them: "lock held: Resource
 // temporarily unavailable" (the queued window kept the closed open file's
 // lock, or the child's queue kept its lock past its exit), and "mmap:

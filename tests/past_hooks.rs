@@ -115,9 +115,9 @@ fn raw_args(args: &[&str], expect: &str) {
     let exe = c_program("rawargs", &build);
     for r in same_as_without(
         &name,
-        |_: &Path| {
+        |dir: &Path| {
             let mut c = std::process::Command::new(&exe);
-            c.args(args);
+            c.arg(dir).args(args);
             c
         },
         &[],
@@ -130,6 +130,17 @@ fn raw_args(args: &[&str], expect: &str) {
 #[test]
 fn syscall_passes_the_words_the_program_gave() {
     raw_args(&[], "mprotect, bit 32 in prot: -1, errno 22\n");
+}
+
+/// The same refusal at a place the program unmapped and munmapq keeps: the
+/// library at b55822b made the raw call with the window still there, and
+/// the kernel said EEXIST before it looked at the flags.
+#[test]
+fn syscall_mmap_refused_for_its_flags_meets_no_queued_window() {
+    raw_args(
+        &[],
+        "onto the freed window, bit 32: Operation not supported\n",
+    );
 }
 
 #[test]

@@ -31,10 +31,11 @@ impl FdBits {
     }
 
     ///
-    /// Sequentially consistent, as is [`FdBits::get`]: a mmap that sets a
-    /// descriptor's bit, then asks whether a close of it began
-    /// (`CloseSeq::unchanged`), and a close that begins (`CloseSeq::begin`),
-    /// then reads the bit, cannot both miss the other.
+    /// Sequentially consistent, as are [`FdBits::get`] and [`FdBits::any`]:
+    /// a mmap that sets a descriptor's bit, then asks whether a close of it
+    /// began (`CloseSeq::unchanged`), and a close of it or of a range
+    /// holding it that begins (`CloseSeq::begin`), then reads the bit,
+    /// cannot both miss the other.
     pub fn set(&self, fd: i32) {
         match usize::try_from(fd) {
             Ok(i) if i < FD_BITS => {
@@ -84,12 +85,14 @@ impl FdBits {
         if hi < lo {
             return false;
         }
-        if hi >= FD_BITS && self.high.load(Acquire) {
+        // Sequentially consistent, as `get`: a range close reads them
+        // after it began (see `set`).
+        if hi >= FD_BITS && self.high.load(SeqCst) {
             return true;
         }
         let hi = hi.min(FD_BITS - 1);
         (lo / 64..=hi / 64).any(|w| {
-            let mut bits = self.words[w].load(Acquire);
+            let mut bits = self.words[w].load(SeqCst);
             if w == lo / 64 {
                 bits &= !0u64 << (lo % 64);
             }
@@ -127,7 +130,7 @@ impl FdBits {
         let hi = usize::try_from(hi).ok()?.min(FD_BITS - 1);
         let mut i = lo;
         while i <= hi {
-            let bits = self.words[i / 64].load(Acquire) >> (i % 64);
+            let bits = self.words[i / 64].load(SeqCst) >> (i % 64);
             if bits == 0 {
                 i = (i / 64 + 1) * 64;
                 continue;

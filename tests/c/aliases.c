@@ -1,5 +1,6 @@
-/* glibc's other names of hooked functions, exported at GLIBC_2.2.5 so a
- * program may call them (tests/fd_table.rs): __close, __dup2, _IO_fclose,
+/* glibc's other names of hooked functions, exported at a public version
+ * (GLIBC_2.2.5 on x86_64, GLIBC_2.17 on aarch64) so a program may call
+ * them (tests/fd_table.rs): __close, __dup2, _IO_fclose,
  * __vfork and __clone must act as close, dup2, fclose, vfork and clone
  * do.
  *

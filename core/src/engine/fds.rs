@@ -280,12 +280,12 @@ impl Engine {
 
     /// The real call announced by [`Engine::closing`] returned; `ok`
     /// unless it failed without closing anything (`dup2` from a bad
-    /// descriptor, bad flags): then the descriptor keeps what it carried
-    /// and the live mappings made through it are its own again. Either
-    /// way the numbers may name new descriptions now, about which
-    /// `F_GETFL` may be asked again.
+    /// descriptor, bad flags): then the descriptor keeps its bits (a lock
+    /// it carries, mappings made through it), and the live mappings the
+    /// close made orphans stay so. Either way the numbers may name new
+    /// descriptions now, about which `F_GETFL` may be asked again.
     #[inline(always)]
-    pub fn closed<O: Os>(&self, os: &O, c: Closing, ok: bool) {
+    pub fn closed<O: Os>(&self, _os: &O, c: Closing, ok: bool) {
         if c.table != FdTable::Own {
             return;
         }
@@ -297,7 +297,7 @@ impl Engine {
             self.closed_range(c);
         }
         if !ok {
-            os.framed(|| self.closed_nothing(os, c));
+            self.closed_nothing(c);
         }
     }
 
@@ -309,17 +309,17 @@ impl Engine {
 
     #[cold]
     #[inline(never)]
-    fn closed_nothing<O: Os>(&self, os: &O, c: Closing) {
+    fn closed_nothing(&self, c: Closing) {
         if c.carrying {
             self.carrying_fds.set(c.lo);
         }
         if c.mapped {
+            // Its live mappings the close made orphans stay so (their
+            // munmaps go to the kernel, a reuse lost): an orphan of the
+            // number, from this close or an earlier one that succeeded, may
+            // hold an open file the number no longer names, and no record
+            // may give it that number again.
             self.mapped_fds.set(c.lo);
-            // A busy table leaves them orphans: their munmap may then be
-            // deferred though the descriptor stays open (README, Limits).
-            if let Some(mut q) = self.lock(os) {
-                q.table.reattach(c.lo);
-            }
         }
     }
 

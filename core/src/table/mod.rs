@@ -130,8 +130,7 @@ pub struct Entry {
 pub const NO_FD: i32 = -1;
 
 /// In a slot's `fd1`: the program closed that descriptor (the entry has
-/// [`NO_FD`]), kept so that a close that turns out to have failed can
-/// give the entry back its descriptor ([`Table::reattach`]).
+/// [`NO_FD`]).
 const DETACHED: u32 = 1 << 31;
 
 impl Entry {
@@ -510,26 +509,6 @@ impl Table {
             self.fd_overflow = false;
         }
         true
-    }
-
-    /// A close of `fd` failed (nothing was closed): entries orphaned as
-    /// mapped through that number are its own again. Entries orphaned by
-    /// an earlier, successful close of the same number come back too:
-    /// that only makes the descriptor's next close release them.
-    pub fn reattach(&mut self, fd: i32) {
-        let Some(fd1) = u32::try_from(fd).ok().and_then(|f| f.checked_add(1)) else {
-            return;
-        };
-        if fd1 & DETACHED != 0 {
-            return;
-        }
-        for i in 0..self.used {
-            let slot = self.by_addr[i];
-            if self.slots[slot as usize].fd1 == fd1 | DETACHED {
-                self.slots[slot as usize].fd1 = fd1;
-                self.list_fd(slot);
-            }
-        }
     }
 
     /// An entry of file `(dev, ino)`, one at a time (the caller removes

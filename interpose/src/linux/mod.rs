@@ -73,8 +73,8 @@ macro_rules! hook_table {
             flock(fd: c_int, op: c_int) -> c_int, [syscall SYS_flock];
             fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int, [syscall SYS_fcntl];
             fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int, [syscall SYS_fcntl];
-            // glibc exports these names of the same functions too (version
-            // GLIBC_2.2.5, so a program may link against them): each runs
+            // glibc exports these names of the same functions too (at a
+            // public version, so a program may link against them): each runs
             // the hook of its plain name, with that name's real function
             // (`hook_index.rs`; `__vfork` is in `table_owner.rs`).
             __close(fd: c_int) -> c_int, [];

@@ -75,13 +75,17 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
     let r = unsafe {
         match nr {
             // With MAP_SHARED_VALIDATE the kernel refuses a flag it does not
-            // know (none is past bit 31) before it does anything: the C
-            // function, taking `int`, would drop it.
+            // know (none is past bit 31), which the C function, taking
+            // `int`, would drop. It refuses it after the checks every mmap
+            // meets (the count of mappings, the place, MAP_FIXED_NOREPLACE),
+            // so those are met as by a mmap at that place: what is queued
+            // there released first, ENOMEM retried after a flush. It maps
+            // nothing, so its answer is -1.
             libc::SYS_mmap
                 if a[3] as c_int & libc::MAP_TYPE == libc::MAP_SHARED_VALIDATE
                     && a[3] != i(3) as c_long =>
             {
-                raw()
+                on_range(p(0), n(1), Effect::Modify, || raw() as c_int) as c_long
             }
             libc::SYS_mmap => {
                 let off = a[5] as off_t;

@@ -128,7 +128,7 @@ pub unsafe extern "C" fn vfork() -> libc::pid_t {
     )
 }
 
-/// glibc's other name for `vfork` (GLIBC_2.2.5): a jump to the trampoline
+/// glibc's other name for `vfork` (a public version): a jump to the trampoline
 /// above, which leaves the stack as the caller left it.
 ///
 /// # Safety

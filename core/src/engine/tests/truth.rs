@@ -117,17 +117,38 @@ fn a_failed_close_keeps_the_lock_and_the_mappings_of_its_descriptor() {
     e.closed(&os, c, true);
     unmap(e, &os, a);
     assert_eq!(os.mapped(a), None, "the lock bit survived the failed call");
-    // Without a lock: the live mapping is fd 3's again, so a queued one
-    // made from it is released at fd 3's real close.
+    // Without a lock: the live mapping the failed close made an orphan
+    // stays one (its munmap goes to the kernel): an orphan of the number
+    // may hold an open file it no longer names.
     *os.locked.borrow_mut() = 0;
     let b = map_large(e, &os, 3, 0);
     let c = e.closing(&os, 3, 3);
     e.closed(&os, c, false);
     unmap_large(e, &os, b);
-    assert_eq!(os.mapped(b), Some((3, 0)), "queued");
+    assert_eq!(os.mapped(b), None, "not deferred");
+}
+
+/// An orphan of a close that succeeded, the number opened again on another
+/// open file of the same file, then a close of the number that fails: the
+/// orphan still holds the first open file, so it is never deferred nor
+/// handed to a mmap through the number.
+#[test]
+fn a_failed_close_gives_no_orphan_of_its_number_to_the_next_open_file() {
+    let (e, os) = fresh();
+    let a = map_large(e, &os, 3, 0);
     let c = e.closing(&os, 3, 3);
     e.closed(&os, c, true);
-    assert_eq!(os.mapped(b), None, "released at the real close");
+    // 3 names another open file of the same file now, mapped through.
+    let b = map_large(e, &os, 3, LARGE as i64);
+    unmap_large(e, &os, b);
+    // dup2(-1, 3): EBADF, nothing closed.
+    let c = e.closing(&os, 3, 3);
+    e.closed(&os, c, false);
+    unmap_large(e, &os, a);
+    assert_eq!(os.mapped(a), None, "not deferred");
+    let mmaps = *os.mmaps.borrow();
+    map_large(e, &os, 3, 0);
+    assert_eq!(*os.mmaps.borrow(), mmaps + 1, "a fresh mapping");
 }
 
 #[test]
