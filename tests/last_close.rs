@@ -153,6 +153,16 @@ fn a_lock_on_one_open_is_released_at_its_close_while_another_open_maps_a_large_w
     two_opens("flock", "2048");
 }
 
+/// An open file alive only in a mapping whose descriptor was closed, the
+/// number opened again, then a `dup2` onto it that fails: the mapping's
+/// munmap is that open file's last close. The library at b55822b gave the
+/// number back the mapping at the failed call, deferred its munmap, and
+/// the lock stayed ("lock held").
+#[test]
+fn a_failed_dup2_onto_a_reopened_number_leaves_the_old_open_files_last_close_at_its_munmap() {
+    two_opens("failed-dup2", "2048");
+}
+
 #[test]
 fn each_open_reports_its_close_when_another_open_mapped_the_window() {
     two_opens("inotify", "64");

@@ -11,7 +11,16 @@
  *                nothing maps A any more; a third open's non-blocking
  *                flock must be granted. Prints "lock granted".
  *       inotify: A closed, then Q unmapped and B closed; prints how many
- *                IN_CLOSE_NOWRITE events came after each: 1, then 2. */
+ *                IN_CLOSE_NOWRITE events came after each: 1, then 2.
+ *
+ *   twoopens DIR failed-dup2 KIB
+ *       The same window cycled through A, then mapped through A as P and
+ *       left mapped; A locked (flock LOCK_SH) through a dup and every
+ *       descriptor of it closed: A lives in P alone. The file opened again
+ *       (as A's number), the window mapped and unmapped through it, and a
+ *       dup2 from a closed descriptor onto it fails. P unmapped: A's last
+ *       close, so a third open's non-blocking exclusive flock must be
+ *       granted. Prints "lock granted". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -73,6 +82,24 @@ int main(int argc, char **argv) {
         die("open");
     for (int i = 0; i < 201; i++)
         munmap(map(a, len), len);
+    if (strcmp(argv[2], "failed-dup2") == 0) {
+        char *p = map(a, len);
+        int m = dup(a);
+        close(a);
+        if (m < 0 || flock(m, LOCK_SH) != 0)
+            die("flock");
+        close(m);
+        int n = open(path, O_RDONLY);
+        if (n != a)
+            die("reopened elsewhere");
+        munmap(map(n, len), len);
+        if (dup2(999, n) != -1)
+            die("dup2 from a closed descriptor");
+        munmap(p, len);
+        int c = open(path, O_RDONLY);
+        printf("%s\n", flock(c, LOCK_EX | LOCK_NB) == 0 ? "lock granted" : "lock held");
+        return 0;
+    }
     int b = open(path, O_RDONLY);
     if (b < 0)
         die("open");
