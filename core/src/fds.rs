@@ -30,8 +30,7 @@ impl FdBits {
         }
     }
 
-    ///
-    /// Sequentially consistent, as are [`FdBits::get`] and [`FdBits::any`]:
+    /// Sets `fd`'s bit. Sequentially consistent, as are [`FdBits::get`] and [`FdBits::any`]:
     /// a mmap that sets a descriptor's bit, then asks whether a close of it
     /// began (`CloseSeq::unchanged`), and a close of it or of a range
     /// holding it that begins (`CloseSeq::begin`), then reads the bit,

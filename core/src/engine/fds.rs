@@ -17,8 +17,9 @@
 //! So a live mapping stays tracked past the close (an orphan; its munmap,
 //! that open file's last close, is never deferred: `try_defer`) only
 //! where that question is worth its cost: a mapping larger than
-//! [`SMALL`], on a description the kernel says carries no such lock. A small one is forgotten unasked (its
-//! munmap goes to the kernel, as without munmapq), and so is any mapping
+//! [`SMALL`], on a description the kernel says carries no such lock. A
+//! small one is forgotten unasked (its munmap goes to the kernel, as
+//! without munmapq), and so is any mapping
 //! of a descriptor a hook saw locked. The next whole-file small mapping
 //! through a number whose close forgot one passes straight by
 //! (`closes_first`): a program that maps whole files and closes them
@@ -285,7 +286,7 @@ impl Engine {
     /// close made orphans stay so. Either way the numbers may name new
     /// descriptions now, about which `F_GETFL` may be asked again.
     #[inline(always)]
-    pub fn closed<O: Os>(&self, _os: &O, c: Closing, ok: bool) {
+    pub fn closed(&self, c: Closing, ok: bool) {
         if c.table != FdTable::Own {
             return;
         }

@@ -37,15 +37,11 @@ fn closing(lo: c_int, hi: c_int) -> Closing {
 }
 
 /// After that call: `ok` unless it failed without closing anything.
-/// The caller's errno (the call's) is kept: the engine makes calls of its
-/// own only for a call that failed.
+/// The caller's errno (the call's) is kept: the engine makes no calls of
+/// its own there.
 #[inline(always)]
 fn closed(c: Closing, ok: bool) {
-    if ok {
-        ENGINE.closed(&RealOs, c, true);
-    } else {
-        before(|| ENGINE.closed(&RealOs, c, false));
-    }
+    ENGINE.closed(c, ok);
     if crate::trace::enabled() {
         trace_closed(c, ok);
     }

@@ -6,7 +6,7 @@ use super::*;
 /// closed the descriptors.
 fn close(e: &Engine, os: &FakeOs, lo: i32, hi: i32) {
     let c = e.closing(os, lo, hi);
-    e.closed(os, c, true);
+    e.closed(c, true);
 }
 
 #[test]
@@ -175,7 +175,7 @@ fn a_close_makes_the_next_mmap_ask_again() {
     // Mapped while the close is under way: not tracked, nothing asked.
     map_unmap(e, &os, 3, 0);
     assert_eq!(*os.fcntls.borrow(), 1);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     // The number now names a write-only description of the same file.
     *os.open_mode.borrow_mut() = libc::O_WRONLY;
     let eligible = e.stats.get(Counter::Eligible);
@@ -188,7 +188,7 @@ fn a_close_makes_the_next_mmap_ask_again() {
     map_unmap(e, &os, 5, 0);
     assert_eq!(*os.fcntls.borrow(), 3);
     let c = e.closing(&os, 4, i32::MAX);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     map_unmap(e, &os, 5, 0);
     assert_eq!(*os.fcntls.borrow(), 4);
 }

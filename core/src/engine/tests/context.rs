@@ -53,7 +53,7 @@ fn the_personality_is_asked_only_once_a_thread_changed_it() {
 /// Closes `fd` as the close hooks report it.
 fn close(e: &Engine, os: &FakeOs, fd: i32) {
     let c = e.closing(os, fd, fd);
-    e.closed(os, c, true);
+    e.closed(c, true);
 }
 
 #[test]

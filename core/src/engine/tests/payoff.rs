@@ -23,7 +23,7 @@ fn read_object(e: &Engine, os: &FakeOs, i: usize, len: usize) {
         )
         .unwrap();
     let c = e.closing(os, fd, fd);
-    e.closed(os, c, true);
+    e.closed(c, true);
     e.munmap(os, a, len).unwrap();
 }
 

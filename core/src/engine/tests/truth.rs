@@ -15,7 +15,7 @@ fn dup2_other_file(e: &Engine, os: &FakeOs, fd: i32) {
     *os.racing.borrow_mut() = None;
     let c = e.closing(os, fd, fd);
     os.inode.borrow_mut()[fd as usize] = 77;
-    e.closed(os, c, true);
+    e.closed(c, true);
 }
 
 #[test]
@@ -56,7 +56,7 @@ fn a_vfork_child_neither_uses_nor_changes_the_records() {
     *os.fd_table.borrow_mut() = FdTable::VforkChild;
     // The child closes everything before its exec...
     let c = e.closing(&os, 0, i32::MAX);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     assert_eq!(
         os.mapped(b),
         Some((4, 0)),
@@ -77,11 +77,11 @@ fn a_vfork_child_neither_uses_nor_changes_the_records() {
     );
     // The parent's records are whole: fd 3's lock, fd 4's queued window.
     let c = e.closing(&os, 3, 3);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     unmap(e, &os, a);
     assert_eq!(os.mapped(a), None, "the lock goes with the munmap");
     let c = e.closing(&os, 4, 4);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     assert_eq!(os.mapped(b), None, "released at the parent's close");
 }
 
@@ -92,7 +92,7 @@ fn a_thread_with_its_own_table_releases_conservatively_and_learns_nothing() {
     let b = map_unmap(e, &os, 4, 0);
     *os.fd_table.borrow_mut() = FdTable::Unshared;
     let c = e.closing(&os, 3, 4);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     assert_eq!(os.mapped(b), None, "maybe the last close: released");
     unmap(e, &os, a);
     assert_eq!(os.mapped(a), None, "forgotten: its munmap is real");
@@ -111,10 +111,10 @@ fn a_failed_close_keeps_the_lock_and_the_mappings_of_its_descriptor() {
     let a = map(e, &os, 3, 0);
     // dup2(-1, 3): EBADF, nothing closed.
     let c = e.closing(&os, 3, 3);
-    e.closed(&os, c, false);
+    e.closed(c, false);
     // The real close, then the munmap.
     let c = e.closing(&os, 3, 3);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     unmap(e, &os, a);
     assert_eq!(os.mapped(a), None, "the lock bit survived the failed call");
     // Without a lock: the live mapping the failed close made an orphan
@@ -123,7 +123,7 @@ fn a_failed_close_keeps_the_lock_and_the_mappings_of_its_descriptor() {
     *os.locked.borrow_mut() = 0;
     let b = map_large(e, &os, 3, 0);
     let c = e.closing(&os, 3, 3);
-    e.closed(&os, c, false);
+    e.closed(c, false);
     unmap_large(e, &os, b);
     assert_eq!(os.mapped(b), None, "not deferred");
 }
@@ -137,13 +137,13 @@ fn a_failed_close_gives_no_orphan_of_its_number_to_the_next_open_file() {
     let (e, os) = fresh();
     let a = map_large(e, &os, 3, 0);
     let c = e.closing(&os, 3, 3);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     // 3 names another open file of the same file now, mapped through.
     let b = map_large(e, &os, 3, LARGE as i64);
     unmap_large(e, &os, b);
     // dup2(-1, 3): EBADF, nothing closed.
     let c = e.closing(&os, 3, 3);
-    e.closed(&os, c, false);
+    e.closed(c, false);
     unmap_large(e, &os, a);
     assert_eq!(os.mapped(a), None, "not deferred");
     let mmaps = *os.mmaps.borrow();
@@ -159,7 +159,7 @@ fn a_lock_the_hooks_did_not_see_is_asked_of_the_kernel_at_the_close() {
     let a = map_large(e, &os, 3, 0);
     *os.locked.borrow_mut() = 1 << 3;
     let c = e.closing(&os, 3, 3);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     assert_eq!(*os.fdinfo_reads.borrow(), 1);
     unmap_large(e, &os, a);
     assert_eq!(os.mapped(a), None, "not deferred: the lock goes with it");
@@ -170,7 +170,7 @@ fn a_lock_the_hooks_did_not_see_is_asked_of_the_kernel_at_the_close() {
     let b = map_large(e, &os, 3, 0);
     e.fd_duplicated(&os, 3, 6);
     let c = e.closing(&os, 3, 3);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     assert_eq!(*os.fdinfo_reads.borrow(), 2);
     unmap_large(e, &os, b);
     assert_eq!(os.mapped(b), None, "not deferred");
@@ -178,12 +178,12 @@ fn a_lock_the_hooks_did_not_see_is_asked_of_the_kernel_at_the_close() {
     let x = map_large(e, &os, 6, 0);
     let y = map_large(e, &os, 6, LARGE as i64);
     let c = e.closing(&os, 6, 6);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     assert_eq!(*os.fdinfo_reads.borrow(), 3);
     unmap_large(e, &os, x);
     unmap_large(e, &os, y);
     // A close of a descriptor nothing live was mapped through asks nothing.
     let c = e.closing(&os, 8, 8);
-    e.closed(&os, c, true);
+    e.closed(c, true);
     assert_eq!(*os.fdinfo_reads.borrow(), 3);
 }

@@ -226,7 +226,7 @@ impl Replay {
             }
             trace::KIND_CLOSE => {
                 let c = engine.closing(os, r.fd, r.off as i32);
-                engine.closed(os, c, r.result == 0);
+                engine.closed(c, r.result == 0);
             }
             trace::KIND_MUNMAP => {
                 let _ = engine.munmap(os, self.translate(r.addr), r.len);
