@@ -30,11 +30,11 @@ impl FdBits {
         }
     }
 
-    /// Sets `fd`'s bit. Sequentially consistent, as are [`FdBits::get`] and [`FdBits::any`]:
-    /// a mmap that sets a descriptor's bit, then asks whether a close of it
-    /// began (`CloseSeq::unchanged`), and a close of it or of a range
-    /// holding it that begins (`CloseSeq::begin`), then reads the bit,
-    /// cannot both miss the other.
+    /// Sets `fd`'s bit. Sequentially consistent, as are [`FdBits::get`]
+    /// and [`FdBits::any`]: a mmap that sets a descriptor's bit, then asks
+    /// whether a close of it began (`CloseSeq::unchanged`), and a close of
+    /// it or of a range holding it that begins (`CloseSeq::begin`), then
+    /// reads the bit, cannot both miss the other.
     pub fn set(&self, fd: i32) {
         match usize::try_from(fd) {
             Ok(i) if i < FD_BITS => {
