@@ -9,105 +9,37 @@ pub use super::hooks::*;
 pub use super::lastclose::*;
 
 use super::signatures::{args, ret};
+// The shared hook mmap64 runs (`exports.rs` reaches it as `hooks.rs`'s).
+use crate::hooks::mmap;
 
-/// glibc's large-file name for mmap: mmap's hook (see `hook_table!`).
-///
-/// # Safety
-/// As for C `mmap64`.
-#[inline(always)]
-pub unsafe fn mmap64(
-    args::mmap64 {
-        addr,
-        len,
-        prot,
-        flags,
-        fd,
-        off,
-    }: args::mmap64,
-) -> ret::mmap64 {
-    // SAFETY: the caller's own arguments, which `hook_table!` gives the
-    // same types as mmap's.
-    unsafe {
-        crate::hooks::mmap(args::mmap {
-            addr,
-            len,
-            prot,
-            flags,
-            fd,
-            off,
-        })
-    }
+/// Each of glibc's other names of a hooked function runs the hook of that
+/// function with the same arguments (`hook_table!` gives both names the
+/// same types): `ALIAS => HOOK { ARGUMENTS }`.
+macro_rules! other_names {
+    ($($alias:ident => $hook:ident { $($arg:ident),* };)*) => {$(
+        /// glibc's other name for the function of the hook it runs.
+        ///
+        /// # Safety
+        /// As for that C function.
+        #[inline(always)]
+        #[allow(non_snake_case)]
+        pub unsafe fn $alias(args::$alias { $($arg),* }: args::$alias) -> ret::$alias {
+            // SAFETY: the caller's own arguments, of the same types.
+            unsafe { $hook(args::$hook { $($arg),* }) }
+        }
+    )*};
 }
 
-/// glibc's other name for `close`: close's hook.
-///
-/// # Safety
-/// As for C `close`.
-#[inline(always)]
-pub unsafe fn __close(args::__close { fd }: args::__close) -> ret::__close {
-    // SAFETY: the caller's own arguments.
-    unsafe { close(args::close { fd }) }
-}
-
-/// glibc's other name for `dup2`: dup2's hook.
-///
-/// # Safety
-/// As for C `dup2`.
-#[inline(always)]
-pub unsafe fn __dup2(args::__dup2 { old, new }: args::__dup2) -> ret::__dup2 {
-    // SAFETY: the caller's own arguments.
-    unsafe { dup2(args::dup2 { old, new }) }
-}
-
-/// glibc's other name for `fclose`: fclose's hook.
-///
-/// # Safety
-/// As for C `fclose`.
-#[inline(always)]
-#[allow(non_snake_case)]
-pub unsafe fn _IO_fclose(args::_IO_fclose { fp }: args::_IO_fclose) -> ret::_IO_fclose {
-    // SAFETY: the caller's own arguments.
-    unsafe { fclose(args::fclose { fp }) }
-}
-
-/// glibc's other name for `fcntl`: fcntl's hook.
-///
-/// # Safety
-/// As for C `fcntl`.
-#[inline(always)]
-pub unsafe fn __fcntl(args::__fcntl { fd, cmd, arg }: args::__fcntl) -> ret::__fcntl {
-    // SAFETY: the caller's own arguments.
-    unsafe { fcntl(args::fcntl { fd, cmd, arg }) }
-}
-
-/// glibc's other name for `clone`: clone's hook.
-///
-/// # Safety
-/// As for glibc's `clone`.
-#[inline(always)]
-pub unsafe fn __clone(
-    args::__clone {
-        f,
-        stack,
-        flags,
-        arg,
-        ptid,
-        tls,
-        ctid,
-    }: args::__clone,
-) -> ret::__clone {
-    // SAFETY: the caller's own arguments.
-    unsafe {
-        clone(args::clone {
-            f,
-            stack,
-            flags,
-            arg,
-            ptid,
-            tls,
-            ctid,
-        })
-    }
+other_names! {
+    // The large-file name (on 64-bit targets `off64_t` is `off_t`).
+    mmap64 => mmap { addr, len, prot, flags, fd, off };
+    // Exported at a public version, so a program may link against them
+    // (`__vfork` is in `table_owner.rs`).
+    __close => close { fd };
+    __dup2 => dup2 { old, new };
+    _IO_fclose => fclose { fp };
+    __fcntl => fcntl { fd, cmd, arg };
+    __clone => clone { f, stack, flags, arg, ptid, tls, ctid };
 }
 
 /// Mount flags and personality: the context of an mmap (`context.rs`).
