@@ -41,7 +41,13 @@ fn closing(lo: c_int, hi: c_int) -> Closing {
 /// its own there.
 #[inline(always)]
 fn closed(c: Closing, ok: bool) {
-    ENGINE.closed(c, ok);
+    // Two calls, so that a close that closed (the common way) inlines
+    // without the failed one's work.
+    if ok {
+        ENGINE.closed(c, true);
+    } else {
+        ENGINE.closed(c, false);
+    }
     if crate::trace::enabled() {
         trace_closed(c, ok);
     }
