@@ -34,7 +34,7 @@ const CEILINGS: [Ceiling; 3] = [
         locked: 2.0,
     },
     // A loose object read as git reads one (open, mmap, close, munmap),
-    // every call passing by: about 266 instructions, and one locked add,
+    // every call passing by: about 267 instructions, and one locked add,
     // the close's place in line (`core/src/close_seq.rs`). Counters nobody
     // reads are not kept, and no hook frame is recorded; the close asks
     // whether the process ever had a second thread (7 instructions). The
