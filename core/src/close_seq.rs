@@ -114,6 +114,12 @@ impl CloseSeq {
         }
     }
 
+    /// Whether `fd` has counters of its own (else it shares the ranges').
+    #[inline(always)]
+    pub fn has_own(&self, fd: i32) -> bool {
+        index(fd).is_some()
+    }
+
     /// A close (or replacement) of `[lo, hi]` is about to reach the
     /// kernel: its place, for [`CloseSeq::end`].
     #[inline]

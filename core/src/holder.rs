@@ -30,7 +30,7 @@
 use crate::os::{Os, PerThread, SignalStack};
 use crate::queue::Queue;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{compiler_fence, AtomicUsize, Ordering::*};
+use core::sync::atomic::{compiler_fence, AtomicBool, AtomicUsize, Ordering::*};
 
 /// Frames of different hooks called from one place differ by their
 /// forwarders' sizes (tens of bytes); a nested signal handler is at least
@@ -52,6 +52,10 @@ fn me<O: Os>(os: &O, cells: Option<&'static PerThread>) -> usize {
 pub struct TableLock {
     /// The holder's thread (see [`me`]), 0 when free.
     owner: AtomicUsize,
+    /// False only while nothing is queued: set before a mapping is queued,
+    /// cleared by a holder that gives the table back with nothing queued. Read without the
+    /// table by the hooks' plain ways (`Engine::mmap_way`).
+    may_have_queued: AtomicBool,
     queue: UnsafeCell<Queue>,
 }
 
@@ -80,6 +84,7 @@ impl TableLock {
     pub const fn new() -> Self {
         TableLock {
             owner: AtomicUsize::new(0),
+            may_have_queued: AtomicBool::new(false),
             queue: UnsafeCell::new(Queue::new()),
         }
     }
@@ -143,6 +148,20 @@ impl TableLock {
             cells,
             previous: 0,
         }
+    }
+
+    /// Whether a mapping may be queued: false means none was at the read
+    /// (unless one is being queued right now, by a holder racing with the
+    /// reader, as if the reader had come first).
+    #[inline(always)]
+    pub fn may_have_queued(&self) -> bool {
+        self.may_have_queued.load(Relaxed)
+    }
+
+    /// A mapping is about to be queued, by the table's holder.
+    #[inline]
+    pub fn queueing(&self) {
+        self.may_have_queued.store(true, Relaxed);
     }
 
     /// Taken by a thread other than the calling one?
@@ -240,6 +259,11 @@ impl core::ops::DerefMut for TableGuard<'_> {
 impl Drop for TableGuard<'_> {
     #[inline]
     fn drop(&mut self) {
+        // SAFETY: this guard still holds the table. While anything is
+        // queued the word is already set (by `queueing`).
+        if unsafe { (*self.lock.queue.get()).table.queued() } == 0 {
+            self.lock.may_have_queued.store(false, Relaxed);
+        }
         self.lock.owner.store(0, Release);
         compiler_fence(SeqCst);
         if let Some(c) = self.cells {

@@ -6,7 +6,10 @@
 //!
 //! Each hook saves errno, lets the engine decide, and on success restores
 //! errno (munmapq's own fstat/fcntl may have touched it; libc's wrappers
-//! leave it alone on success), on failure sets the kernel's errno.
+//! leave it alone on success), on failure sets the kernel's errno. mmap
+//! and munmap first ask whether the call is plain (nothing queued, and it
+//! passes straight by): then they make the real call alone, and its errno
+//! is the answer.
 
 use crate::errno::{self, int_result};
 use crate::platform::os::RealOs;
@@ -92,13 +95,50 @@ pub unsafe fn mmap(
         off,
     }: args::mmap,
 ) -> ret::mmap {
-    mmap_through(&RealOs, Mmap::new(addr as usize, len, prot, flags, fd, off))
+    let call = Mmap::new(addr as usize, len, prot, flags, fd, off);
+    // SAFETY: the caller's own arguments.
+    mmap_through(&RealOs, call, || unsafe {
+        real::mmap(addr, len, prot, flags, fd, off)
+    })
 }
 
-/// The `mmap` hook, its real calls made through `os` (macOS's `__mmap`
-/// hook passes the raw stubs).
+/// The `mmap` hook, its real calls made through `os`, or by `plain` (the
+/// real function, with the call's arguments) where the engine says the
+/// call is plain (`Engine::mmap_is_plain`): the real call alone, errno
+/// left to it. macOS's `__mmap` hook passes the raw stubs.
 #[inline(always)]
-pub(crate) fn mmap_through<O: Os>(os: &O, call: Mmap) -> *mut c_void {
+pub(crate) fn mmap_through<O: Os>(
+    os: &O,
+    call: Mmap,
+    plain: impl FnOnce() -> *mut c_void,
+) -> *mut c_void {
+    // Queued mappings (a program that reuses): out of the way at once.
+    if ENGINE.may_have_queued() || trace::enabled() || !ENGINE.mmap_is_plain(call) {
+        return mmap_engaged(
+            os, call.addr, call.len, call.prot, call.flags, call.fd, call.off,
+        );
+    }
+    let p = plain();
+    if p != libc::MAP_FAILED {
+        ENGINE.mapped_plainly(os, call, p as usize);
+    }
+    p
+}
+
+/// An mmap that is not plain: errno kept around the engine's own calls.
+/// The call's arguments one by one, so that the plain way keeps them in
+/// registers.
+#[inline(never)]
+fn mmap_engaged<O: Os>(
+    os: &O,
+    addr: usize,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
+    let call = Mmap::new(addr, len, prot, flags, fd, off);
     if trace::enabled() {
         return mmap_traced(os, call);
     }
@@ -139,12 +179,28 @@ fn mmap_traced<O: Os>(os: &O, call: Mmap) -> *mut c_void {
 /// As for C `munmap`.
 #[inline(always)]
 pub unsafe fn munmap(args::munmap { addr, len }: args::munmap) -> ret::munmap {
-    munmap_through(&RealOs, addr, len)
+    // SAFETY: the caller's own arguments.
+    munmap_through(&RealOs, addr, len, || unsafe { real::munmap(addr, len) })
 }
 
-/// The `munmap` hook, its real calls made through `os` (see `mmap_through`).
+/// The `munmap` hook, its real calls made through `os`, or by `plain`
+/// where the engine says the call is plain (see `mmap_through`).
 #[inline(always)]
-pub(crate) fn munmap_through<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c_int {
+pub(crate) fn munmap_through<O: Os>(
+    os: &O,
+    addr: *mut c_void,
+    len: size_t,
+    plain: impl FnOnce() -> c_int,
+) -> c_int {
+    if ENGINE.may_have_queued() || trace::enabled() || !ENGINE.munmap_is_plain(addr as usize, len) {
+        return munmap_engaged(os, addr, len);
+    }
+    plain()
+}
+
+/// A munmap that is not plain: errno kept around the engine's own calls.
+#[inline(never)]
+fn munmap_engaged<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c_int {
     if trace::enabled() {
         return munmap_traced(os, addr, len);
     }

@@ -13,6 +13,15 @@ use crate::stats::{Counter, Straight};
 use crate::table::{Entry, FileKey, Lookup, State, Table, NO_FD};
 use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
+/// What an mmap's arguments alone tell ([`Engine::mmap_told`]).
+enum Told {
+    Straight(Straight),
+    /// Of the kind the queue may take: the payoff decides.
+    Payoff,
+    /// At an address to look at first.
+    Considered,
+}
+
 /// Under `RLIMIT_AS`, whether the kernel would have room for a fresh
 /// mapping of `len` bytes were nothing queued (else the real mmap is made,
 /// and fails as it would without munmapq). Reads the process's size only
@@ -51,13 +60,66 @@ impl Engine {
         }
     }
 
+    /// Whether the hook may make an mmap as the program made it, with only
+    /// [`Engine::mapped_plainly`] after it (counted as passed straight):
+    /// the engine is off, or the call passes straight, told without a call
+    /// of any kind, while nothing is queued (so no retry after ENOMEM could
+    /// change its result, and its errno is the kernel's). Else the hook
+    /// calls [`Engine::mmap`], out of its way.
+    ///
+    /// Where something is queued (a program that reuses), nothing else
+    /// is asked: the hook asks [`Engine::may_have_queued`] first, and
+    /// this, only where it said no, once more.
+    #[inline(always)]
+    pub fn mmap_is_plain(&self, call: Mmap) -> bool {
+        if !self.active() {
+            return true;
+        }
+        if self.may_have_queued() {
+            return false;
+        }
+        match self.mmap_told(call) {
+            Told::Straight(how) => {
+                self.count_straight(how);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// After an mmap made plainly returned `start`.
+    #[inline(always)]
+    pub fn mapped_plainly<O: Os>(&self, os: &O, call: Mmap, start: usize) {
+        if call.flags & libc::MAP_FIXED == 0 {
+            self.placed_by_kernel(os, start, call.len);
+        }
+    }
+
     /// How an mmap passes straight to the kernel with nothing asked
     /// before it, or None: an address to look at first, or a kind the
     /// queue may take. The engine is active.
     #[inline(always)]
     fn straight_mmap<O: Os>(&self, os: &O, call: Mmap) -> Option<Straight> {
+        match self.mmap_told(call) {
+            Told::Straight(how) => Some(how),
+            Told::Considered => None,
+            Told::Payoff => {
+                if self.payoff.engage(call.fd, call.off, call.len) {
+                    return None;
+                }
+                if self.payoff.take_turn() {
+                    os.framed(|| self.let_go_of_small(os));
+                }
+                Some(Straight::Payoff)
+            }
+        }
+    }
+
+    /// What an mmap's arguments alone tell (the engine active).
+    #[inline(always)]
+    fn mmap_told(&self, call: Mmap) -> Told {
         if call.addr != 0 {
-            return None;
+            return Told::Considered;
         }
         let (len, fd, off) = (call.len, call.fd, call.off);
         let deferrable_kind = call.prot == libc::PROT_READ
@@ -67,7 +129,7 @@ impl Engine {
             && off >= 0
             && off as u64 & (self.page() as u64 - 1) == 0;
         if !deferrable_kind {
-            return Some(Straight::Mmap);
+            return Told::Straight(Straight::Mmap);
         }
         // A whole small file mapped through a number whose close forgot
         // the last one (`fds.rs`) would be forgotten again at its close:
@@ -75,15 +137,9 @@ impl Engine {
         // may not pay for small mappings (`payoff.rs`), they pass before
         // the `statx`.
         if off == 0 && len <= SMALL && self.closes_first.get(fd) {
-            return Some(Straight::Payoff);
+            return Told::Straight(Straight::Payoff);
         }
-        if !self.payoff.engage(fd, off, len) {
-            if self.payoff.take_turn() {
-                os.framed(|| self.let_go_of_small(os));
-            }
-            return Some(Straight::Payoff);
-        }
-        None
+        Told::Payoff
     }
 
     /// An mmap that may meet the queue: at an address, or of the kind it
@@ -269,15 +325,23 @@ impl Engine {
     #[inline(always)]
     pub fn placed_by_kernel<O: Os>(&self, os: &O, start: usize, len: usize) {
         // At or above every tracked entry (all of them while none is):
-        // decided by one bound, before the range is worked out.
-        if start & !(self.page() - 1) >= self.tracked_hi.load(Acquire) || !self.active() {
+        // decided by one bound, before the range is worked out (the
+        // kernel's places are page-aligned). Its release may set errno,
+        // which the plain way keeps not.
+        if start >= self.tracked_hi.load(Acquire) || !self.active() {
             return;
         }
-        os.framed(|| self.placed_among_tracked(os, start, len));
+        self.placed_among_tracked(os, start, len);
     }
 
+    /// Out of the hook's way, with the registers it would need.
+    #[cold]
     #[inline(never)]
     fn placed_among_tracked<O: Os>(&self, os: &O, start: usize, len: usize) {
+        os.framed(|| os.keeping_errno(|| self.forget_placed(os, start, len)));
+    }
+
+    fn forget_placed<O: Os>(&self, os: &O, start: usize, len: usize) {
         if let Some(s) = self.span(start, len, Effect::Modify) {
             if !self.untracked(s.start, s.end) {
                 if let Some(mut q) = self.lock(os) {
@@ -402,6 +466,30 @@ impl Engine {
         Ok(start)
     }
 
+    /// Whether a mapping may be queued (see [`TableLock::may_have_queued`]).
+    #[inline(always)]
+    pub fn may_have_queued(&self) -> bool {
+        self.table.may_have_queued()
+    }
+
+    /// Whether the hook may make a munmap as the program made it (counted
+    /// as passed straight): the engine is off, or the range lies wholly
+    /// outside the tracked bound (whose ends are page-aligned, so the
+    /// range need not be worked out) while nothing is queued, so that no
+    /// retry after ENOMEM could change its result. Else the hook calls
+    /// [`Engine::munmap`], out of its way.
+    #[inline(always)]
+    pub fn munmap_is_plain(&self, addr: usize, len: usize) -> bool {
+        if !self.active() {
+            return true;
+        }
+        let plain = !self.may_have_queued() && self.untracked(addr, addr.wrapping_add(len));
+        if plain {
+            self.count_straight(Straight::Munmap);
+        }
+        plain
+    }
+
     /// The hooked munmap: one wholly outside the tracked bound (whose ends
     /// are page-aligned) is told untracked inline, before the range is
     /// worked out; the rest is `munmap_considered`.
@@ -477,6 +565,7 @@ impl Engine {
             }
             return Err(Counter::PassNotQueued);
         }
+        self.table.queueing();
         q.table.enqueue(e.slot);
         q.sizing.note_queued(e.len);
         q.keep_within_budget(os, self.books(), self.page());

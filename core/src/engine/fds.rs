@@ -125,6 +125,38 @@ impl Engine {
         self.mapped_fds.get(fd) || self.carrying_fds.get(fd)
     }
 
+    /// The common close, told inline in the hook: of a number with its
+    /// own place in line (`close_seq.rs`) and no records, by a thread on
+    /// the process's table. Takes its place and answers it: the caller
+    /// makes the real call, then [`Engine::closed_lane`]. None (nothing
+    /// taken): [`Engine::closing`] does the whole.
+    #[inline(always)]
+    pub fn close_lane<O: Os>(&self, os: &O, fd: i32) -> Option<Place> {
+        if !self.close_seq.has_own(fd) || os.fd_table() != FdTable::Own {
+            return None;
+        }
+        let place = self.close_seq.begin(fd, fd);
+        self.read_only_fds.closing(fd, fd);
+        // Looked at once the place is taken (a Dekker pairing with the
+        // mmap that sets the mapped bit, then asks whether a close began).
+        // Records are the whole way's: this place is given back as that
+        // of a close that changed nothing, which only keeps a mapping whose
+        // look spans it from being recorded.
+        if self.fd_has_records(fd) {
+            self.closed_lane(fd, place);
+            return None;
+        }
+        Some(place)
+    }
+
+    /// The real close of [`Engine::close_lane`]'s `fd` returned, whatever
+    /// it answered: no record of the number was changed.
+    #[inline(always)]
+    pub fn closed_lane(&self, fd: i32, place: Place) {
+        self.read_only_fds.closed(fd, fd);
+        self.close_seq.end(fd, fd, place);
+    }
+
     /// The program is about to close every descriptor in `[lo, hi]`:
     /// releases what was mapped through them. Costs a bit test for a
     /// descriptor nothing was mapped through, an atomic add and a few

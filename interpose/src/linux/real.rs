@@ -94,9 +94,19 @@ macro_rules! real_functions {
         /// The caller passes what the C function accepts.
         #[allow(non_snake_case, clippy::too_many_arguments)]
         pub unsafe fn $name($($arg: $ty),*) -> $ret {
+            /// The stand-in, out of the hooks' way (it sets errno, which
+            /// needs a frame): only before `resolve`, or where the name did
+            /// not resolve.
+            #[cold]
+            #[inline(never)]
+            #[allow(non_snake_case, clippy::too_many_arguments)]
+            unsafe fn stand_in($($arg: $ty),*) -> $ret {
+                real_functions!(@stand_in ($($arg),*) -> $ret, $($stand_in)+)
+            }
             let f = SLOTS[Slot::$name as usize].load(Ordering::Acquire);
             if f == 0 {
-                return real_functions!(@stand_in ($($arg),*) -> $ret, $($stand_in)+);
+                // SAFETY: forwarded from our caller's contract.
+                return unsafe { stand_in($($arg),*) };
             }
             // SAFETY: `f` is the next definition of this exact C function
             // (symbols.rs), whose prototype is the one declared here.

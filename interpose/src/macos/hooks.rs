@@ -266,13 +266,19 @@ pub unsafe fn __mmap(
     }: args::__mmap,
 ) -> ret::__mmap {
     let call = munmapq_core::os::Mmap::new(addr as usize, len, prot, flags, fd, off);
-    crate::hooks::mmap_through(&RawOs, call)
+    // SAFETY: the caller's own arguments.
+    crate::hooks::mmap_through(&RawOs, call, || unsafe {
+        super::real::__mmap(addr, len, prot, flags, fd, off)
+    })
 }
 
 /// # Safety
 /// As for libSystem's `__munmap` (the raw system call).
 pub unsafe fn __munmap(args::__munmap { addr, len }: args::__munmap) -> ret::__munmap {
-    crate::hooks::munmap_through(&RawOs, addr, len)
+    // SAFETY: the caller's own arguments.
+    crate::hooks::munmap_through(&RawOs, addr, len, || unsafe {
+        super::real::__munmap(addr, len)
+    })
 }
 
 /// # Safety

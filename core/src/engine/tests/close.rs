@@ -261,3 +261,64 @@ fn an_unlink_or_unmount_that_finds_the_table_busy_is_applied_by_its_next_holder(
     map(e, &os, 5, 0);
     assert_eq!(os.mapped(b), None);
 }
+
+/// The close lane: a number without records takes its place in line and
+/// gives it back after the real call; one whose records appear between
+/// the hook's look and its place is left to the whole way, its place
+/// given back unused (a mapping whose look spans it is only not recorded).
+#[test]
+fn the_close_lane_takes_no_number_with_records() {
+    let (e, os) = fresh();
+    let place = e.close_lane(&os, 4).expect("no records: the lane");
+    assert!(e.close_seq.seen(4).is_none(), "under way");
+    e.closed_lane(4, place);
+    assert!(e.close_seq.seen(4).is_some(), "ended");
+    let a = map(e, &os, 3, 0);
+    let seen = e.close_seq.seen(3).unwrap();
+    assert!(e.close_lane(&os, 3).is_none(), "mapped through 3");
+    assert!(!e.close_seq.unchanged(3, seen), "a place was taken");
+    assert!(e.close_seq.seen(3).is_some(), "and given back");
+    assert!(e
+        .close_lane(&os, crate::close_seq::SEQ_FDS as i32)
+        .is_none());
+    assert!(e.close_lane(&os, -1).is_none());
+    close(e, &os, 3, 3);
+    unmap(e, &os, a);
+    assert_eq!(os.mapped(a), None, "released by the whole way");
+}
+
+/// The plain ways (the hook's call alone) only while nothing is queued.
+#[test]
+fn calls_are_plain_only_while_nothing_is_queued() {
+    let (e, os) = fresh();
+    let anon = Mmap::new(
+        0,
+        PAGE,
+        libc::PROT_READ,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+        0,
+    );
+    assert!(e.mmap_is_plain(anon));
+    assert!(!e.mmap_is_plain(Mmap::new(
+        0,
+        2 * PAGE,
+        libc::PROT_READ,
+        libc::MAP_PRIVATE,
+        3,
+        0
+    )));
+    let a = map(e, &os, 3, 0);
+    assert!(!e.munmap_is_plain(a, 2 * PAGE), "tracked");
+    unmap(e, &os, a);
+    assert!(e.may_have_queued());
+    assert!(
+        !e.mmap_is_plain(anon),
+        "queued: a failure may need the retry"
+    );
+    assert!(!e.munmap_is_plain(usize::MAX - 4 * PAGE, PAGE));
+    close(e, &os, 3, 3);
+    assert!(!e.may_have_queued(), "released at the close");
+    assert!(e.mmap_is_plain(anon));
+    assert!(e.munmap_is_plain(usize::MAX - 4 * PAGE, PAGE));
+}
