@@ -528,6 +528,7 @@ impl Engine {
             },
             None => {
                 self.dirty.record(s.start, s.end);
+                self.fell_behind();
                 Counter::PassContention
             }
         };
@@ -668,6 +669,7 @@ impl Engine {
             None => {
                 self.count(Counter::PassContention);
                 self.lost_names.everything();
+                self.fell_behind();
             }
         }
     }
@@ -698,6 +700,7 @@ impl Engine {
                 self.count(Counter::PassContention);
                 if span.effect == Effect::Modify {
                     self.dirty.record(span.start, span.end);
+                    self.fell_behind();
                 }
             }
         }

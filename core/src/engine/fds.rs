@@ -306,6 +306,7 @@ impl Engine {
                     self.closed_busy.set(FD_BITS as i32);
                 }
                 self.closes_pending.store(true, Release);
+                self.fell_behind();
                 None
             }
         }

@@ -87,6 +87,11 @@ pub struct Engine {
     /// Closes that found the table busy, for its next holder.
     closed_busy: FdBits,
     closes_pending: AtomicBool,
+    /// Something was recorded for the table's next holder (a busy call's
+    /// range, close or name; a fork child's inherited queue): set after
+    /// the record, taken by the holder before it reads them (`lock`), so
+    /// that a holder with nothing to catch up on reads one word.
+    behind: AtomicBool,
     /// Descriptors `F_GETFL` found read-only, per file (`calls.rs`).
     read_only_fds: ReadOnlyFds,
     /// Unlinks, renames and unmounts that found the table busy, for its
@@ -145,6 +150,7 @@ impl Engine {
             carrying_fds: FdBits::new(),
             closed_busy: FdBits::new(),
             closes_pending: AtomicBool::new(false),
+            behind: AtomicBool::new(false),
             read_only_fds: ReadOnlyFds::new(),
             lost_names: LostNames::new(),
             close_seq: CloseSeq::new(),
@@ -343,14 +349,18 @@ impl Engine {
             Taken::Busy => return None,
             Taken::Abandoned => return Some(self.take_abandoned(os)),
         };
-        if self.inherited.load(Relaxed)
-            || self.dirty.pending()
-            || self.closes_pending.load(Relaxed)
-            || self.lost_names.pending()
-        {
+        // A swap (it reads the last setter's word, and what it recorded
+        // before) only where something was recorded.
+        if self.behind.load(Relaxed) && self.behind.swap(false, AcqRel) {
             self.catch_up(os, &mut q);
         }
         Some(q)
+    }
+
+    /// Something was recorded for the table's next holder (after the
+    /// record).
+    fn fell_behind(&self) {
+        self.behind.store(true, Release);
     }
 
     /// The table, from a holder a longjmp left (see [`Taken::Abandoned`]).

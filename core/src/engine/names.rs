@@ -35,11 +35,13 @@ impl Engine {
     pub(super) fn name_lost_while_busy(&self, dev: u64, ino: u64) {
         self.count(Counter::PassContention);
         self.lost_names.file(dev, ino);
+        self.fell_behind();
     }
 
     pub(super) fn unmount_while_busy(&self) {
         self.count(Counter::PassContention);
         self.lost_names.unmount();
+        self.fell_behind();
     }
 
     /// Applies what [`crate::names`] recorded; by the table's holder.

@@ -18,6 +18,7 @@ fn a_flush_leaves_alone_what_another_thread_mapped_meanwhile() {
             // While the holder unmaps the first run, a MAP_FIXED over
             // the third passes through.
             E.dirty.record(C, C + 2 * PAGE);
+            E.fell_behind();
         }
     }
     let os = FakeOs {
@@ -55,6 +56,7 @@ fn a_release_leaves_alone_what_another_thread_mapped_meanwhile() {
     // After the holder's drain, the first page of the queued window
     // became someone else's.
     E.dirty.record(b, b + PAGE);
+    E.fell_behind();
     let e = q.table.find(b).expect("queued");
     E.unmap_queued(&os, &mut q.table, e, Counter::Released);
     assert_eq!(*os.munmaps.borrow(), [(b + PAGE, PAGE)]);
@@ -75,7 +77,8 @@ fn a_page_drop_leaves_alone_what_another_thread_mapped_meanwhile() {
             // The holder reads RSS before it drops: meanwhile, MAP_FIXED
             // over everything it holds.
             "usage" if LATE.load(SeqCst) && !ARMED.swap(true, SeqCst) => {
-                E.dirty.record(ALL.0, ALL.1)
+                E.dirty.record(ALL.0, ALL.1);
+                E.fell_behind();
             }
             "drop" | "munmap" if ARMED.load(SeqCst) && addr < ALL.1 && ALL.0 < addr + len => {
                 HIT.store(true, SeqCst)
