@@ -15,7 +15,8 @@
 //!   must clear nothing; a lock taken through a copy munmapq did not see
 //!   made (SCM_RIGHTS to itself, `pidfd_getfd` on itself) or by a fork
 //!   child through its inherited descriptor must be released at the last
-//!   close all the same (the kernel is asked: `/proc/thread-self/fdinfo`);
+//!   close all the same (every live mapping is forgotten at its
+//!   descriptor's close);
 //!   so must one taken through libc's `syscall` (`SYS_flock`,
 //!   `SYS_fcntl` with `F_OFD_SETLK`) or carried by a copy made there
 //!   (`SYS_dup`, `SYS_fcntl` with `F_DUPFD`), which the library at d02eb11

@@ -159,17 +159,6 @@ pub trait Os {
     fn inherited_filter(&self) -> bool {
         false
     }
-    /// Whether the open file description `fd` names carries a lock or
-    /// lease that the description's last close would release (`flock`,
-    /// an OFD lock, a lease: not POSIX record locks, which any close of
-    /// the file by the process releases), asked of the kernel without
-    /// changing anything. `None` where it cannot be told (then the engine
-    /// acts as if it did). Asked where [`Os::tracks_closes`], only when a
-    /// descriptor mappings were made through is closed and no hook saw a
-    /// lock taken through it.
-    fn description_locked(&self, _fd: i32) -> Option<bool> {
-        None
-    }
     /// Which of its names the file behind `fd` was opened through (see
     /// [`crate::file::FileFacts::name`]): asked only of a file with more
     /// than one link, once per description where [`Os::tracks_closes`]

@@ -27,6 +27,10 @@
  *       more, window ROUND % 16 (a miss, where FILE has 16 windows and
  *       ROUNDS is at most 16) mapped through it, the descriptor closed, the
  *       window unmapped (strace counts the system calls).
+ *   fdmode FILE large ROUNDS
+ *       ROUNDS times: FILE opened, its first LARGE bytes (more than 1 MiB)
+ *       mapped and read, the descriptor closed, the mapping unmapped
+ *       (strace counts the system calls). FILE: at least LARGE bytes.
  *
  * FILE: a data file of at least 8 windows (mq-probe mkfile). */
 #define _GNU_SOURCE
@@ -191,7 +195,28 @@ static int high(const char *file, long rounds) {
     return 0;
 }
 
+#define LARGE ((1 << 20) + WINDOW)
+
+/* ROUNDS times: FILE opened, its first LARGE bytes mapped and read, the
+ * descriptor closed, the mapping unmapped. */
+static int large(const char *file, long rounds) {
+    long sum = 0;
+    for (long r = 0; r < rounds; r++) {
+        int fd = open_or_die(file, O_RDONLY);
+        char *p = mmap(NULL, LARGE, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED)
+            die("mmap");
+        sum += *(volatile char *)(p + LARGE - 1);
+        close(fd);
+        munmap(p, LARGE);
+    }
+    printf("sum %ld\n", sum);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 4 && !strcmp(argv[2], "large"))
+        return large(argv[1], atol(argv[3]));
     if (argc >= 4 && !strcmp(argv[2], "high"))
         return high(argv[1], atol(argv[3]));
     if (argc >= 5 && !strcmp(argv[2], "cycle"))

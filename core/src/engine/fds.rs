@@ -9,23 +9,17 @@
 //! made through that descriptor are really unmapped. A live one (the
 //! program closed the descriptor before unmapping) would hold the
 //! description, and any `flock`, OFD lock or lease on it, past the close
-//! once its munmap is deferred. A lock may have been taken where no hook
-//! looks (the `syscall` instruction, as Rust's rustix does; a copy sent
-//! over a socket, a fork child's inherited descriptor), and only the
-//! kernel can tell, at the close and not after (the `lock:` lines of
-//! `/proc/self/fdinfo`, [`Os::description_locked`], five system calls).
-//! So a live mapping stays tracked past the close (an orphan; its munmap,
-//! that open file's last close, is never deferred: `try_defer`) only
-//! where that question is worth its cost: a mapping larger than
-//! [`SMALL`], on a description the kernel says carries no such lock. A
-//! small one is forgotten unasked (its munmap goes to the kernel, as
-//! without munmapq), and so is any mapping
-//! of a descriptor a hook saw locked. The next whole-file small mapping
-//! through a number whose close forgot one passes straight by
-//! (`closes_first`): a program that maps whole files and closes them
-//! before unmapping (git's loose objects) would otherwise fill the
-//! payoff's window with mappings that cannot be reused, and turn the
-//! queue off for the ones that can.
+//! once its munmap is deferred, and it is the only thing that still holds
+//! that open file: its munmap is the file's last close. So every live
+//! mapping made through the descriptor is forgotten at the close (its
+//! munmap goes to the kernel, as without munmapq), whatever lock it may
+//! carry, seen by a hook or taken where none looks (the `syscall`
+//! instruction, a copy sent over a socket, a fork child's inherited
+//! descriptor). The next whole-file small mapping through a number whose
+//! close forgot one passes straight by (`closes_first`): a program that
+//! maps whole files and closes them before unmapping (git's loose objects)
+//! would otherwise fill the payoff's window with mappings that cannot be
+//! reused, and turn the queue off for the ones that can.
 //!
 //! The records are the process's descriptor table's: a hook running on
 //! another ([`Os::fd_table`]: a vfork child, or after an unshare) neither
@@ -99,7 +93,10 @@ impl Engine {
     /// POSIX record locks need nothing: the kernel drops them at any close
     /// of the file by the process, whatever still maps it. Ignored on
     /// another descriptor table than the records' (its `fd` may name
-    /// another description): the kernel is asked at the close instead.
+    /// another description). A close forgets every live mapping of its
+    /// descriptor whatever it carries; the bit only keeps the next small
+    /// whole-file mapping through the number from passing straight by
+    /// (`release_at_close`), and the number's close on the whole way.
     pub fn fd_locked<O: Os>(&self, os: &O, fd: i32) {
         if os.fd_table() == FdTable::Own {
             self.carrying_fds.set(fd);
@@ -189,7 +186,7 @@ impl Engine {
             FdTable::VforkChild => return c,
             FdTable::Unshared => {
                 if self.mapped_fds.get(fd) && self.active() {
-                    releasing(os, || self.release_or_note(os, fd, fd, |_, _| true));
+                    releasing(os, || self.release_or_note(os, fd, fd, |_, _| {}));
                 }
                 return c;
             }
@@ -231,7 +228,7 @@ impl Engine {
             FdTable::VforkChild => return c,
             FdTable::Unshared => {
                 if self.mapped_fds.any(lo, hi) && self.active() {
-                    releasing(os, || self.release_or_note(os, lo, hi, |_, _| true));
+                    releasing(os, || self.release_or_note(os, lo, hi, |_, _| {}));
                 }
                 return c;
             }
@@ -252,48 +249,42 @@ impl Engine {
     }
 
     /// At a close of `[lo, hi]` through which mappings were made: they are
-    /// released, live ones forgotten where the close would end what they
-    /// hold: a lock the hooks saw, else a small mapping forgotten unasked,
-    /// else what the kernel lists for the description, asked once per
-    /// descriptor.
+    /// released, queued ones unmapped and live ones forgotten (each holds
+    /// the open file the close ends, and its munmap is that file's last
+    /// close: it goes to the kernel). A close of one number marks it
+    /// (`closes_first`) where it forgot a small mapping the number has a
+    /// bit for and no lock the hooks saw, and clears the mark otherwise.
     #[inline(never)]
     fn release_at_close<O: Os>(&self, os: &O, lo: i32, hi: i32) {
-        let asked = core::cell::Cell::new((-1, true));
-        let forgets = |fd: i32, len: usize| {
-            if fd as usize >= FD_BITS || self.carrying_fds.get(fd) {
-                return true;
-            }
-            if len <= SMALL {
+        let marked = core::cell::Cell::new(false);
+        let forgetting = |fd: i32, len: usize| {
+            if len <= SMALL && (fd as usize) < FD_BITS && !self.carrying_fds.get(fd) {
                 self.closes_first.set(fd);
-                return true;
+                marked.set(true);
             }
-            if asked.get().0 != fd {
-                asked.set((fd, os.description_locked(fd) != Some(false)));
-            }
-            asked.get().1
         };
-        let forgot = self.release_or_note(os, lo, hi, forgets);
-        if lo == hi && forgot == Some(0) {
+        let released = self.release_or_note(os, lo, hi, forgetting);
+        if lo == hi && released && !marked.get() {
             self.closes_first.clear(lo);
         }
     }
 
-    /// Releases the mappings made through `[lo, hi]` now, answering how
-    /// many live ones were forgotten, or notes them for the table's next
-    /// holder if it is busy.
+    /// Releases the mappings made through `[lo, hi]` now (true), each
+    /// live one forgotten told to `forgetting`, or notes them for the
+    /// table's next holder if it is busy.
     #[inline(never)]
     fn release_or_note<O: Os>(
         &self,
         os: &O,
         lo: i32,
         hi: i32,
-        forgets: impl Fn(i32, usize) -> bool,
-    ) -> Option<usize> {
+        forgetting: impl Fn(i32, usize),
+    ) -> bool {
         match self.lock(os) {
             Some(mut q) => {
-                let forgot = self.release_fds(os, &mut q.table, lo, hi, forgets);
+                self.release_fds(os, &mut q.table, lo, hi, forgetting);
                 self.publish_bounds(&q.table);
-                Some(forgot)
+                true
             }
             None => {
                 self.count(Counter::PassContention);
@@ -307,7 +298,7 @@ impl Engine {
                 }
                 self.closes_pending.store(true, Release);
                 self.fell_behind();
-                None
+                false
             }
         }
     }
@@ -316,7 +307,7 @@ impl Engine {
     /// unless it failed without closing anything (`dup2` from a bad
     /// descriptor, bad flags): then the descriptor keeps its bits (a lock
     /// it carries, mappings made through it), and the live mappings the
-    /// close made orphans stay so. Either way the numbers may name new
+    /// close forgot stay forgotten. Either way the numbers may name new
     /// descriptions now, about which `F_GETFL` may be asked again.
     #[inline(always)]
     pub fn closed(&self, c: Closing, ok: bool) {
@@ -348,11 +339,9 @@ impl Engine {
             self.carrying_fds.set(c.lo);
         }
         if c.mapped {
-            // Its live mappings the close made orphans stay so (their
-            // munmaps go to the kernel, a reuse lost): an orphan of the
-            // number, from this close or an earlier one that succeeded, may
-            // hold an open file the number no longer names, and no record
-            // may give it that number again.
+            // Its live mappings the close forgot stay forgotten (their
+            // munmaps go to the kernel, a reuse lost): one of them may have
+            // been made through an open file the number no longer names.
             self.mapped_fds.set(c.lo);
         }
     }
@@ -366,35 +355,35 @@ impl Engine {
         let mut fd = 0;
         while let Some(f) = self.closed_busy.first(fd, i32::MAX) {
             self.closed_busy.clear(f);
-            self.release_fds(os, t, f, f, |_, _| true);
+            self.release_fds(os, t, f, f, |_, _| {});
             fd = f + 1;
         }
         if self.closed_busy.get(FD_BITS as i32) {
-            self.release_fds(os, t, FD_BITS as i32, i32::MAX, |_, _| true);
+            self.release_fds(os, t, FD_BITS as i32, i32::MAX, |_, _| {});
         }
     }
 
     /// Queued entries mapped through a descriptor in `[lo, hi]` are
-    /// unmapped; live ones become orphans, or are forgotten where
-    /// `forgets(fd, len)`. Answers how many were forgotten.
+    /// unmapped, and live ones forgotten, each told to `forgetting(fd,
+    /// len)` (one being unmapped by a flush keeps its slot, without the
+    /// descriptor).
     fn release_fds<O: Os>(
         &self,
         os: &O,
         t: &mut Table,
         lo: i32,
         hi: i32,
-        forgets: impl Fn(i32, usize) -> bool,
-    ) -> usize {
-        let mut forgot = 0;
+        forgetting: impl Fn(i32, usize),
+    ) {
         let mut pos = 0;
         while let Some((at, e)) = t.next_with_fd(pos, lo, hi) {
             pos = at;
             match e.state {
                 State::Queued => self.unmap_queued(os, t, e, Counter::ReleasedAtClose),
-                State::Live if forgets(e.fd, e.len) => {
+                State::Live => {
+                    forgetting(e.fd, e.len);
                     t.remove(e.slot);
                     self.count(Counter::Forgotten);
-                    forgot += 1;
                 }
                 _ => {
                     t.orphan(e.slot);
@@ -402,7 +391,6 @@ impl Engine {
                 }
             }
         }
-        forgot
     }
 
     /// The program is about to unlink or rename over the file `(dev, ino)`:

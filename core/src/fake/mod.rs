@@ -123,11 +123,6 @@ pub struct FakeOs<const N: usize = 256> {
     pub meanwhile: Option<fn(&'static str, usize, usize)>,
     /// What `fd_table` answers.
     pub fd_table: RefCell<FdTable>,
-    /// Descriptors whose description the kernel lists a lock for (bit
-    /// per descriptor): what `description_locked` answers.
-    pub locked: RefCell<u64>,
-    /// `description_locked` calls.
-    pub fdinfo_reads: RefCell<usize>,
     /// The inode each descriptor names, where a test re-pointed it (0: the
     /// descriptor's own number, as the fake names files).
     pub inode: RefCell<[u64; FDS]>,
@@ -181,8 +176,6 @@ impl<const N: usize> FakeOs<N> {
             peak_reads: RefCell::new(0),
             meanwhile: None,
             fd_table: RefCell::new(FdTable::Own),
-            locked: RefCell::new(0),
-            fdinfo_reads: RefCell::new(0),
             inode: RefCell::new([0; FDS]),
             racing: RefCell::new(None),
             read_implies_exec: RefCell::new(Some(false)),
@@ -402,12 +395,6 @@ impl<const N: usize> Os for FakeOs<N> {
     fn read_implies_exec(&self) -> Option<bool> {
         *self.personality_reads.borrow_mut() += 1;
         *self.read_implies_exec.borrow()
-    }
-
-    fn description_locked(&self, fd: i32) -> Option<bool> {
-        *self.fdinfo_reads.borrow_mut() += 1;
-        let bit = u32::try_from(fd).ok().filter(|&f| f < 64)?;
-        Some(*self.locked.borrow() & (1 << bit) != 0)
     }
 
     fn max_map_count(&self) -> Option<usize> {

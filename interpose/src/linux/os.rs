@@ -55,17 +55,13 @@ impl Os for RealOs {
         super::table_owner::fd_table()
     }
 
-    /// The `lock:` lines of `/proc/thread-self/fdinfo/FD` (`file.rs`).
+    /// Asked of the kernel (`prctl(PR_GET_SECCOMP)`, `sys.rs`).
     fn inherited_filter(&self) -> bool {
         let filtered = super::sys::seccomp_mode() != 0;
         if filtered {
             crate::init::sandboxed();
         }
         filtered
-    }
-
-    fn description_locked(&self, fd: i32) -> Option<bool> {
-        proc::description_locked(fd)
     }
 
     fn max_map_count(&self) -> Option<usize> {

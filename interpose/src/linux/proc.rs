@@ -144,56 +144,6 @@ pub fn max_map_count() -> Option<usize> {
     count
 }
 
-/// Whether the open file description `fd` names carries a `flock`, OFD
-/// lock or lease, from the `lock:` lines of `/proc/self/fdinfo/FD`
-/// (Linux `fs/locks.c` `show_fd_locks`: the locks whose file is this
-/// description and whose owner is it or this table; a POSIX lock's line
-/// says `POSIX`, and any close of the file releases those anyway). The
-/// engine asks only while no thread has unshared its table
-/// (`table_owner.rs`), so `self`'s table is the caller's (`thread-self`
-/// would cost a longer path walk). None when it cannot be read (no
-/// `/proc`, a sandbox).
-pub fn description_locked(fd: i32) -> Option<bool> {
-    let mut path = *b"/proc/self/fdinfo/\0\0\0\0\0\0\0\0\0\0\0";
-    let base = b"/proc/self/fdinfo/".len();
-    let n = write_decimal(u32::try_from(fd).ok()?, &mut path[base..base + 10]);
-    let path = CStr::from_bytes_until_nul(&path[..base + n + 1]).ok()?;
-    let mut line = [0u8; 64];
-    let mut len = 0;
-    let mut locked = false;
-    const BUF: usize = 512;
-    read(path, &mut [0u8; BUF], |text| {
-        for &c in text {
-            if c != b'\n' {
-                if len < line.len() {
-                    line[len] = c;
-                    len += 1;
-                }
-                continue;
-            }
-            locked |= lock_line_not_posix(&line[..len]);
-            len = 0;
-        }
-        // A seq_file read fills the buffer unless the text ended: a
-        // shorter one needs no second read to see the end.
-        !locked && text.len() == BUF
-    })?;
-    Some(locked || lock_line_not_posix(&line[..len]))
-}
-
-/// `lock:\t1: FLOCK  ADVISORY  WRITE ...`: a lock line of another kind
-/// than `POSIX` (`FLOCK`, `OFDLCK`, `LEASE`, `BREAKING`, `DELEG`, ...).
-fn lock_line_not_posix(line: &[u8]) -> bool {
-    let Some(rest) = line.strip_prefix(b"lock:") else {
-        return false;
-    };
-    let kind = match rest.iter().position(|&c| c == b':') {
-        Some(i) => rest[i + 1..].trim_ascii_start(),
-        None => return true,
-    };
-    !kind.starts_with(b"POSIX")
-}
-
 /// Writes `v` in decimal at the start of `out` (10 bytes hold any u32);
 /// answers how many bytes.
 pub(super) fn write_decimal(mut v: u32, out: &mut [u8]) -> usize {
