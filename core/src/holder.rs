@@ -54,7 +54,8 @@ pub struct TableLock {
     owner: AtomicUsize,
     /// False only while nothing is queued: set before a mapping is queued,
     /// cleared by a holder that gives the table back with nothing queued. Read without the
-    /// table by the hooks' plain ways (`Engine::mmap_way`).
+    /// table by the hooks' plain ways (`Engine::mmap_is_plain`,
+    /// `Engine::munmap_is_plain`).
     may_have_queued: AtomicBool,
     queue: UnsafeCell<Queue>,
 }

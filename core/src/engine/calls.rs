@@ -755,8 +755,13 @@ impl Engine {
         r: Result<T, Errno>,
         mut call: impl FnMut() -> Result<T, Errno>,
     ) -> Result<T, Errno> {
+        // Asked before the table is taken: taking it may unmap queued
+        // mappings itself (what calls that found it busy left: a close's,
+        // an unlink's, a fork child's inherited queue), and the room that
+        // frees counts as the flush's.
+        let queued_at_failure = self.may_have_queued();
         let flushed = match self.lock(os) {
-            Some(mut q) if q.table.queued() > 0 => {
+            Some(mut q) if queued_at_failure || q.table.queued() > 0 => {
                 q.flush_all(os, self.books());
                 true
             }

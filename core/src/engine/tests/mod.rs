@@ -221,6 +221,44 @@ fn enomem_flushes_and_retries_once() {
     assert_eq!(r, Err(libc::ENOMEM));
 }
 
+/// The queue a failed call found is gone by the time the table is taken
+/// (a close that found it busy had noted it for its next holder, which
+/// unmaps it): the room that freed is the flush's, and the call is made
+/// again. The engine of 72152e9 answered ENOMEM.
+#[test]
+fn enomem_retries_after_taking_the_table_unmapped_the_queue() {
+    static E: Engine = Engine::new();
+    let os = FakeOs {
+        page_limit: Some(4),
+        ..FakeOs::default()
+    };
+    start(&E, 16);
+    let a = map(&E, &os, 3, 0);
+    let b = map(&E, &os, 3, 2 * PAGE as i64);
+    unmap(&E, &os, a);
+    unmap(&E, &os, b);
+    {
+        let Taken::Got(_held) = E.table.try_lock(&os) else {
+            panic!("free")
+        };
+        let c = E.closing(&os, 3, 3);
+        E.closed(c, true);
+    }
+    assert_eq!(os.munmap_count(), 0, "noted for the next holder");
+    let anon = Mmap::new(
+        0,
+        2 * PAGE,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+        0,
+    );
+    let r = E.mmap(&os, anon);
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(E.stats.get(Counter::EnomemRetries), 1);
+    assert_eq!(os.munmap_count(), 2, "the queue went at the catch-up");
+}
+
 #[test]
 fn contention_passes_through_and_is_reconciled() {
     static E: Engine = Engine::new();
