@@ -53,9 +53,9 @@ pub struct TableLock {
     /// The holder's thread (see [`me`]), 0 when free.
     owner: AtomicUsize,
     /// False only while nothing is queued: set before a mapping is queued,
-    /// cleared by a holder that gives the table back with nothing queued. Read without the
-    /// table by the hooks' plain ways (`Engine::mmap_is_plain`,
-    /// `Engine::munmap_is_plain`).
+    /// cleared by a holder that gives the table back with nothing queued.
+    /// Read without the table by the hooks' plain ways
+    /// (`Engine::mmap_is_plain`, `Engine::munmap_is_plain`).
     may_have_queued: AtomicBool,
     queue: UnsafeCell<Queue>,
 }

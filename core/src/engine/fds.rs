@@ -132,8 +132,7 @@ impl Engine {
         if !self.close_seq.has_own(fd) || os.fd_table() != FdTable::Own {
             return None;
         }
-        let place = self.close_seq.begin(fd, fd);
-        self.read_only_fds.closing(fd, fd);
+        let place = self.place_in_line(fd);
         // Looked at once the place is taken (a Dekker pairing with the
         // mmap that sets the mapped bit, then asks whether a close began).
         // Records are the whole way's: this place is given back as that
@@ -146,8 +145,20 @@ impl Engine {
         Some(place)
     }
 
-    /// The real close of [`Engine::close_lane`]'s `fd` returned, whatever
-    /// it answered: no record of the number was changed.
+    /// A close of the one number `fd` is about to reach the kernel: its
+    /// place in line, and what `F_GETFL` said of the number is void.
+    #[inline(always)]
+    fn place_in_line(&self, fd: i32) -> Place {
+        let place = self.close_seq.begin(fd, fd);
+        self.read_only_fds.closing(fd, fd);
+        place
+    }
+
+    /// The real close of the one number `fd`, at `place`, returned,
+    /// whatever it answered: the place ends, and `F_GETFL` may be asked
+    /// about the number again. After [`Engine::close_lane`] no other record
+    /// of the number was changed. Said with one number, so that neither
+    /// asks about a range.
     #[inline(always)]
     pub fn closed_lane(&self, fd: i32, place: Place) {
         self.read_only_fds.closed(fd, fd);
@@ -192,8 +203,7 @@ impl Engine {
             }
             FdTable::Own => {}
         }
-        c.place = self.close_seq.begin(fd, fd);
-        self.read_only_fds.closing(fd, fd);
+        c.place = self.place_in_line(fd);
         if self.mapped_fds.get(fd) {
             self.released_at_close(os, fd);
             c.mapped = true;
@@ -315,9 +325,7 @@ impl Engine {
             return;
         }
         if c.lo == c.hi {
-            // Said with one number, so that neither asks about a range.
-            self.read_only_fds.closed(c.lo, c.lo);
-            self.close_seq.end(c.lo, c.lo, c.place);
+            self.closed_lane(c.lo, c.place);
         } else {
             self.closed_range(c);
         }
