@@ -196,18 +196,25 @@ fn range_calls_release_queued_and_untrack_live() {
     assert_eq!(os.mapped(b), None, "untracked mapping unmapped for real");
 }
 
-#[test]
-fn enomem_flushes_and_retries_once() {
-    static E: Engine = Engine::new();
+/// A fake kernel that refuses a fifth page, and `e` started with two
+/// windows of two pages queued: `(fd, off)` of the second.
+fn four_pages_queued_of_four(e: &Engine, second: (i32, i64)) -> FakeOs {
     let os = FakeOs {
         page_limit: Some(4),
         ..FakeOs::default()
     };
-    start(&E, 16);
-    let a = map(&E, &os, 3, 0);
-    let b = map(&E, &os, 4, 0);
-    unmap(&E, &os, a);
-    unmap(&E, &os, b);
+    start(e, 16);
+    let a = map(e, &os, 3, 0);
+    let b = map(e, &os, second.0, second.1);
+    unmap(e, &os, a);
+    unmap(e, &os, b);
+    os
+}
+
+#[test]
+fn enomem_flushes_and_retries_once() {
+    static E: Engine = Engine::new();
+    let os = four_pages_queued_of_four(&E, (4, 0));
     // Four pages queued, limit four: a fresh mapping needs the queue gone.
     let c = map(&E, &os, 5, 0);
     assert!(os.mapped(c).is_some());
@@ -228,15 +235,8 @@ fn enomem_flushes_and_retries_once() {
 #[test]
 fn enomem_retries_after_taking_the_table_unmapped_the_queue() {
     static E: Engine = Engine::new();
-    let os = FakeOs {
-        page_limit: Some(4),
-        ..FakeOs::default()
-    };
-    start(&E, 16);
-    let a = map(&E, &os, 3, 0);
-    let b = map(&E, &os, 3, 2 * PAGE as i64);
-    unmap(&E, &os, a);
-    unmap(&E, &os, b);
+    // Both windows mapped through 3.
+    let os = four_pages_queued_of_four(&E, (3, 2 * PAGE as i64));
     {
         let Taken::Got(_held) = E.table.try_lock(&os) else {
             panic!("free")
