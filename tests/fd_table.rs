@@ -1,5 +1,5 @@
-//! What munmapq keeps per descriptor (which ones carry a lock, which ones
-//! mappings were made through, what `F_GETFL` said) describes the
+//! What munmapq keeps per descriptor (which ones mappings were made
+//! through, what `F_GETFL` said) describes the
 //! process's descriptor table, and a lock belongs to the open file
 //! description. Each scenario runs without and with the library, under
 //! the defaults and `MUNMAPQ_MAX_ENTRIES=1` (`common::same_as_without`).
@@ -16,12 +16,11 @@
 //!   made (SCM_RIGHTS to itself, `pidfd_getfd` on itself) or by a fork
 //!   child through its inherited descriptor must be released at the last
 //!   close all the same (every live mapping is forgotten at its
-//!   descriptor's close);
-//!   so must one taken through libc's `syscall` (`SYS_flock`,
-//!   `SYS_fcntl` with `F_OFD_SETLK`) or carried by a copy made there
-//!   (`SYS_dup`, `SYS_fcntl` with `F_DUPFD`), which the library at d02eb11
-//!   did not route through its hooks; and one taken, or a copy made, by
-//!   the `syscall` instruction itself, past libc.
+//!   descriptor's close, and munmapq watches no lock call); so must one
+//!   taken through libc's `syscall` (`SYS_flock`, `SYS_fcntl` with
+//!   `F_OFD_SETLK`) or carried by a copy made there (`SYS_dup`, `SYS_fcntl`
+//!   with `F_DUPFD`), and one taken, or a copy made, by the `syscall`
+//!   instruction itself, past libc.
 //! - `tests/c/cancelclose.c`: a close cancelled at its entry, an fclose
 //!   cancelled at its flush, and an fclose with nothing to flush (no
 //!   cancellation point in glibc's).
@@ -74,27 +73,27 @@ fn scenario(program: &str, args: &[&str], expect: &str) -> Vec<Ran> {
 }
 
 #[test]
-fn a_vfork_childs_close_range_leaves_the_parents_lock_bit() {
+fn a_vfork_childs_close_range_leaves_the_parents_last_close() {
     scenario("fdtable", &["lock", "close_range"], GRANTED);
 }
 
 #[test]
-fn a_vfork_childs_closefrom_leaves_the_parents_lock_bit() {
+fn a_vfork_childs_closefrom_leaves_the_parents_last_close() {
     scenario("fdtable", &["lock", "closefrom"], GRANTED);
 }
 
 #[test]
-fn a_vfork_childs_close_leaves_the_parents_lock_bit() {
+fn a_vfork_childs_close_leaves_the_parents_last_close() {
     scenario("fdtable", &["lock", "close"], GRANTED);
 }
 
 #[test]
-fn a_vfork_childs_dup2_leaves_the_parents_lock_bit() {
+fn a_vfork_childs_dup2_leaves_the_parents_last_close() {
     scenario("fdtable", &["lock", "dup2"], GRANTED);
 }
 
 #[test]
-fn an_unshared_threads_close_leaves_the_process_lock_bit() {
+fn an_unshared_threads_close_leaves_the_process_last_close() {
     scenario("fdtable", &["lock", "unshare"], GRANTED);
 }
 
@@ -157,22 +156,22 @@ for round in range(3):
 }
 
 #[test]
-fn a_failed_dup2_keeps_the_lock_bit() {
+fn a_failed_dup2_keeps_the_last_close() {
     scenario("fdlocks", &["dup2-ebadf"], GRANTED);
 }
 
 #[test]
-fn a_failed_dup3_keeps_the_lock_bit() {
+fn a_failed_dup3_keeps_the_last_close() {
     scenario("fdlocks", &["dup3-flags"], GRANTED);
 }
 
 #[test]
-fn a_failed_close_range_keeps_the_lock_bit() {
+fn a_failed_close_range_keeps_the_last_close() {
     scenario("fdlocks", &["range-flags"], GRANTED);
 }
 
 #[test]
-fn a_failed_syscall_dup3_keeps_the_lock_bit() {
+fn a_failed_syscall_dup3_keeps_the_last_close() {
     scenario("fdlocks", &["syscall-dup3"], GRANTED);
 }
 
@@ -419,7 +418,7 @@ fn a_clone_vm_childs_reopening_a_number_teaches_the_parent_nothing() {
 }
 
 #[test]
-fn a_clone_vm_childs_close_leaves_the_parents_lock_bit() {
+fn a_clone_vm_childs_close_leaves_the_parents_last_close() {
     scenario("fdtable", &["lock", "clone"], GRANTED);
 }
 

@@ -1,6 +1,5 @@
 //! The calls after which the kernel does what it does at a file's last
-//! close (close, dup2 onto an open descriptor, unlink, unmount), and the
-//! locks that make a descriptor's close matter.
+//! close (close, dup2 onto an open descriptor, unlink, unmount).
 //!
 //! A queued mapping holds the open file it was made through: were it left
 //! queued, the program's close would no longer be the last one, and locks,
@@ -13,9 +12,9 @@
 //! that open file: its munmap is the file's last close. So every live
 //! mapping made through the descriptor is forgotten at the close (its
 //! munmap goes to the kernel, as without munmapq), whatever lock it may
-//! carry, seen by a hook or taken where none looks (the `syscall`
-//! instruction, a copy sent over a socket, a fork child's inherited
-//! descriptor). The next whole-file small mapping through a number whose
+//! carry: no lock call is watched, as one can be taken where no hook
+//! looks (the `syscall` instruction, a copy sent over a socket, a fork
+//! child's inherited descriptor). The next whole-file small mapping through a number whose
 //! close forgot one passes straight by (`closes_first`): a program that
 //! maps whole files and closes them before unmapping (git's loose objects)
 //! would otherwise fill the payoff's window with mappings that cannot be
@@ -51,8 +50,6 @@ pub struct Closing {
     table: FdTable,
     /// One descriptor whose mapped bit was cleared.
     mapped: bool,
-    /// One descriptor whose lock bit was cleared.
-    carrying: bool,
     /// Its place among the closes of those numbers (`close_seq.rs`).
     place: Place,
 }
@@ -72,7 +69,6 @@ impl Closing {
             hi,
             table,
             mapped: false,
-            carrying: false,
             place: Place::NONE,
         }
     }
@@ -83,43 +79,17 @@ impl Closing {
         hi: -1,
         table: FdTable::VforkChild,
         mapped: false,
-        carrying: false,
         place: Place::NONE,
     };
 }
 
 impl Engine {
-    /// A lock (`flock`, an OFD lock) or lease was taken through `fd`.
-    /// POSIX record locks need nothing: the kernel drops them at any close
-    /// of the file by the process, whatever still maps it. Ignored on
-    /// another descriptor table than the records' (its `fd` may name
-    /// another description). A close forgets every live mapping of its
-    /// descriptor whatever it carries; the bit only keeps the next small
-    /// whole-file mapping through the number from passing straight by
-    /// (`release_at_close`), and the number's close on the whole way.
-    pub fn fd_locked<O: Os>(&self, os: &O, fd: i32) {
-        if os.fd_table() == FdTable::Own {
-            self.carrying_fds.set(fd);
-        }
-    }
-
-    /// `new` is now a duplicate of `old` (dup, dup2, dup3, F_DUPFD): it
-    /// carries what `old` carries.
-    pub fn fd_duplicated<O: Os>(&self, os: &O, old: i32, new: i32) {
-        if new < 0 || os.fd_table() != FdTable::Own {
-            return;
-        }
-        if self.carrying_fds.get(old) {
-            self.carrying_fds.set(new);
-        }
-    }
-
     /// Whether the records of `fd` say anything a close would change and a
-    /// close that did not happen would need back: a mapping was made or a
-    /// lock taken through it (two loads).
+    /// close that did not happen would need back: a mapping was made
+    /// through it.
     #[inline]
     pub fn fd_has_records(&self, fd: i32) -> bool {
-        self.mapped_fds.get(fd) || self.carrying_fds.get(fd)
+        self.mapped_fds.get(fd)
     }
 
     /// The common close, told inline in the hook: of a number with its
@@ -171,8 +141,8 @@ impl Engine {
     /// plain stores (what `F_GETFL` said of it is void from now on, and a
     /// mmap through it racing with the close must not be recorded). Never
     /// waits: if the table is busy, the closes are noted and the next
-    /// holder of the table releases those descriptors' mappings,
-    /// conservatively (as if each carried a lock). The hook calls
+    /// holder of the table releases those descriptors' mappings. The hook
+    /// calls
     /// [`Engine::closed`] with the answer once the real call returns.
     /// errno is kept: only a release makes system calls, and it puts errno
     /// back ([`Os::keeping_errno`]).
@@ -207,10 +177,6 @@ impl Engine {
         if self.mapped_fds.get(fd) {
             self.released_at_close(os, fd);
             c.mapped = true;
-        }
-        if self.carrying_fds.get(fd) {
-            c.carrying = true;
-            self.carrying_fds.clear(fd);
         }
         c
     }
@@ -252,9 +218,6 @@ impl Engine {
             }
             self.mapped_fds.clear_range(lo, hi);
         }
-        if self.carrying_fds.any(lo, hi) {
-            self.carrying_fds.clear_range(lo, hi);
-        }
         c
     }
 
@@ -263,12 +226,12 @@ impl Engine {
     /// the open file the close ends, and its munmap is that file's last
     /// close: it goes to the kernel). A close of one number marks it
     /// (`closes_first`) where it forgot a small mapping the number has a
-    /// bit for and no lock the hooks saw, and clears the mark otherwise.
+    /// bit for, and clears the mark otherwise.
     #[inline(never)]
     fn release_at_close<O: Os>(&self, os: &O, lo: i32, hi: i32) {
         let marked = core::cell::Cell::new(false);
         let forgetting = |fd: i32, len: usize| {
-            if len <= SMALL && (fd as usize) < FD_BITS && !self.carrying_fds.get(fd) {
+            if len <= SMALL && (fd as usize) < FD_BITS {
                 self.closes_first.set(fd);
                 marked.set(true);
             }
@@ -315,8 +278,8 @@ impl Engine {
 
     /// The real call announced by [`Engine::closing`] returned; `ok`
     /// unless it failed without closing anything (`dup2` from a bad
-    /// descriptor, bad flags): then the descriptor keeps its bits (a lock
-    /// it carries, mappings made through it), and the live mappings the
+    /// descriptor, bad flags): then the descriptor keeps its bit (mappings
+    /// made through it), and the live mappings the
     /// close forgot stay forgotten. Either way the numbers may name new
     /// descriptions now, about which `F_GETFL` may be asked again.
     #[inline(always)]
@@ -343,9 +306,6 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn closed_nothing(&self, c: Closing) {
-        if c.carrying {
-            self.carrying_fds.set(c.lo);
-        }
         if c.mapped {
             // Its live mappings the close forgot stay forgotten (their
             // munmaps go to the kernel, a reuse lost): one of them may have

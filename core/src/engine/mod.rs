@@ -82,8 +82,6 @@ pub struct Engine {
     /// Descriptors some table entry may have been mapped through (set
     /// before the entry is inserted, cleared at their close).
     mapped_fds: FdBits,
-    /// Descriptors a lock or lease was taken through (see `fds.rs`).
-    carrying_fds: FdBits,
     /// Closes that found the table busy, for its next holder.
     closed_busy: FdBits,
     closes_pending: AtomicBool,
@@ -147,7 +145,6 @@ impl Engine {
             tracked_lo: AtomicUsize::new(0),
             tracked_hi: AtomicUsize::new(0),
             mapped_fds: FdBits::new(),
-            carrying_fds: FdBits::new(),
             closed_busy: FdBits::new(),
             closes_pending: AtomicBool::new(false),
             behind: AtomicBool::new(false),

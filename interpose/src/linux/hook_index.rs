@@ -38,7 +38,6 @@ other_names! {
     __close => close { fd };
     __dup2 => dup2 { old, new };
     _IO_fclose => fclose { fp };
-    __fcntl => fcntl { fd, cmd, arg };
     __clone => clone { f, stack, flags, arg, ptid, tls, ctid };
 }
 

@@ -1,6 +1,5 @@
-//! Linux's hooks on the calls that end an open file or a file's name, and
-//! on the locks a descriptor can carry (the decisions: the core's
-//! `engine/fds.rs`). Each lets the engine release first, then makes the
+//! Linux's hooks on the calls that end an open file or a file's name (the
+//! decisions: the core's `engine/fds.rs`). Each lets the engine release first, then makes the
 //! real call with the caller's errno put back, so its result and errno are
 //! the kernel's. A call that ends descriptions tells the engine again once
 //! it returns (`Engine::closed`), with whether it closed anything: what
@@ -280,7 +279,6 @@ pub(super) fn around_syscall(
         closed(c, !close_failed_with_nothing_closed(r as c_int));
     } else {
         closed(c, r >= 0);
-        ENGINE.fd_duplicated(&RealOs, kernel_fd(a1), r as c_int);
     }
     r
 }
@@ -297,9 +295,6 @@ pub unsafe fn dup2(args::dup2 { old, new }: args::dup2) -> ret::dup2 {
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::dup2(old, new) };
     closed(c, r >= 0);
-    if old != new {
-        ENGINE.fd_duplicated(&RealOs, old, r);
-    }
     r
 }
 
@@ -315,7 +310,6 @@ pub unsafe fn dup3(args::dup3 { old, new, flags }: args::dup3) -> ret::dup3 {
     // SAFETY: the caller's own arguments.
     let r = unsafe { real::dup3(old, new, flags) };
     closed(c, r >= 0);
-    ENGINE.fd_duplicated(&RealOs, old, r);
     r
 }
 
@@ -415,89 +409,6 @@ unsafe fn fclose_told(fp: *mut FILE, fd: c_int, taken: *mut Closing) -> c_int {
     // glibc closes the descriptor whatever the flush answered.
     closed(c, true);
     r
-}
-
-/// # Safety
-/// As for C `dup`.
-#[inline(always)]
-pub unsafe fn dup(args::dup { old }: args::dup) -> ret::dup {
-    // SAFETY: the caller's own arguments.
-    around_dup(old, || unsafe { real::dup(old) } as c_long) as c_int
-}
-
-/// `dup(old)` made by `call` (the C function, or libc's `syscall`).
-pub(super) fn around_dup(old: c_int, call: impl FnOnce() -> c_long) -> c_long {
-    let new = call();
-    ENGINE.fd_duplicated(&RealOs, old, new as c_int);
-    new
-}
-
-/// # Safety
-/// As for C `flock`.
-#[inline(always)]
-pub unsafe fn flock(args::flock { fd, op }: args::flock) -> ret::flock {
-    // SAFETY: the caller's own arguments.
-    around_flock(fd, op, || unsafe { real::flock(fd, op) } as c_long) as c_int
-}
-
-/// `flock(fd, op)` made by `call`.
-pub(super) fn around_flock(fd: c_int, op: c_int, call: impl FnOnce() -> c_long) -> c_long {
-    // Noted before the call: a lock granted is then never missed.
-    if op & (libc::LOCK_SH | libc::LOCK_EX) != 0 {
-        ENGINE.fd_locked(&RealOs, fd);
-    }
-    call()
-}
-
-/// `fcntl(fd, cmd, arg)` made by `call`.
-pub(super) fn around_fcntl(
-    fd: c_int,
-    cmd: c_int,
-    arg: usize,
-    call: impl FnOnce() -> c_long,
-) -> c_long {
-    fcntl_before(fd, cmd, arg);
-    let r = call();
-    fcntl_after(fd, cmd, r as c_int);
-    r
-}
-
-/// What an `fcntl` command does to the descriptor's bits, before the call.
-fn fcntl_before(fd: c_int, cmd: c_int, arg: usize) {
-    match cmd {
-        // An OFD lock belongs to the open file, like flock's. Its type is
-        // not read (the pointer is the kernel's to check): an unlock only
-        // makes the descriptor's later close more cautious.
-        libc::F_OFD_SETLK | libc::F_OFD_SETLKW => ENGINE.fd_locked(&RealOs, fd),
-        libc::F_SETLEASE if arg as c_int != libc::F_UNLCK => ENGINE.fd_locked(&RealOs, fd),
-        _ => {}
-    }
-}
-
-fn fcntl_after(fd: c_int, cmd: c_int, r: c_int) {
-    if matches!(cmd, libc::F_DUPFD | libc::F_DUPFD_CLOEXEC) {
-        ENGINE.fd_duplicated(&RealOs, fd, r);
-    }
-}
-
-/// # Safety
-/// As for C `fcntl`. Variadic in C: the third argument, an int or a
-/// pointer, travels in the same register as a third fixed word on the
-/// 64-bit ABIs munmapq builds for (see `mremap` in `hook_table!`).
-#[inline(always)]
-pub unsafe fn fcntl(args::fcntl { fd, cmd, arg }: args::fcntl) -> ret::fcntl {
-    // SAFETY: the caller's own arguments.
-    around_fcntl(fd, cmd, arg, || unsafe { real::fcntl(fd, cmd, arg) }
-        as c_long) as c_int
-}
-
-/// # Safety
-/// As for C `fcntl64` (glibc's name for `fcntl` with 64-bit offsets).
-#[inline(always)]
-pub unsafe fn fcntl64(args::fcntl64 { fd, cmd, arg }: args::fcntl64) -> ret::fcntl64 {
-    // SAFETY: the caller's own arguments.
-    around_fcntl(fd, cmd, arg, || unsafe { real::fcntl64(fd, cmd, arg) }
-        as c_long) as c_int
 }
 
 /// Releases what munmapq holds of the file `path` names (relative to

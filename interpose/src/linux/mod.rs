@@ -59,20 +59,13 @@ macro_rules! hook_table {
             // 64-bit targets `off64_t` is `off_t`; mmap's hook and real
             // function serve it.
             mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void, [];
-            // The end of an open file or of a file's name, and the locks a
-            // descriptor carries (lastclose.rs). fcntl and fcntl64 are
-            // variadic as mremap is: the third word is read only for the
-            // commands that have one.
+            // The end of an open file or of a file's name (lastclose.rs).
             close(fd: c_int) -> c_int, [syscall SYS_close];
             close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int, [syscall SYS_close_range];
             closefrom(lo: c_int) -> (), [closefrom_fallback];
-            dup(old: c_int) -> c_int, [syscall SYS_dup];
             dup2(old: c_int, new: c_int) -> c_int, [dup2_fallback];
             dup3(old: c_int, new: c_int, flags: c_int) -> c_int, [syscall SYS_dup3];
             fclose(fp: *mut FILE) -> c_int, [fclose_fallback];
-            flock(fd: c_int, op: c_int) -> c_int, [syscall SYS_flock];
-            fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int, [syscall SYS_fcntl];
-            fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int, [syscall SYS_fcntl];
             // glibc exports these names of the same functions too (at a
             // public version, so a program may link against them): each runs
             // the hook of its plain name, with that name's real function
@@ -80,7 +73,6 @@ macro_rules! hook_table {
             __close(fd: c_int) -> c_int, [];
             __dup2(old: c_int, new: c_int) -> c_int, [];
             _IO_fclose(fp: *mut FILE) -> c_int, [];
-            __fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int, [];
             __clone(f: *mut c_void, stack: *mut c_void, flags: c_int, arg: *mut c_void, ptid: *mut pid_t, tls: *mut c_void, ctid: *mut pid_t) -> c_int, [];
             unlink(path: *const c_char) -> c_int, [unlink_fallback];
             unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int, [syscall SYS_unlinkat];

@@ -2,9 +2,8 @@
 //! by name, and the kernel would meet a queued range as if munmapq were
 //! not there (a raw `mremap` moving a page into a queued range that a
 //! flush then unmaps; a raw `unlink` of a file whose space a queued mapping
-//! keeps). So each of those numbers is routed through its hook; the close,
-//! dup, flock and fcntl numbers through the close and lock hooks
-//! (`lastclose.rs`); a seccomp
+//! keeps). So each of those numbers is routed through its hook; the close
+//! numbers through the close hooks (`lastclose.rs`); a seccomp
 //! filter stops munmapq first (`sandbox.rs`); a fork or a clone that
 //! copies this memory unmaps the queue first (`children.rs`). Any other number goes
 //! straight on: `syscall` is common (Rust's futexes, for one), so this is a
@@ -210,12 +209,6 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
                 -1 => -1,
                 old => old as c_uint as c_long,
             },
-            // Locks and copies of a descriptor: what their hooks note
-            // around the raw call (`i` keeps the low 32 bits, as the
-            // kernel's `unsigned int fd`).
-            libc::SYS_flock => names::around_flock(i(0), i(1), raw),
-            libc::SYS_fcntl => names::around_fcntl(i(0), i(1), a[2] as usize, raw),
-            libc::SYS_dup => names::around_dup(i(0), raw),
             _ => return None,
         }
     };

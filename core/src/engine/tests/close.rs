@@ -1,4 +1,4 @@
-//! Closes, locks, unlinks and unmounts (`engine/fds.rs`).
+//! Closes, unlinks and unmounts (`engine/fds.rs`).
 
 use super::*;
 
@@ -29,7 +29,7 @@ fn a_large_mapping_whose_descriptor_closed_first_is_unmapped_at_its_munmap() {
     let a = map_large(e, &os, 3, 0);
     close(e, &os, 3, 3);
     // It holds the open file the program closed, whose last close is this
-    // munmap (and any lock on it, seen by a hook or not): forgotten.
+    // munmap (and any lock on it): forgotten.
     assert_eq!(e.stats.get(Counter::Forgotten), 1);
     unmap_large(e, &os, a);
     assert_eq!(os.mapped(a), None, "not deferred");
@@ -84,18 +84,6 @@ fn a_number_whose_close_forgot_a_small_mapping_passes_the_next_whole_file_one() 
     close(e, &os, 3, 3);
     map(e, &os, 3, 0);
     assert_eq!(e.stats.get(Counter::PassPayoff), 1, "engaged again");
-}
-
-#[test]
-fn a_locked_descriptor_closed_before_its_munmap_is_not_deferred() {
-    let (e, os) = fresh();
-    e.fd_locked(&os, 3);
-    e.fd_duplicated(&os, 3, 5);
-    let a = map_large(e, &os, 5, 0);
-    close(e, &os, 3, 3);
-    close(e, &os, 5, 5);
-    unmap_large(e, &os, a);
-    assert_eq!(os.mapped(a), None, "the lock goes with the munmap");
 }
 
 #[test]

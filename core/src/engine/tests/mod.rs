@@ -64,9 +64,9 @@ fn unmap(e: &Engine, os: &FakeOs, a: usize) {
     e.munmap(os, a, 2 * PAGE).unwrap();
 }
 
-/// Larger than [`crate::payoff::SMALL`]: a mapping still live at its
-/// descriptor's close stays tracked where the kernel lists no lock (a
-/// smaller one is forgotten unasked, `engine/fds.rs`).
+/// Larger than [`crate::payoff::SMALL`]: a mapping the payoff never lets
+/// pass, whose forgetting at its descriptor's close marks nothing (a
+/// smaller one marks the number, `engine/fds.rs`).
 const LARGE: usize = crate::payoff::SMALL + 2 * PAGE;
 
 /// A mapping of [`LARGE`] bytes of `fd` at `off`.

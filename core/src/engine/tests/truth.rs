@@ -50,7 +50,6 @@ fn an_access_mode_asked_after_the_number_switched_is_neither_used_nor_kept() {
 #[test]
 fn a_vfork_child_neither_uses_nor_changes_the_records() {
     let (e, os) = fresh();
-    e.fd_locked(&os, 3);
     let a = map(e, &os, 3, 0);
     let b = map_unmap(e, &os, 4, 0);
     *os.fd_table.borrow_mut() = FdTable::VforkChild;
@@ -67,7 +66,6 @@ fn a_vfork_child_neither_uses_nor_changes_the_records() {
     let x = map(e, &os, 5, 0);
     unmap(e, &os, x);
     assert_eq!(os.mapped(x), None);
-    e.fd_locked(&os, 4);
     *os.fd_table.borrow_mut() = FdTable::Own;
     map_unmap(e, &os, 5, 0);
     assert_eq!(
@@ -75,11 +73,11 @@ fn a_vfork_child_neither_uses_nor_changes_the_records() {
         fcntls + 1,
         "the parent asks: nothing learned"
     );
-    // The parent's records are whole: fd 3's lock, fd 4's queued window.
+    // The parent's records are whole: fd 3's live window, fd 4's queued one.
     let c = e.closing(&os, 3, 3);
     e.closed(c, true);
     unmap(e, &os, a);
-    assert_eq!(os.mapped(a), None, "the lock goes with the munmap");
+    assert_eq!(os.mapped(a), None, "forgotten at the parent's close");
     let c = e.closing(&os, 4, 4);
     e.closed(c, true);
     assert_eq!(os.mapped(b), None, "released at the parent's close");
@@ -105,24 +103,15 @@ fn a_thread_with_its_own_table_releases_conservatively_and_learns_nothing() {
 }
 
 #[test]
-fn a_failed_close_keeps_the_lock_and_the_mappings_of_its_descriptor() {
+fn a_failed_close_keeps_the_mapped_bit_of_its_descriptor() {
     let (e, os) = fresh();
-    e.fd_locked(&os, 3);
-    let a = map(e, &os, 3, 0);
-    // dup2(-1, 3): EBADF, nothing closed.
-    let c = e.closing(&os, 3, 3);
-    e.closed(c, false);
-    // The real close, then the munmap.
-    let c = e.closing(&os, 3, 3);
-    e.closed(c, true);
-    unmap(e, &os, a);
-    assert_eq!(os.mapped(a), None, "the lock bit survived the failed call");
-    // Without a lock: the live mapping the failed close forgot stays
-    // forgotten (its munmap goes to the kernel): it may hold an open file
-    // the number no longer names.
+    // dup2(-1, 3): EBADF, nothing closed. The live mapping the failed
+    // close forgot stays forgotten (its munmap goes to the kernel): it may
+    // hold an open file the number no longer names.
     let b = map_large(e, &os, 3, 0);
     let c = e.closing(&os, 3, 3);
     e.closed(c, false);
+    assert!(e.fd_has_records(3), "the bit survived the failed call");
     unmap_large(e, &os, b);
     assert_eq!(os.mapped(b), None, "not deferred");
 }
@@ -153,9 +142,9 @@ fn a_failed_close_gives_no_orphan_of_its_number_to_the_next_open_file() {
 #[test]
 fn every_live_mapping_of_a_closed_descriptor_is_forgotten_unasked() {
     let (e, os) = fresh();
-    // A flock no hook saw (the syscall instruction, a copy made out of
-    // sight) may be on the description of a large live mapping: its munmap
-    // is the description's last close, and goes to the kernel.
+    // A flock (munmapq watches none) may be on the description of a large
+    // live mapping: its munmap is the description's last close, and goes
+    // to the kernel.
     let a = map_large(e, &os, 3, 0);
     let c = e.closing(&os, 3, 3);
     e.closed(c, true);
@@ -164,10 +153,9 @@ fn every_live_mapping_of_a_closed_descriptor_is_forgotten_unasked() {
     unmap_large(e, &os, a);
     assert_eq!(os.mapped(a), None, "not deferred: the lock goes with it");
     assert_eq!(os.munmap_count(), munmaps + 1);
-    // Two large live mappings of one descriptor, and a copy of it.
+    // Two large live mappings of one descriptor.
     let x = map_large(e, &os, 6, 0);
     let y = map_large(e, &os, 6, LARGE as i64);
-    e.fd_duplicated(&os, 6, 7);
     let c = e.closing(&os, 6, 6);
     e.closed(c, true);
     assert_eq!(e.stats.get(Counter::Forgotten), 3);
