@@ -14,8 +14,9 @@
 //! munmap goes to the kernel, as without munmapq), whatever lock it may
 //! carry: no lock call is watched, as one can be taken where no hook
 //! looks (the `syscall` instruction, a copy sent over a socket, a fork
-//! child's inherited descriptor). The next whole-file small mapping through a number whose
-//! close forgot one passes straight by (`closes_first`): a program that
+//! child's inherited descriptor). The next whole-file small mapping
+//! through a number whose close forgot one passes straight by
+//! (`closes_first`): a program that
 //! maps whole files and closes them before unmapping (git's loose objects)
 //! would otherwise fill the payoff's window with mappings that cannot be
 //! reused, and turn the queue off for the ones that can.
@@ -142,8 +143,7 @@ impl Engine {
     /// mmap through it racing with the close must not be recorded). Never
     /// waits: if the table is busy, the closes are noted and the next
     /// holder of the table releases those descriptors' mappings. The hook
-    /// calls
-    /// [`Engine::closed`] with the answer once the real call returns.
+    /// calls [`Engine::closed`] with the answer once the real call returns.
     /// errno is kept: only a release makes system calls, and it puts errno
     /// back ([`Os::keeping_errno`]).
     ///
@@ -279,9 +279,9 @@ impl Engine {
     /// The real call announced by [`Engine::closing`] returned; `ok`
     /// unless it failed without closing anything (`dup2` from a bad
     /// descriptor, bad flags): then the descriptor keeps its bit (mappings
-    /// made through it), and the live mappings the
-    /// close forgot stay forgotten. Either way the numbers may name new
-    /// descriptions now, about which `F_GETFL` may be asked again.
+    /// made through it), and the live mappings the close forgot stay
+    /// forgotten. Either way the numbers may name new descriptions now,
+    /// about which `F_GETFL` may be asked again.
     #[inline(always)]
     pub fn closed(&self, c: Closing, ok: bool) {
         if c.table != FdTable::Own {

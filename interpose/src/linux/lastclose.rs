@@ -1,10 +1,10 @@
 //! Linux's hooks on the calls that end an open file or a file's name (the
-//! decisions: the core's `engine/fds.rs`). Each lets the engine release first, then makes the
-//! real call with the caller's errno put back, so its result and errno are
-//! the kernel's. A call that ends descriptions tells the engine again once
-//! it returns (`Engine::closed`), with whether it closed anything: what
-//! `F_GETFL` said of those numbers may be asked again
-//! (`core/src/readonly_fds.rs`), and a call that failed without closing
+//! decisions: the core's `engine/fds.rs`). Each lets the engine release
+//! first, then makes the real call with the caller's errno put back, so
+//! its result and errno are the kernel's. A call that ends descriptions
+//! tells the engine again once it returns (`Engine::closed`), with whether
+//! it closed anything: what `F_GETFL` said of those numbers may be asked
+//! again (`core/src/readonly_fds.rs`), and a call that failed without closing
 //! anything (a bad source descriptor, bad flags) gives the descriptor back
 //! what the engine took from it before the call. `unshare(CLONE_FILES)`
 //! and `close_range(CLOSE_RANGE_UNSHARE)` tell `table_owner.rs` that the
