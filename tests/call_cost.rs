@@ -26,9 +26,9 @@ struct Ceiling {
 }
 
 const CEILINGS: [Ceiling; 3] = [
-    // A reuse takes the table twice (one compare-and-swap each): about 851
+    // A reuse takes the table twice (one compare-and-swap each): about 847
     // instructions. Its calls leave the hooks' plain ways at once, on the
-    // word that says something is queued (16 instructions); each taking of
+    // gate word that says something is queued; each taking of
     // the table reads one word for what calls that found it busy left
     // (seven before). The library of ce22604: 854; of 95ca34b: 1,005 and 7.
     Ceiling {
@@ -37,15 +37,16 @@ const CEILINGS: [Ceiling; 3] = [
         locked: 2.0,
     },
     // A loose object read as git reads one (open, mmap, close, munmap),
-    // every call passing by: about 162 instructions, and one locked add,
+    // every call passing by: about 108 instructions, and one locked add,
     // the close's place in line (`core/src/close_seq.rs`). With nothing
-    // queued, mmap and munmap are the real calls alone, errno left to
-    // them, and close a lane of its own (`Engine::close_lane`). Counters
-    // nobody reads are not kept, and no hook frame is recorded. The library
-    // of ce22604: 267 and 1; of 59de4f5: 328 and 1; of 95ca34b: 449 and 4.
+    // queued, traced or counted (one word, `core/src/gate.rs`), mmap is told
+    // from its arguments and made with one bound read after it, munmap is
+    // a jump to the real function, and close a lane of its own
+    // (`Engine::close_lane`). No hook frame is recorded. The library of
+    // b36efb9: 153 and 1; of ce22604: 267 and 1; of 95ca34b: 449 and 4.
     Ceiling {
         row: "aside",
-        instructions: 175.0,
+        instructions: 118.0,
         locked: 1.0,
     },
     // An mmap of `git log --raw` at 16 KiB windows: about 922. The library

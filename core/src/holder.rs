@@ -27,10 +27,11 @@
 //! Only the second is recovered (see `Engine::lock`); when in doubt, the call
 //! passes through as before.
 
+use crate::gate::{Gate, QUEUED};
 use crate::os::{Os, PerThread, SignalStack};
 use crate::queue::Queue;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{compiler_fence, AtomicBool, AtomicUsize, Ordering::*};
+use core::sync::atomic::{compiler_fence, AtomicUsize, Ordering::*};
 
 /// Frames of different hooks called from one place differ by their
 /// forwarders' sizes (tens of bytes); a nested signal handler is at least
@@ -52,11 +53,11 @@ fn me<O: Os>(os: &O, cells: Option<&'static PerThread>) -> usize {
 pub struct TableLock {
     /// The holder's thread (see [`me`]), 0 when free.
     owner: AtomicUsize,
-    /// False only while nothing is queued: set before a mapping is queued,
-    /// cleared by a holder that gives the table back with nothing queued.
-    /// Read without the table by the hooks' plain ways
+    /// Its [`QUEUED`] bit is clear only while nothing is queued: set before
+    /// a mapping is queued, cleared by a holder that gives the table back
+    /// with nothing queued. Read without the table by the hooks' plain ways
     /// (`Engine::mmap_is_plain`, `Engine::munmap_is_plain`).
-    may_have_queued: AtomicBool,
+    gate: Gate,
     queue: UnsafeCell<Queue>,
 }
 
@@ -85,7 +86,7 @@ impl TableLock {
     pub const fn new() -> Self {
         TableLock {
             owner: AtomicUsize::new(0),
-            may_have_queued: AtomicBool::new(false),
+            gate: Gate::new(),
             queue: UnsafeCell::new(Queue::new()),
         }
     }
@@ -156,13 +157,19 @@ impl TableLock {
     /// reader, as if the reader had come first).
     #[inline(always)]
     pub fn may_have_queued(&self) -> bool {
-        self.may_have_queued.load(Relaxed)
+        self.gate.has(QUEUED)
     }
 
     /// A mapping is about to be queued, by the table's holder.
     #[inline]
     pub fn queueing(&self) {
-        self.may_have_queued.store(true, Relaxed);
+        self.gate.holder_sets_queued(true);
+    }
+
+    /// The word the plain ways read first ([`crate::gate`]).
+    #[inline(always)]
+    pub fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     /// Taken by a thread other than the calling one?
@@ -263,7 +270,7 @@ impl Drop for TableGuard<'_> {
         // SAFETY: this guard still holds the table. While anything is
         // queued the word is already set (by `queueing`).
         if unsafe { (*self.lock.queue.get()).table.queued() } == 0 {
-            self.lock.may_have_queued.store(false, Relaxed);
+            self.lock.gate.holder_sets_queued(false);
         }
         self.lock.owner.store(0, Release);
         compiler_fence(SeqCst);

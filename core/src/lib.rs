@@ -18,6 +18,7 @@ pub mod engine;
 pub mod fake;
 pub mod fds;
 pub mod file;
+pub mod gate;
 #[cfg(not(loom))]
 pub mod holder;
 #[cfg(not(loom))]

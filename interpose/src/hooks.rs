@@ -7,9 +7,11 @@
 //! Each hook saves errno, lets the engine decide, and on success restores
 //! errno (munmapq's own fstat/fcntl may have touched it; libc's wrappers
 //! leave it alone on success), on failure sets the kernel's errno. mmap
-//! and munmap first ask whether the call is plain (nothing queued, and it
-//! passes straight by): then they make the real call alone, and its errno
-//! is the answer.
+//! and munmap first ask whether the call is plain (the engine's gate word
+//! is zero, and the call passes straight by): then they make the real call
+//! alone, and its errno is the answer. Every other way is a function out
+//! of line, called last, so that the plain ways keep no frame (munmap's is
+//! a jump to the real function).
 
 use crate::errno::{self, int_result};
 use crate::platform::os::RealOs;
@@ -112,16 +114,13 @@ pub(crate) fn mmap_through<O: Os>(
     call: Mmap,
     plain: impl FnOnce() -> *mut c_void,
 ) -> *mut c_void {
-    // Queued mappings (a program that reuses): out of the way at once.
-    if ENGINE.may_have_queued() || trace::enabled() || !ENGINE.mmap_is_plain(call) {
+    if !ENGINE.mmap_is_plain(call) {
         return mmap_engaged(
             os, call.addr, call.len, call.prot, call.flags, call.fd, call.off,
         );
     }
     let p = plain();
-    if p != libc::MAP_FAILED {
-        ENGINE.mapped_plainly(os, call, p as usize);
-    }
+    ENGINE.mapped_plainly(os, call, p as usize);
     p
 }
 
@@ -192,7 +191,7 @@ pub(crate) fn munmap_through<O: Os>(
     len: size_t,
     plain: impl FnOnce() -> c_int,
 ) -> c_int {
-    if ENGINE.may_have_queued() || trace::enabled() || !ENGINE.munmap_is_plain(addr as usize, len) {
+    if !ENGINE.munmap_is_plain(addr as usize, len) {
         return munmap_engaged(os, addr, len);
     }
     plain()

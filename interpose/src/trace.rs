@@ -49,6 +49,7 @@ pub fn open(path: &[u8]) {
     if fd >= 0 {
         refresh_pid();
         FD.store(fd, Relaxed);
+        crate::ENGINE.trace_every_call();
     }
 }
 

@@ -61,38 +61,26 @@ impl Engine {
     }
 
     /// Whether the hook may make an mmap as the program made it, with only
-    /// [`Engine::mapped_plainly`] after it (counted as passed straight):
-    /// the engine is off, or the call passes straight, told without a call
-    /// of any kind, while nothing is queued (so no retry after ENOMEM could
-    /// change its result, and its errno is the kernel's). Else the hook
-    /// calls [`Engine::mmap`], out of its way.
-    ///
-    /// Where something is queued (a program that reuses), nothing else
-    /// is asked: the hook asks [`Engine::may_have_queued`] first, and
-    /// this, only where it said no, once more.
+    /// [`Engine::mapped_plainly`] after it: nothing is queued, traced or
+    /// counted (the gate, `crate::gate`: so no retry after ENOMEM could
+    /// change its result, its errno is the kernel's, and nothing is
+    /// written down), and the call passes straight, told by its arguments
+    /// alone. Else the hook calls [`Engine::mmap`], out of its way, which
+    /// also takes every call while the engine is off (it passes them
+    /// through).
     #[inline(always)]
     pub fn mmap_is_plain(&self, call: Mmap) -> bool {
-        if !self.active() {
-            return true;
-        }
-        if self.may_have_queued() {
-            return false;
-        }
-        match self.mmap_told(call) {
-            Told::Straight(how) => {
-                self.count_straight(how);
-                true
-            }
-            _ => false,
-        }
+        self.gate_open() && matches!(self.mmap_told(call), Told::Straight(_))
     }
 
-    /// After an mmap made plainly returned `start`.
+    /// After an mmap made plainly returned `start` (`MAP_FAILED` is above
+    /// every tracked entry): what the kernel's place means for the table.
+    /// Unlike [`Engine::mmap`], a `MAP_FIXED` call is not told apart here: a
+    /// plain one was made at address 0, and whatever the table had in the
+    /// range it got was replaced there too.
     #[inline(always)]
     pub fn mapped_plainly<O: Os>(&self, os: &O, call: Mmap, start: usize) {
-        if call.flags & libc::MAP_FIXED == 0 {
-            self.placed_by_kernel(os, start, call.len);
-        }
+        self.placed_by_kernel(os, start, call.len);
     }
 
     /// How an mmap passes straight to the kernel with nothing asked
@@ -115,20 +103,16 @@ impl Engine {
         }
     }
 
-    /// What an mmap's arguments alone tell (the engine active).
+    /// What an mmap's arguments alone tell. The commonest calls are told
+    /// first: another kind than the queue takes (anonymous, shared,
+    /// writable), then a whole small file, before the offset's alignment.
     #[inline(always)]
     fn mmap_told(&self, call: Mmap) -> Told {
         if call.addr != 0 {
             return Told::Considered;
         }
         let (len, fd, off) = (call.len, call.fd, call.off);
-        let deferrable_kind = call.prot == libc::PROT_READ
-            && call.flags == libc::MAP_PRIVATE
-            && fd >= 0
-            && len > 0
-            && off >= 0
-            && off as u64 & (self.page() as u64 - 1) == 0;
-        if !deferrable_kind {
+        if (call.prot ^ libc::PROT_READ) | (call.flags ^ libc::MAP_PRIVATE) != 0 || fd < 0 {
             return Told::Straight(Straight::Mmap);
         }
         // A whole small file mapped through a number whose close forgot
@@ -136,8 +120,15 @@ impl Engine {
         // it passes, and the payoff does not count it. Where the queue
         // may not pay for small mappings (`payoff.rs`), they pass before
         // the `statx`.
-        if off == 0 && len <= SMALL && self.closes_first.get(fd) {
-            return Told::Straight(Straight::Payoff);
+        if off == 0 && len.wrapping_sub(1) < SMALL {
+            return if self.closes_first.get(fd) {
+                Told::Straight(Straight::Payoff)
+            } else {
+                Told::Payoff
+            };
+        }
+        if len == 0 || off < 0 || off as u64 & (self.page() as u64 - 1) != 0 {
+            return Told::Straight(Straight::Mmap);
         }
         Told::Payoff
     }
@@ -472,22 +463,15 @@ impl Engine {
         self.table.may_have_queued()
     }
 
-    /// Whether the hook may make a munmap as the program made it (counted
-    /// as passed straight): the engine is off, or the range lies wholly
+    /// Whether the hook may make a munmap as the program made it: the gate
+    /// is open (nothing queued, so that no retry after ENOMEM could change
+    /// its result; nothing traced or counted), and the range lies wholly
     /// outside the tracked bound (whose ends are page-aligned, so the
-    /// range need not be worked out) while nothing is queued, so that no
-    /// retry after ENOMEM could change its result. Else the hook calls
+    /// range need not be worked out). Else the hook calls
     /// [`Engine::munmap`], out of its way.
     #[inline(always)]
     pub fn munmap_is_plain(&self, addr: usize, len: usize) -> bool {
-        if !self.active() {
-            return true;
-        }
-        let plain = !self.may_have_queued() && self.untracked(addr, addr.wrapping_add(len));
-        if plain {
-            self.count_straight(Straight::Munmap);
-        }
-        plain
+        self.gate_open() && self.untracked(addr, addr.wrapping_add(len))
     }
 
     /// The hooked munmap: one wholly outside the tracked bound (whose ends
@@ -575,7 +559,7 @@ impl Engine {
             self.count_n(Counter::Unreadable, unreadable);
         }
         self.count(Counter::Deferred);
-        if !self.quiet.load(Relaxed) {
+        if self.counted() {
             self.stats
                 .peak(Counter::PeakQueued, q.table.queued() as u64);
             self.stats

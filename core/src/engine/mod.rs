@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::context::MmapContext;
 use crate::dirty::{Dirty, DirtyRanges};
 use crate::fds::FdBits;
+use crate::gate::{COUNTED, TRACED};
 use crate::holder::{TableGuard, TableLock, Taken};
 use crate::names::LostNames;
 use crate::os::Os;
@@ -63,9 +64,6 @@ pub struct Engine {
     dirty: DirtyRanges,
     pub stats: Stats,
     state: AtomicU8,
-    /// Nobody reads the counters (`count_quietly`): every add, an atomic
-    /// one, is skipped.
-    quiet: AtomicBool,
     page: AtomicUsize,
     /// Read before the lock is taken: without reuse, an eligible mmap does
     /// not take it to look for a queued mapping.
@@ -136,7 +134,6 @@ impl Engine {
             dirty: DirtyRanges::new(),
             stats: Stats::new(),
             state: AtomicU8::new(OFF),
-            quiet: AtomicBool::new(false),
             // 0 until `start`: a new engine is all zero bytes (`.bss`).
             page: AtomicUsize::new(0),
             reuse: AtomicBool::new(false),
@@ -168,6 +165,8 @@ impl Engine {
         self.reuse.store(cfg.reuse, Relaxed);
         // Without reuse nothing is measured: every miss would look a loss.
         self.payoff.start(cfg.reuse && cfg.step_aside);
+        // Counted until `count_quietly` says nobody reads the counters.
+        self.table.gate().set_static(COUNTED, true);
         // Free: no hook takes the table before the engine is active (below).
         if let Taken::Got(mut q) = self.table.try_lock_unhooked() {
             q.start(cfg);
@@ -241,9 +240,28 @@ impl Engine {
 
     /// No report will be written (no `MUNMAPQ_STATS`, no statistics
     /// file): the counters are left alone from now on. Each add is an
-    /// atomic instruction, the dearest of a call passing through.
+    /// atomic instruction, the dearest of a call passing through, and a
+    /// counted call cannot take the hook's plain way.
     pub fn count_quietly(&self) {
-        self.quiet.store(true, Relaxed);
+        self.table.gate().set_static(COUNTED, false);
+    }
+
+    /// Every call is written to a trace: none takes the hook's plain way,
+    /// which writes nothing.
+    pub fn trace_every_call(&self) {
+        self.table.gate().set_static(TRACED, true);
+    }
+
+    /// Whether the hook may take the plain way of an mmap or munmap at all
+    /// (see [`crate::gate`]): nothing queued, traced or counted.
+    #[inline(always)]
+    pub fn gate_open(&self) -> bool {
+        self.table.gate().open()
+    }
+
+    #[inline(always)]
+    fn counted(&self) -> bool {
+        self.table.gate().has(COUNTED)
     }
 
     #[inline]
@@ -253,14 +271,14 @@ impl Engine {
 
     #[inline]
     fn count_n(&self, c: Counter, n: u64) {
-        if !self.quiet.load(Relaxed) {
+        if self.counted() {
             self.stats.add(c, n);
         }
     }
 
     #[inline]
     fn count_straight(&self, how: crate::stats::Straight) {
-        if !self.quiet.load(Relaxed) {
+        if self.counted() {
             self.stats.straight(how);
         }
     }
@@ -451,7 +469,7 @@ impl Engine {
     /// What the table's holder reports to and checks against.
     fn books(&self) -> crate::queue::Books<'_> {
         crate::queue::Books {
-            stats: (!self.quiet.load(Relaxed)).then_some(&self.stats),
+            stats: self.counted().then_some(&self.stats),
             dirty: &self.dirty,
         }
     }

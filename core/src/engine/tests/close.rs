@@ -268,9 +268,10 @@ fn the_close_lane_takes_no_number_with_records() {
     assert_eq!(os.mapped(a), None, "released by the whole way");
 }
 
-/// The plain ways (the hook's call alone) only while nothing is queued.
+/// The plain ways (the hook's call alone) only while nothing is queued,
+/// traced or counted.
 #[test]
-fn calls_are_plain_only_while_nothing_is_queued() {
+fn calls_are_plain_only_while_the_gate_is_open() {
     let (e, os) = fresh();
     let anon = Mmap::new(
         0,
@@ -280,6 +281,8 @@ fn calls_are_plain_only_while_nothing_is_queued() {
         -1,
         0,
     );
+    assert!(!e.mmap_is_plain(anon), "counted");
+    e.count_quietly();
     assert!(e.mmap_is_plain(anon));
     assert!(!e.mmap_is_plain(Mmap::new(
         0,
@@ -302,4 +305,7 @@ fn calls_are_plain_only_while_nothing_is_queued() {
     assert!(!e.may_have_queued(), "released at the close");
     assert!(e.mmap_is_plain(anon));
     assert!(e.munmap_is_plain(usize::MAX - 4 * PAGE, PAGE));
+    e.trace_every_call();
+    assert!(!e.mmap_is_plain(anon), "traced");
+    assert!(!e.munmap_is_plain(usize::MAX - 4 * PAGE, PAGE), "traced");
 }
