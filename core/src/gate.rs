@@ -22,6 +22,9 @@ pub const QUEUED: u32 = 1;
 /// Every call is written to the trace file.
 pub const TRACED: u32 = 2;
 /// The counters are read (a report will be written): each call is counted.
+/// Alone, it leaves the plain ways open, out of line (see
+/// `Engine::gate_counts_only`): every test that reads the counters runs
+/// them too.
 pub const COUNTED: u32 = 4;
 
 /// See the module's documentation.
@@ -43,6 +46,12 @@ impl Gate {
     #[inline(always)]
     pub fn open(&self) -> bool {
         self.0.load(Relaxed) == 0
+    }
+
+    /// Exactly `bits` are set.
+    #[inline(always)]
+    pub fn is(&self, bits: u32) -> bool {
+        self.0.load(Relaxed) == bits
     }
 
     #[inline(always)]

@@ -99,36 +99,43 @@ pub unsafe fn mmap(
 ) -> ret::mmap {
     let call = Mmap::new(addr as usize, len, prot, flags, fd, off);
     // SAFETY: the caller's own arguments.
-    mmap_through(&RealOs, call, || unsafe {
-        real::mmap(addr, len, prot, flags, fd, off)
+    mmap_through(&RealOs, call, |c| unsafe {
+        real::mmap(c.addr as *mut c_void, c.len, c.prot, c.flags, c.fd, c.off)
     })
 }
 
 /// The `mmap` hook, its real calls made through `os`, or by `plain` (the
-/// real function, with the call's arguments) where the engine says the
+/// real function, given the call's arguments: it captures nothing, so that
+/// the ways out of line need no copy of them) where the engine says the
 /// call is plain (`Engine::mmap_is_plain`): the real call alone, errno
 /// left to it. macOS's `__mmap` hook passes the raw stubs.
 #[inline(always)]
 pub(crate) fn mmap_through<O: Os>(
     os: &O,
     call: Mmap,
-    plain: impl FnOnce() -> *mut c_void,
+    plain: impl FnOnce(Mmap) -> *mut c_void,
 ) -> *mut c_void {
-    if !ENGINE.mmap_is_plain(call) {
-        return mmap_engaged(
-            os, call.addr, call.len, call.prot, call.flags, call.fd, call.off,
-        );
+    if ENGINE.mmap_is_plain(call) {
+        return mmap_plainly(os, call, plain);
     }
-    let p = plain();
+    mmap_not_plain(
+        os, call.addr, call.len, call.prot, call.flags, call.fd, call.off, plain,
+    )
+}
+
+#[inline(always)]
+fn mmap_plainly<O: Os>(os: &O, call: Mmap, plain: impl FnOnce(Mmap) -> *mut c_void) -> *mut c_void {
+    let p = plain(call);
     ENGINE.mapped_plainly(os, call, p as usize);
     p
 }
 
-/// An mmap that is not plain: errno kept around the engine's own calls.
-/// The call's arguments one by one, so that the plain way keeps them in
-/// registers.
+/// Out of the plain way: the same way where only the counters closed the
+/// gate (the call counted), else the engine's. The call's arguments one by
+/// one, so that the plain way keeps them in registers.
 #[inline(never)]
-fn mmap_engaged<O: Os>(
+#[allow(clippy::too_many_arguments)]
+fn mmap_not_plain<O: Os>(
     os: &O,
     addr: usize,
     len: size_t,
@@ -136,8 +143,18 @@ fn mmap_engaged<O: Os>(
     flags: c_int,
     fd: c_int,
     off: i64,
+    plain: impl FnOnce(Mmap) -> *mut c_void,
 ) -> *mut c_void {
     let call = Mmap::new(addr, len, prot, flags, fd, off);
+    if ENGINE.mmap_is_plain_counted(call) {
+        return mmap_plainly(os, call, plain);
+    }
+    mmap_engaged(os, call)
+}
+
+/// An mmap that is not plain: errno kept around the engine's own calls.
+#[inline(always)]
+fn mmap_engaged<O: Os>(os: &O, call: Mmap) -> *mut c_void {
     if trace::enabled() {
         return mmap_traced(os, call);
     }
@@ -179,7 +196,7 @@ fn mmap_traced<O: Os>(os: &O, call: Mmap) -> *mut c_void {
 #[inline(always)]
 pub unsafe fn munmap(args::munmap { addr, len }: args::munmap) -> ret::munmap {
     // SAFETY: the caller's own arguments.
-    munmap_through(&RealOs, addr, len, || unsafe { real::munmap(addr, len) })
+    munmap_through(&RealOs, addr, len, |a, l| unsafe { real::munmap(a, l) })
 }
 
 /// The `munmap` hook, its real calls made through `os`, or by `plain`
@@ -189,16 +206,30 @@ pub(crate) fn munmap_through<O: Os>(
     os: &O,
     addr: *mut c_void,
     len: size_t,
-    plain: impl FnOnce() -> c_int,
+    plain: impl FnOnce(*mut c_void, size_t) -> c_int,
 ) -> c_int {
-    if !ENGINE.munmap_is_plain(addr as usize, len) {
-        return munmap_engaged(os, addr, len);
+    if ENGINE.munmap_is_plain(addr as usize, len) {
+        return plain(addr, len);
     }
-    plain()
+    munmap_not_plain(os, addr, len, plain)
+}
+
+/// Out of the plain way (see `mmap_not_plain`).
+#[inline(never)]
+fn munmap_not_plain<O: Os>(
+    os: &O,
+    addr: *mut c_void,
+    len: size_t,
+    plain: impl FnOnce(*mut c_void, size_t) -> c_int,
+) -> c_int {
+    if ENGINE.munmap_is_plain_counted(addr as usize, len) {
+        return plain(addr, len);
+    }
+    munmap_engaged(os, addr, len)
 }
 
 /// A munmap that is not plain: errno kept around the engine's own calls.
-#[inline(never)]
+#[inline(always)]
 fn munmap_engaged<O: Os>(os: &O, addr: *mut c_void, len: size_t) -> c_int {
     if trace::enabled() {
         return munmap_traced(os, addr, len);

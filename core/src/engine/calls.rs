@@ -65,12 +65,33 @@ impl Engine {
     /// counted (the gate, `crate::gate`: so no retry after ENOMEM could
     /// change its result, its errno is the kernel's, and nothing is
     /// written down), and the call passes straight, told by its arguments
-    /// alone. Else the hook calls [`Engine::mmap`], out of its way, which
-    /// also takes every call while the engine is off (it passes them
-    /// through).
+    /// alone. Else the hook asks [`Engine::mmap_is_plain_counted`], out of
+    /// its way, then calls [`Engine::mmap`], which also takes every call
+    /// while the engine is off (it passes them through).
     #[inline(always)]
     pub fn mmap_is_plain(&self, call: Mmap) -> bool {
-        self.gate_open() && matches!(self.mmap_told(call), Told::Straight(_))
+        self.gate_open() && self.mmap_told_straight(call, false)
+    }
+
+    /// [`Engine::mmap_is_plain`] where the gate is closed only because the
+    /// counters are read (`MUNMAPQ_STATS`): the same answer, each such call
+    /// counted as passed straight.
+    #[inline(always)]
+    pub fn mmap_is_plain_counted(&self, call: Mmap) -> bool {
+        self.gate_counts_only() && self.mmap_told_straight(call, true)
+    }
+
+    #[inline(always)]
+    fn mmap_told_straight(&self, call: Mmap, counted: bool) -> bool {
+        match self.mmap_told(call) {
+            Told::Straight(how) => {
+                if counted {
+                    self.count_straight(how);
+                }
+                true
+            }
+            _ => false,
+        }
     }
 
     /// After an mmap made plainly returned `start` (`MAP_FAILED` is above
@@ -467,11 +488,23 @@ impl Engine {
     /// is open (nothing queued, so that no retry after ENOMEM could change
     /// its result; nothing traced or counted), and the range lies wholly
     /// outside the tracked bound (whose ends are page-aligned, so the
-    /// range need not be worked out). Else the hook calls
-    /// [`Engine::munmap`], out of its way.
+    /// range need not be worked out). Else the hook asks
+    /// [`Engine::munmap_is_plain_counted`], out of its way, then calls
+    /// [`Engine::munmap`].
     #[inline(always)]
     pub fn munmap_is_plain(&self, addr: usize, len: usize) -> bool {
         self.gate_open() && self.untracked(addr, addr.wrapping_add(len))
+    }
+
+    /// [`Engine::munmap_is_plain`] where the gate is closed only because
+    /// the counters are read: the same answer, each such call counted.
+    #[inline(always)]
+    pub fn munmap_is_plain_counted(&self, addr: usize, len: usize) -> bool {
+        let plain = self.gate_counts_only() && self.untracked(addr, addr.wrapping_add(len));
+        if plain {
+            self.count_straight(Straight::Munmap);
+        }
+        plain
     }
 
     /// The hooked munmap: one wholly outside the tracked bound (whose ends

@@ -253,10 +253,18 @@ impl Engine {
     }
 
     /// Whether the hook may take the plain way of an mmap or munmap at all
-    /// (see [`crate::gate`]): nothing queued, traced or counted.
+    /// (see [`crate::gate`]): nothing queued, traced or counted (for the
+    /// last, see [`Engine::gate_counts_only`]).
     #[inline(always)]
     pub fn gate_open(&self) -> bool {
         self.table.gate().open()
+    }
+
+    /// Whether the gate is closed only because the counters are read: the
+    /// plain ways are still open, each call counted.
+    #[inline(always)]
+    pub fn gate_counts_only(&self) -> bool {
+        self.table.gate().is(COUNTED)
     }
 
     #[inline(always)]

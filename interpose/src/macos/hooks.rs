@@ -267,8 +267,15 @@ pub unsafe fn __mmap(
 ) -> ret::__mmap {
     let call = munmapq_core::os::Mmap::new(addr as usize, len, prot, flags, fd, off);
     // SAFETY: the caller's own arguments.
-    crate::hooks::mmap_through(&RawOs, call, || unsafe {
-        super::real::__mmap(addr, len, prot, flags, fd, off)
+    crate::hooks::mmap_through(&RawOs, call, |c| unsafe {
+        super::real::__mmap(
+            c.addr as *mut libc::c_void,
+            c.len,
+            c.prot,
+            c.flags,
+            c.fd,
+            c.off,
+        )
     })
 }
 
@@ -276,8 +283,8 @@ pub unsafe fn __mmap(
 /// As for libSystem's `__munmap` (the raw system call).
 pub unsafe fn __munmap(args::__munmap { addr, len }: args::__munmap) -> ret::__munmap {
     // SAFETY: the caller's own arguments.
-    crate::hooks::munmap_through(&RawOs, addr, len, || unsafe {
-        super::real::__munmap(addr, len)
+    crate::hooks::munmap_through(&RawOs, addr, len, |a, l| unsafe {
+        super::real::__munmap(a, l)
     })
 }
 

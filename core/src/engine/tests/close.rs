@@ -282,7 +282,20 @@ fn calls_are_plain_only_while_the_gate_is_open() {
         0,
     );
     assert!(!e.mmap_is_plain(anon), "counted");
+    assert!(!e.munmap_is_plain(usize::MAX - 4 * PAGE, PAGE), "counted");
+    // Counted alone: the same plain ways, out of line, each call counted.
+    let calls = |e: &Engine| {
+        (
+            e.stats.get(Counter::MmapCalls),
+            e.stats.get(Counter::MunmapCalls),
+        )
+    };
+    let (mmaps, munmaps) = calls(e);
+    assert!(e.mmap_is_plain_counted(anon));
+    assert!(e.munmap_is_plain_counted(usize::MAX - 4 * PAGE, PAGE));
+    assert_eq!(calls(e), (mmaps + 1, munmaps + 1));
     e.count_quietly();
+    assert!(!e.mmap_is_plain_counted(anon));
     assert!(e.mmap_is_plain(anon));
     assert!(!e.mmap_is_plain(Mmap::new(
         0,
@@ -308,4 +321,5 @@ fn calls_are_plain_only_while_the_gate_is_open() {
     e.trace_every_call();
     assert!(!e.mmap_is_plain(anon), "traced");
     assert!(!e.munmap_is_plain(usize::MAX - 4 * PAGE, PAGE), "traced");
+    assert!(!e.mmap_is_plain_counted(anon), "traced");
 }
