@@ -45,12 +45,12 @@
 #include <sys/prctl.h>
 #endif
 
+#ifdef __x86_64__
 #define LEN (2u << 20)
 
 static volatile int n = -1;
 static volatile long wrong, mapped;
 
-#ifdef __x86_64__
 /* A system call no hook of munmapq sees. */
 static long raw(long nr, long a, long b, long c, long d, long e) {
     long r;
