@@ -108,9 +108,11 @@ fn process_madvise_that_finds_the_table_busy_leaves_no_deleted_file_mapped() {
 // EINVAL), a flag `MAP_SHARED_VALIDATE` refuses got a mapping, a persona
 // with bit 31 came back negative, and a pending cancellation was acted on.
 
-/// `tests/c/rawargs.c ARGS`, the same without and with the library.
-fn raw_args(args: &[&str], expect: &str) {
-    let name = format!("rawargs-{}", args.join("-"));
+/// `tests/c/rawargs.c ARGS`, the same without and with the library, in a
+/// directory named after `test` (two tests of one run may pass the same
+/// arguments: a shared directory would be removed under the other).
+fn raw_args(test: &str, args: &[&str], expect: &str) {
+    let name = format!("rawargs-{test}");
     let build = scratch(&name);
     let exe = c_program("rawargs", &build);
     for r in same_as_without(
@@ -129,7 +131,7 @@ fn raw_args(args: &[&str], expect: &str) {
 
 #[test]
 fn syscall_passes_the_words_the_program_gave() {
-    raw_args(&[], "mprotect, bit 32 in prot: -1, errno 22\n");
+    raw_args("words", &[], "mprotect, bit 32 in prot: -1, errno 22\n");
 }
 
 /// The same refusal at a place the program unmapped and munmapq keeps: the
@@ -138,6 +140,7 @@ fn syscall_passes_the_words_the_program_gave() {
 #[test]
 fn syscall_mmap_refused_for_its_flags_meets_no_queued_window() {
     raw_args(
+        "freed-window",
         &[],
         "onto the freed window, bit 32: Operation not supported\n",
     );
@@ -145,5 +148,5 @@ fn syscall_mmap_refused_for_its_flags_meets_no_queued_window() {
 
 #[test]
 fn syscall_msync_acts_on_no_pending_cancellation() {
-    raw_args(&["cancel"], "not cancelled\n");
+    raw_args("cancel", &["cancel"], "not cancelled\n");
 }
