@@ -24,14 +24,20 @@
 //! `tests/c/lanerace.c`: the other way round, a signal handler maps
 //! through the number at the very system call that closes it (a seccomp
 //! filter traps `close`, and the SIGSYS handler maps, unmaps, then closes).
-//! A close of a number without records in a single-threaded process takes
-//! no place in line (`Engine::close_lane`); without the release after the
-//! real call (`Engine::closed_lane`), the window so mapped stayed queued
-//! with the open file the close ended, and its lock: "refused: 500" of
-//! 1000 (every other close: the next one, finding that mapping's record,
-//! took the whole way). Where the lane looks at whether the thread is in an
-//! eligible mmap (a close from a handler interrupting one takes its place
-//! in line), `closerace.c` fails without that look ("refused: 179").
+//! The close lane (`Engine::close_lane`) takes its place in line before the
+//! real call, so the handler's mmap finds a close under way and is not
+//! tracked. A lane without a place (370dbd5) had to release such a mapping
+//! after the real call: without that release, "refused: 500" of 1000 (the
+//! next close, finding the mapping's record, took the whole way).
+//!
+//! `tests/c/stepclose.c` (x86_64) steps the program's close one instruction
+//! at a time with the trap flag: at the first step inside the C library's
+//! close a handler closes the number itself, opens the file again
+//! read-only, maps and unmaps through it; after the real close another
+//! opens it write-only and maps it read-only, which the kernel refuses
+//! (EACCES). The lane of 370dbd5 (no place in line) handed that handler the
+//! first handler's queued window instead: the read-only answer kept for
+//! the number outlived the nested close, and no close was in line.
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -130,6 +136,36 @@ fn a_mapping_made_by_a_signal_handler_during_a_close_keeps_no_closed_open_file()
         assert_contains(
             &r.out.stdout,
             "refused: 0, wrong bytes: 0, mapped at the close: 1000\n",
+        );
+        let deferred = r.get(munmapq_core::stats::Counter::Deferred);
+        assert!(
+            deferred > 0,
+            "deferred {deferred}: the queue was not reached"
+        );
+    }
+}
+
+/// A close stepped one instruction at a time: a handler's close, open and
+/// mapping during it leave nothing a write-only description may be handed.
+#[test]
+fn a_close_stepped_by_signal_handlers_hands_no_window_to_a_write_only_descriptor() {
+    let name = "step-close";
+    let build = scratch(name);
+    let exe = c_program("stepclose", &build);
+    let runs = same_as_without(
+        name,
+        |dir: &Path| {
+            let mut c = Command::new(&exe);
+            c.arg(dir);
+            c
+        },
+        &[],
+        LIMIT,
+    );
+    for r in runs {
+        assert_contains(
+            &r.out.stdout,
+            "stage: 2, read-only mmap through a write-only descriptor: failed EACCES\n",
         );
         let deferred = r.get(munmapq_core::stats::Counter::Deferred);
         assert!(

@@ -17,12 +17,7 @@
 //! close, `dup2` or `dup3` onto the number began in between, so every
 //! answer was about one description. Closes no hook sees (a raw `syscall`
 //! instruction, io_uring, another process sharing the table) are not
-//! counted: the caller asks the kernel again where it matters. Nor is a
-//! close made on the lane of a process glibc calls single-threaded
-//! (`Engine::close_lane`): nothing but a signal handler can run during it
-//! there, and a handler runs whole, so its answers are about one
-//! description; a close from a handler that interrupted an eligible mmap
-//! is counted.
+//! counted: the caller asks the kernel again where it matters.
 //!
 //! A close costs one atomic add before the real call (its place in line)
 //! and a load and a plain store after it: a close stores its place in

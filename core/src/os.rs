@@ -271,10 +271,6 @@ pub struct PerThread {
     pub frame: Cell<usize>,
     /// The hook frame at which this thread took (or is taking) the table.
     pub(crate) hold: Cell<usize>,
-    /// How many eligible mmaps this thread is in (more than one where a
-    /// signal handler interrupted one): a close while it is not 0 takes
-    /// its place in line (`Engine::close_lane`).
-    pub(crate) considering: Cell<usize>,
 }
 
 impl Default for PerThread {
@@ -288,7 +284,6 @@ impl PerThread {
         PerThread {
             frame: Cell::new(0),
             hold: Cell::new(0),
-            considering: Cell::new(0),
         }
     }
 }

@@ -1,10 +1,9 @@
 /* A signal handler that maps through a number at the very system call that
- * closes it (tests/fd_race.rs). A close of a number nothing was mapped
- * through, in a process glibc calls single-threaded, takes munmapq's lane,
- * which takes no place in line: a handler that runs after the lane's look
- * and before the real close maps through the open file the close ends,
- * and that mapping, queued at its munmap, must not keep that open file,
- * and its lock, past the close.
+ * closes it (tests/fd_race.rs). munmapq's close hook looks at the number's
+ * records before the real close (its lane, `Engine::close_lane`): whatever
+ * a handler maps through the number after that look must not outlive the
+ * close. A mapping made through the open file the close ends, queued at
+ * its munmap, would keep that open file, and its lock, past the close.
  *
  * The handler is made to run there every time: a seccomp filter traps
  * `close` (SECCOMP_RET_TRAP), so each close's system call raises SIGSYS

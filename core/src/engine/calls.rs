@@ -56,7 +56,7 @@ impl Engine {
         }
         match self.straight_mmap(os, call) {
             Some(how) => self.pass_straight(os, call, how),
-            None => os.framed(|| self.considering(os, || self.mmap_considered(os, call))),
+            None => os.framed(|| self.mmap_considered(os, call)),
         }
     }
 

@@ -32,7 +32,7 @@ use crate::os::{FdTable, Os};
 use crate::payoff::SMALL;
 use crate::stats::Counter;
 use crate::table::{State, Table};
-use core::sync::atomic::{compiler_fence, Ordering::*};
+use core::sync::atomic::Ordering::*;
 
 /// A release made by [`Engine::closing`]: it may take the table (so it
 /// records the hook's frame) and make system calls (so it puts errno back),
@@ -93,80 +93,27 @@ impl Engine {
         self.mapped_fds.get(fd)
     }
 
-    /// The common close, told inline in the hook while glibc says the
-    /// process has one thread (`__libc_single_threaded`, which its own
-    /// malloc and stdio trust to skip their locks: a task it does not know
-    /// of that calls into libc is outside what it supports). Then nothing
-    /// but a signal handler can run during the close, and a handler runs
-    /// whole between two of its instructions: its answers are about one
-    /// description, whatever the close, so the close takes no place in
-    /// line (`close_seq.rs`; a place is an atomic add). Two closes still
-    /// take one: one of a number with records, and one made while this
-    /// thread is in an eligible mmap (from a signal handler that
-    /// interrupted it), whose look must see the close.
-    ///
-    /// On the lane, what `F_GETFL` said of the number is void until the real
-    /// call has returned ([`crate::readonly_fds`]), and true is answered:
-    /// the caller makes the real call, then [`Engine::closed_lane`]. False:
-    /// nothing was done, and [`Engine::closing`] does the whole. A vfork
-    /// child, or a thread with a table of its own, may take the lane too:
-    /// it changes no record, and voids an answer only.
+    /// The common close, told inline in the hook: of a number with its
+    /// own place in line (`close_seq.rs`) and no records, by a thread on
+    /// the process's table. Takes its place and answers it: the caller
+    /// makes the real call, then [`Engine::closed_lane`]. None (nothing
+    /// taken): [`Engine::closing`] does the whole.
     #[inline(always)]
-    pub fn close_lane<O: Os>(&self, os: &O, fd: i32) -> bool {
-        if !self.close_seq.has_own(fd)
-            || self.fd_has_records(fd)
-            || os.thread_cells().is_none_or(|c| c.considering.get() != 0)
-        {
-            return false;
+    pub fn close_lane<O: Os>(&self, os: &O, fd: i32) -> Option<Place> {
+        if !self.close_seq.has_own(fd) || os.fd_table() != FdTable::Own {
+            return None;
         }
-        self.read_only_fds.closing(fd, fd);
-        compiler_fence(SeqCst);
-        true
-    }
-
-    /// The real close of the lane returned, whatever it answered. A signal
-    /// handler may have mapped through the number after the lane looked at
-    /// its records: before the real call, through the open file the close
-    /// ended, whose last close that mapping must not outlive; after it,
-    /// through a new one (released all the same: a cost only). Either way
-    /// the whole close's release is made now.
-    #[inline(always)]
-    pub fn closed_lane<O: Os>(&self, os: &O, fd: i32) {
-        compiler_fence(SeqCst);
-        self.read_only_fds.closed(fd, fd);
+        let place = self.place_in_line(fd);
+        // Looked at once the place is taken (a Dekker pairing with the
+        // mmap that sets the mapped bit, then asks whether a close began).
+        // Records are the whole way's: this place is given back as that
+        // of a close that changed nothing, which only keeps a mapping whose
+        // look spans it from being recorded.
         if self.fd_has_records(fd) {
-            self.mapped_during_the_lane(os, fd);
+            self.closed_lane(fd, place);
+            return None;
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn mapped_during_the_lane<O: Os>(&self, os: &O, fd: i32) {
-        os.framed(|| {
-            let c = self.closing(os, fd, fd);
-            self.closed(c, true);
-        });
-    }
-
-    /// Runs an eligible mmap's look (`mmap_considered`) with this thread's
-    /// count of them raised, so that a close from a signal handler that
-    /// interrupts it leaves the lane. A longjmp out of such a handler
-    /// leaves the count raised: the thread's closes then take their place
-    /// in line for good, a cost only. Without cells (not Linux, or another
-    /// architecture) no close takes the lane.
-    #[inline(always)]
-    pub(super) fn considering<O: Os, R>(&self, os: &O, f: impl FnOnce() -> R) -> R {
-        let cells = os.thread_cells();
-        if let Some(c) = cells {
-            c.considering.set(c.considering.get().wrapping_add(1));
-        }
-        compiler_fence(SeqCst);
-        let r = f();
-        compiler_fence(SeqCst);
-        if let Some(c) = cells {
-            c.considering.set(c.considering.get().wrapping_sub(1));
-        }
-        r
+        Some(place)
     }
 
     /// A close of the one number `fd` is about to reach the kernel: its
@@ -180,10 +127,11 @@ impl Engine {
 
     /// The real close of the one number `fd`, at `place`, returned,
     /// whatever it answered: the place ends, and `F_GETFL` may be asked
-    /// about the number again. Said with one number, so that neither asks
-    /// about a range.
+    /// about the number again. After [`Engine::close_lane`] no other record
+    /// of the number was changed. Said with one number, so that neither
+    /// asks about a range.
     #[inline(always)]
-    fn closed_one(&self, fd: i32, place: Place) {
+    pub fn closed_lane(&self, fd: i32, place: Place) {
         self.read_only_fds.closed(fd, fd);
         self.close_seq.end(fd, fd, place);
     }
@@ -340,7 +288,7 @@ impl Engine {
             return;
         }
         if c.lo == c.hi {
-            self.closed_one(c.lo, c.place);
+            self.closed_lane(c.lo, c.place);
         } else {
             self.closed_range(c);
         }

@@ -12,23 +12,23 @@
 //! frames only when the table is held by this very thread. The `Os` hands
 //! the cells to the core (`os.rs`).
 //!
-//! The thread-local is a 24-byte initial-exec object (`tls.rs`). On other
+//! The thread-local is a 16-byte initial-exec object (`tls.rs`). On other
 //! architectures there are no cells, and the recovery is off (the lock
 //! then names its holder by `pthread_self`).
 
 use super::tls::{tls_address, tls_object};
 use munmapq_core::os::PerThread;
 
-tls_object!("munmapq_frame_cells", 24);
+tls_object!("munmapq_frame_cells", 16);
 
 /// The calling thread's cells (all zero in a new thread: `PerThread::new`).
 pub fn cells() -> &'static PerThread {
-    const _: () = assert!(core::mem::size_of::<PerThread>() == 24);
+    const _: () = assert!(core::mem::size_of::<PerThread>() == 16);
     let at = tls_address!("munmapq_frame_cells");
-    // SAFETY: 24 zero-initialised bytes of this thread's TLS block, alive as
+    // SAFETY: 16 zero-initialised bytes of this thread's TLS block, alive as
     // long as the thread, used only by this thread (its hooks and their
-    // nested signal handlers); `PerThread` is three `Cell<usize>`, for
-    // which all-zero is `PerThread::new()`.
+    // nested signal handlers); `PerThread` is two `Cell<usize>`, for which
+    // all-zero is `PerThread::new()`.
     unsafe { &*(at as *const PerThread) }
 }
 

@@ -97,13 +97,15 @@ fn cancel_at_entry<T>(call: impl FnOnce() -> T) -> T {
 /// As for C `close`.
 #[inline(always)]
 pub unsafe fn close(args::close { fd }: args::close) -> ret::close {
-    // The common close: one thread, no records, no cancellation to act on
-    // (see `cancellable`), nothing to trace.
-    if real::single_threaded() && !crate::trace::enabled() && ENGINE.close_lane(&RealOs, fd) {
-        // SAFETY: the caller's own arguments.
-        let r = unsafe { real::close(fd) };
-        ENGINE.closed_lane(&RealOs, fd);
-        return r;
+    // The common close: no records, no cancellation to act on (see
+    // `cancellable`), nothing to trace.
+    if real::single_threaded() && !crate::trace::enabled() {
+        if let Some(place) = ENGINE.close_lane(&RealOs, fd) {
+            // SAFETY: the caller's own arguments.
+            let r = unsafe { real::close(fd) };
+            ENGINE.closed_lane(fd, place);
+            return r;
+        }
     }
     close_whole(fd)
 }

@@ -35,17 +35,6 @@ fn start(e: &Engine, max_entries: usize) {
     e.start(&cfg, PAGE);
 }
 
-std::thread_local! {
-    static CELLS: PerThread = const { PerThread::new() };
-}
-
-/// The test thread's cells, as a hook's `Os` keeps them in TLS.
-fn test_cells() -> &'static PerThread {
-    // SAFETY: the cells live as long as this test's thread, which alone
-    // uses them.
-    CELLS.with(|c| unsafe { &*(c as *const PerThread) })
-}
-
 /// The fake kernel of most tests, `e` started with a 16-entry queue.
 /// A started engine no other test uses (the engines are statics: one is
 /// too large for a test thread's stack) and a fake kernel.

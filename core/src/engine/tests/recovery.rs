@@ -2,6 +2,16 @@
 
 use super::*;
 
+std::thread_local! {
+    static CELLS: PerThread = const { PerThread::new() };
+}
+
+fn test_cells() -> &'static PerThread {
+    // SAFETY: the cells live as long as this test's thread, which alone
+    // uses them.
+    CELLS.with(|c| unsafe { &*(c as *const PerThread) })
+}
+
 /// A hook left by a longjmp while it held the table: a handler nested below
 /// it passes through; a later call from the same frame recovers the table,
 /// unmapping what was queued, and the queue works again.
