@@ -32,12 +32,12 @@
 //!
 //! `tests/c/stepclose.c` (x86_64) steps the program's close one instruction
 //! at a time with the trap flag: at the first step inside the C library's
-//! close a handler closes the number itself, opens the file again
-//! read-only, maps and unmaps through it; after the real close another
-//! opens it write-only and maps it read-only, which the kernel refuses
-//! (EACCES). The lane of 370dbd5 (no place in line) handed that handler the
-//! first handler's queued window instead: the read-only answer kept for
-//! the number outlived the nested close, and no close was in line.
+//! close a handler maps and unmaps through the number (first closing it
+//! and opening the file again read-only, in one mode); after the real
+//! close another maps a write-only reopening read-only (EACCES), or asks
+//! for an exclusive flock, or leaves with siglongjmp. The lane of 370dbd5
+//! (no place in line) failed all three: the mapping succeeded, the lock
+//! was refused at the handler, and after the jump.
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -145,32 +145,54 @@ fn a_mapping_made_by_a_signal_handler_during_a_close_keeps_no_closed_open_file()
     }
 }
 
-/// A close stepped one instruction at a time: a handler's close, open and
-/// mapping during it leave nothing a write-only description may be handed.
-#[test]
-fn a_close_stepped_by_signal_handlers_hands_no_window_to_a_write_only_descriptor() {
-    let name = "step-close";
-    let build = scratch(name);
+/// `tests/c/stepclose.c DIR MODE`, the same without and with the library,
+/// with a window of the file queued through another descriptor meanwhile.
+fn step_close(mode: &str, expect: &str) {
+    let name = format!("step-close-{mode}");
+    let build = scratch(&name);
     let exe = c_program("stepclose", &build);
     let runs = same_as_without(
-        name,
+        &name,
         |dir: &Path| {
             let mut c = Command::new(&exe);
-            c.arg(dir);
+            c.arg(dir).arg(mode);
             c
         },
         &[],
         LIMIT,
     );
     for r in runs {
-        assert_contains(
-            &r.out.stdout,
-            "stage: 2, read-only mmap through a write-only descriptor: failed EACCES\n",
-        );
+        assert_contains(&r.out.stdout, expect);
         let deferred = r.get(munmapq_core::stats::Counter::Deferred);
         assert!(
             deferred > 0,
             "deferred {deferred}: the queue was not reached"
         );
     }
+}
+
+/// A handler's close, open and mapping inside a close leave nothing a
+/// write-only description opened after it may be handed.
+#[test]
+fn a_close_stepped_by_signal_handlers_hands_no_window_to_a_write_only_descriptor() {
+    step_close(
+        "reopen",
+        "at H2: read-only mmap of a write-only descriptor failed EACCES, after the close: flock granted\n",
+    );
+}
+
+/// A window a handler mapped and unmapped inside a close keeps no lock of
+/// the closed open file once the close's system call has returned.
+#[test]
+fn a_window_mapped_inside_a_close_keeps_no_lock_past_its_system_call() {
+    step_close(
+        "lock",
+        "at H2: flock granted, after the close: flock granted\n",
+    );
+}
+
+/// Nor when a handler leaves the close with siglongjmp right after it.
+#[test]
+fn a_window_mapped_inside_a_close_left_by_siglongjmp_keeps_no_lock() {
+    step_close("jump", "at H2: nothing, after the close: flock granted\n");
 }

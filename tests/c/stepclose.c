@@ -1,34 +1,42 @@
 /* A close stepped one instruction at a time (tests/fd_race.rs): the x86
  * trap flag raises SIGTRAP after each instruction of the program's
  * close(N), so that a signal handler runs at every point of munmapq's close
- * hook. Two of those points act:
+ * hook. N (the file, 4 MiB, opened read-only) holds a shared flock. Two of
+ * those points act, by MODE:
  *
  *   H1, the first step inside the C library's close (N still open, after
- *       everything the hook does before the real call): the handler
- *       closes N itself, opens the file again read-only (the lowest free
- *       number: N), maps a 2 MiB window through it and unmaps it. The
- *       program's close then closes that description.
- *   H2, the first step after N is closed: the handler opens the file
- *       write-only (N again) and maps it PROT_READ, MAP_PRIVATE. The
- *       kernel refuses that (EACCES): no window the handler left queued
- *       at H1, nor the one queued through another descriptor before the
- *       close, may be handed to this description.
+ *       everything the hook does before the real call): the handler maps
+ *       a 2 MiB window through N and unmaps it; with `reopen` it first
+ *       closes N itself and opens the file again read-only (the lowest
+ *       free number: N), so that the program's close closes that one.
+ *   H2, the first step after N is closed:
+ *       reopen: the handler opens the file write-only (N again) and maps it
+ *           PROT_READ, MAP_PRIVATE, which the kernel refuses (EACCES): no
+ *           window queued at H1, nor the one queued through another
+ *           descriptor before the close, may be handed to it;
+ *       lock: it opens the file and asks for an exclusive flock without
+ *           waiting: granted, as N's open file and its shared lock ended
+ *           with the close's system call;
+ *       jump: it leaves the close with siglongjmp.
+ *   After the close (or the jump), the program asks for the exclusive
+ *   flock again: granted.
  *
- *   stepclose DIR
- *       Prints "close: RESULT, stage: 2, read-only mmap through a
- *       write-only descriptor: failed EACCES". Prints a SKIPPED line on
- *       another architecture than x86_64. */
+ *   stepclose DIR reopen|lock|jump
+ *       Prints "stage: 2, at H2: ANSWER, after the close: flock ANSWER".
+ *       Prints a SKIPPED line on another architecture than x86_64. */
 #define _GNU_SOURCE
 #include <stdio.h>
 
 #ifdef __x86_64__
 #include <dlfcn.h>
 #include <errno.h>
+#include <setjmp.h>
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -38,13 +46,27 @@
 #define TRAP_FLAG 0x100L
 
 static char path[4096];
-static volatile int n = -1, stage, refused_errno;
-static void *volatile refused = MAP_FAILED;
+static const char *mode;
+static volatile int n = -1, stage;
+static char at_h2[64] = "nothing";
 static uintptr_t close_lo, close_hi;
+static sigjmp_buf out;
 
 /* Whether N is open, asked past every hook. */
 static int n_open(void) {
     return syscall(SYS_fcntl, n, F_GETFD) >= 0;
+}
+
+static int is(const char *m) {
+    return strcmp(mode, m) == 0;
+}
+
+static void map_and_unmap(int fd) {
+    char *p = mmap(NULL, LEN, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p != MAP_FAILED) {
+        (void)p[0];
+        munmap(p, LEN);
+    }
 }
 
 static void on_step(int sig, siginfo_t *si, void *context) {
@@ -54,27 +76,39 @@ static void on_step(int sig, siginfo_t *si, void *context) {
     int e = errno;
     uintptr_t ip = uc->uc_mcontext.gregs[REG_RIP];
     if (stage == 0 && ip >= close_lo && ip < close_hi && n_open()) {
-        close(n);
-        int r = open(path, O_RDONLY);
-        char *p = mmap(NULL, LEN, PROT_READ, MAP_PRIVATE, r, 0);
-        if (p != MAP_FAILED) {
-            (void)p[0];
-            munmap(p, LEN);
+        if (is("reopen")) {
+            close(n);
+            open(path, O_RDONLY);
         }
+        map_and_unmap(n);
         stage = 1;
     } else if (stage == 1 && !n_open()) {
-        int w = open(path, O_WRONLY);
-        refused = mmap(NULL, LEN, PROT_READ, MAP_PRIVATE, w, 0);
-        refused_errno = errno;
         stage = 2;
         uc->uc_mcontext.gregs[REG_EFL] &= ~TRAP_FLAG;
+        if (is("jump"))
+            siglongjmp(out, 1);
+        if (is("reopen")) {
+            int w = open(path, O_WRONLY);
+            void *p = mmap(NULL, LEN, PROT_READ, MAP_PRIVATE, w, 0);
+            snprintf(at_h2, sizeof at_h2, "read-only mmap of a write-only descriptor %s",
+                     p != MAP_FAILED ? "SUCCEEDED"
+                     : errno == EACCES ? "failed EACCES"
+                                       : "failed otherwise");
+            close(w);
+        } else {
+            int m = open(path, O_RDONLY);
+            snprintf(at_h2, sizeof at_h2, "flock %s",
+                     flock(m, LOCK_EX | LOCK_NB) == 0 ? "granted" : "REFUSED");
+            close(m);
+        }
     }
     errno = e;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2)
+    if (argc != 3)
         return 2;
+    mode = argv[2];
     snprintf(path, sizeof path, "%s/file", argv[1]);
     int w = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     static char buf[LEN];
@@ -105,16 +139,16 @@ int main(int argc, char **argv) {
         return 2;
     munmap(q, LEN);
     n = open(path, O_RDONLY);
-    if (n < 0)
+    if (n < 0 || flock(n, LOCK_SH) != 0)
         return 2;
-    __asm__ volatile("pushfq; orq %0, (%%rsp); popfq" ::"i"(TRAP_FLAG) : "memory", "cc");
-    int r = close(n);
+    if (sigsetjmp(out, 1) == 0) {
+        __asm__ volatile("pushfq; orq %0, (%%rsp); popfq" ::"i"(TRAP_FLAG) : "memory", "cc");
+        close(n);
+    }
     __asm__ volatile("pushfq; andq %0, (%%rsp); popfq" ::"i"(~TRAP_FLAG) : "memory", "cc");
-    printf("close: %d, stage: %d, read-only mmap through a write-only descriptor: %s\n", r,
-           stage,
-           refused != MAP_FAILED ? "SUCCEEDED"
-           : refused_errno == EACCES ? "failed EACCES"
-                                     : "failed otherwise");
+    int again = open(path, O_RDONLY);
+    printf("stage: %d, at H2: %s, after the close: flock %s\n", stage, at_h2,
+           flock(again, LOCK_EX | LOCK_NB) == 0 ? "granted" : "REFUSED");
     return 0;
 }
 #else
