@@ -80,28 +80,38 @@ fn a_write_only_description_switched_in_never_gets_a_mapping() {
     race("writeonly", 1500, "b through a write-only descriptor: 0\n");
 }
 
-fn close_race(mode: &str) {
-    let name = format!("close-race-{mode}");
-    let build = scratch(&name);
-    let exe = c_program("closerace", &build);
+/// `tests/c/PROGRAM.c DIR ARGS` (run as `name`), the same without and with
+/// the library: its output holds `expect`, and the queue was reached.
+fn same_and_queued(name: &str, program: &str, args: &[&str], expect: &str) {
+    let build = scratch(name);
+    let exe = c_program(program, &build);
     let runs = same_as_without(
-        &name,
+        name,
         |dir: &Path| {
             let mut c = Command::new(&exe);
-            c.arg(dir).args([mode, "400000"]);
+            c.arg(dir).args(args);
             c
         },
         &[],
         LIMIT,
     );
     for r in runs {
-        assert_contains(&r.out.stdout, "refused: 0, wrong bytes: 0\n");
+        assert_contains(&r.out.stdout, expect);
         let deferred = r.get(munmapq_core::stats::Counter::Deferred);
         assert!(
             deferred > 0,
             "deferred {deferred}: the queue was not reached"
         );
     }
+}
+
+fn close_race(mode: &str) {
+    same_and_queued(
+        &format!("close-race-{mode}"),
+        "closerace",
+        &[mode, "400000"],
+        "refused: 0, wrong bytes: 0\n",
+    );
 }
 
 /// No lock of an open file the program closed outlives its close.
@@ -119,56 +129,18 @@ fn a_number_re_pointed_by_a_signal_handler_keeps_no_closed_open_file() {
 /// signal handler maps through the number during the close.
 #[test]
 fn a_mapping_made_by_a_signal_handler_during_a_close_keeps_no_closed_open_file() {
-    let name = "lane-race";
-    let build = scratch(name);
-    let exe = c_program("lanerace", &build);
-    let runs = same_as_without(
-        name,
-        |dir: &Path| {
-            let mut c = Command::new(&exe);
-            c.arg(dir).arg("1000");
-            c
-        },
-        &[],
-        LIMIT,
+    same_and_queued(
+        "lane-race",
+        "lanerace",
+        &["1000"],
+        "refused: 0, wrong bytes: 0, mapped at the close: 1000\n",
     );
-    for r in runs {
-        assert_contains(
-            &r.out.stdout,
-            "refused: 0, wrong bytes: 0, mapped at the close: 1000\n",
-        );
-        let deferred = r.get(munmapq_core::stats::Counter::Deferred);
-        assert!(
-            deferred > 0,
-            "deferred {deferred}: the queue was not reached"
-        );
-    }
 }
 
 /// `tests/c/stepclose.c DIR MODE`, the same without and with the library,
 /// with a window of the file queued through another descriptor meanwhile.
 fn step_close(mode: &str, expect: &str) {
-    let name = format!("step-close-{mode}");
-    let build = scratch(&name);
-    let exe = c_program("stepclose", &build);
-    let runs = same_as_without(
-        &name,
-        |dir: &Path| {
-            let mut c = Command::new(&exe);
-            c.arg(dir).arg(mode);
-            c
-        },
-        &[],
-        LIMIT,
-    );
-    for r in runs {
-        assert_contains(&r.out.stdout, expect);
-        let deferred = r.get(munmapq_core::stats::Counter::Deferred);
-        assert!(
-            deferred > 0,
-            "deferred {deferred}: the queue was not reached"
-        );
-    }
+    same_and_queued(&format!("step-close-{mode}"), "stepclose", &[mode], expect);
 }
 
 /// A handler's close, open and mapping inside a close leave nothing a
