@@ -33,3 +33,43 @@ fn plain_and_engaged_calls_answer_as_without_the_library() {
         assert!(r.get(Counter::Deferred) > 0, "the queue was never reached");
     }
 }
+
+/// `mmap(0, len, MAP_FIXED | MAP_ANONYMOUS)` replaces what the library
+/// tracks in `[0, len)`, whether the gate is closed (a window queued) or
+/// open: the old window is never handed out again, and the anonymous
+/// memory in its range is never queued as that window
+/// (`tests/c/fixedzero.c`; where mapping at 0 is refused, it prints
+/// SKIPPED).
+fn fixed_at_zero(mode: &str) {
+    let name = format!("fixed-zero-{mode}");
+    let build = scratch(&name);
+    let exe = c_program("fixedzero", &build);
+    for r in same_as_without(
+        &name,
+        |dir: &Path| {
+            let mut c = Command::new(&exe);
+            c.arg(dir).arg(mode);
+            c
+        },
+        &[],
+        Duration::from_secs(30),
+    ) {
+        assert_contains(&r.out.stdout, "the window mapped again reads 'x'");
+        assert!(r.get(Counter::Deferred) > 0, "the queue was never reached");
+    }
+}
+
+#[test]
+fn a_fixed_mapping_at_zero_over_a_queued_window_is_never_handed_out() {
+    fixed_at_zero("queued");
+}
+
+#[test]
+fn a_fixed_mapping_at_zero_over_a_live_window_with_one_queued_is_never_queued_as_it() {
+    fixed_at_zero("live");
+}
+
+#[test]
+fn a_fixed_mapping_at_zero_over_a_live_window_with_nothing_queued_is_never_queued_as_it() {
+    fixed_at_zero("live-plain");
+}

@@ -22,6 +22,14 @@ enum Told {
     Considered,
 }
 
+/// The flags that make an mmap take its address as given, at 0 too:
+/// replacing what is there (`MAP_FIXED`), or refusing to (Linux's
+/// `MAP_FIXED_NOREPLACE`).
+#[cfg(target_os = "linux")]
+const AT_ADDRESS: i32 = libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE;
+#[cfg(not(target_os = "linux"))]
+const AT_ADDRESS: i32 = libc::MAP_FIXED;
+
 /// Under `RLIMIT_AS`, whether the kernel would have room for a fresh
 /// mapping of `len` bytes were nothing queued (else the real mmap is made,
 /// and fails as it would without munmapq). Reads the process's size only
@@ -96,9 +104,8 @@ impl Engine {
 
     /// After an mmap made plainly returned `start` (`MAP_FAILED` is above
     /// every tracked entry): what the kernel's place means for the table.
-    /// Unlike [`Engine::mmap`], a `MAP_FIXED` call is not told apart here: a
-    /// plain one was made at address 0, and whatever the table had in the
-    /// range it got was replaced there too.
+    /// A call at an address (`MAP_FIXED` at 0 included) is never plain: its
+    /// range is looked at before the call (`mmap_told`).
     #[inline(always)]
     pub fn mapped_plainly<O: Os>(&self, os: &O, call: Mmap, start: usize) {
         self.placed_by_kernel(os, start, call.len);
@@ -126,7 +133,8 @@ impl Engine {
 
     /// What an mmap's arguments alone tell. The commonest calls are told
     /// first: another kind than the queue takes (anonymous, shared,
-    /// writable), then a whole small file, before the offset's alignment.
+    /// writable; unless it takes its address as given), then a whole small
+    /// file, before the offset's alignment.
     #[inline(always)]
     fn mmap_told(&self, call: Mmap) -> Told {
         if call.addr != 0 {
@@ -134,6 +142,11 @@ impl Engine {
         }
         let (len, fd, off) = (call.len, call.fd, call.off);
         if (call.prot ^ libc::PROT_READ) | (call.flags ^ libc::MAP_PRIVATE) != 0 || fd < 0 {
+            // At address 0 as at any other: what it replaces is looked at
+            // first.
+            if call.flags & AT_ADDRESS != 0 {
+                return Told::Considered;
+            }
             return Told::Straight(Straight::Mmap);
         }
         // A whole small file mapped through a number whose close forgot
@@ -160,7 +173,7 @@ impl Engine {
     fn mmap_considered<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
         let (addr, len, fd, off) = (call.addr, call.len, call.fd, call.off);
         let fixed = call.flags & libc::MAP_FIXED != 0;
-        if addr != 0 {
+        if addr != 0 || call.flags & AT_ADDRESS != 0 {
             let effect = if fixed {
                 Effect::Modify
             } else {

@@ -180,6 +180,53 @@ fn fixed_mapping_over_a_queued_range_unmaps_it_first() {
 }
 
 #[test]
+fn fixed_mapping_at_address_zero_forgets_what_it_replaced() {
+    // The engine tells MAP_FIXED_NOREPLACE only where the kernel has it.
+    let kinds: &[i32] = if cfg!(target_os = "linux") {
+        &[libc::MAP_FIXED, NOREPLACE]
+    } else {
+        &[libc::MAP_FIXED]
+    };
+    for &flags in kinds {
+        let (e, os) = fresh();
+        let queued = map_unmap(e, &os, 3, 0);
+        let live = map(e, &os, 4, 0);
+        // Something is queued: the hook's plain way is closed, this is the
+        // engine's own.
+        assert!(e.may_have_queued());
+        let len = queued.max(live) + 2 * PAGE;
+        let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        let r = e.mmap(
+            &os,
+            Mmap::new(
+                0,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                anon | flags,
+                -1,
+                0,
+            ),
+        );
+        if flags == NOREPLACE {
+            // The live window is the program's: the kernel refuses.
+            assert_eq!(r, Err(libc::EEXIST));
+            assert_eq!(os.mapped(queued), None, "the queued one went first");
+            continue;
+        }
+        assert_eq!(r, Ok(0));
+        // [0, len) is the program's anonymous memory now: neither window
+        // may be handed out, and the live one's munmap is the kernel's.
+        let mmaps = *os.mmaps.borrow();
+        assert_ne!(map(e, &os, 3, 0), queued, "no reuse of a replaced range");
+        assert_eq!(*os.mmaps.borrow(), mmaps + 1);
+        unmap(e, &os, live);
+        assert_eq!(os.munmaps.borrow().last(), Some(&(live, 2 * PAGE)));
+        let q = e.lock(&os).unwrap();
+        assert_eq!(q.table.queued(), 0);
+    }
+}
+
+#[test]
 fn range_calls_release_queued_and_untrack_live() {
     static E: Engine = Engine::new();
     let os = started(&E);
