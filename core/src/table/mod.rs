@@ -381,12 +381,19 @@ impl Table {
     /// if that slot is in use and starts there (in-use slots are exactly
     /// the indexed entries, which never share a start), else by a search
     /// of the address order.
+    #[inline(always)]
     pub fn find(&self, addr: usize) -> Option<Entry> {
         let hinted = self.start_hints[start_hint(addr)];
         let s = &self.slots[hinted as usize];
         if hinted != NIL && s.state != State::Free && s.start == addr {
             return Some(self.entry(hinted));
         }
+        self.find_in_order(addr)
+    }
+
+    /// [`Table::find`] where the hint missed: a search of the address order.
+    #[inline(never)]
+    fn find_in_order(&self, addr: usize) -> Option<Entry> {
         let pos = self.lower_bound(addr);
         if pos < self.used && self.slots[self.by_addr[pos] as usize].start == addr {
             Some(self.entry(self.by_addr[pos]))
@@ -556,16 +563,7 @@ impl Table {
         if s.state != State::Queued {
             return;
         }
-        let (older, newer, next, b) = (s.older, s.newer, s.next, s.bucket as usize);
-        let (len, warm) = (s.len, s.warm);
-        match older {
-            NIL => self.oldest = newer,
-            o => self.slots[o as usize].newer = newer,
-        }
-        match newer {
-            NIL => self.newest = older,
-            n => self.slots[n as usize].older = older,
-        }
+        let (next, b) = (s.next, s.bucket as usize);
         let mut link = self.buckets[b];
         if link == slot {
             self.buckets[b] = next;
@@ -578,6 +576,24 @@ impl Table {
                 }
                 link = after;
             }
+        }
+        self.leave_fifo(slot, state);
+    }
+
+    /// Takes the queued `slot`, out of its key bucket already, out of the
+    /// FIFO, leaving it in `state`.
+    #[inline(always)]
+    fn leave_fifo(&mut self, slot: u16, state: State) {
+        let s = &self.slots[slot as usize];
+        let (older, newer) = (s.older, s.newer);
+        let (len, warm) = (s.len, s.warm);
+        match older {
+            NIL => self.oldest = newer,
+            o => self.slots[o as usize].newer = newer,
+        }
+        match newer {
+            NIL => self.newest = older,
+            n => self.slots[n as usize].older = older,
         }
         self.queued -= 1;
         self.queued_bytes -= len;
@@ -620,18 +636,28 @@ impl Table {
     /// last close at its own close.
     pub fn take_queued(&mut self, key: &FileKey, through: Option<i32>) -> Lookup {
         let fd1 = through.map(|fd| (fd as u32).wrapping_add(1));
-        let mut link = self.buckets[key.bucket()];
+        let bucket = key.bucket();
+        let mut before = NIL;
+        let mut link = self.buckets[bucket];
         while link != NIL {
             let s = &self.slots[link as usize];
             if s.key == *key {
                 if fd1.is_none() || fd1 == Some(s.fd1) {
-                    let start = s.start;
-                    self.detach(link);
+                    let (start, next) = (s.start, s.next);
+                    // Every slot in a bucket's chain is queued: out of the
+                    // chain, where the walk knows what comes before it.
+                    debug_assert_eq!(s.state, State::Queued);
+                    match before {
+                        NIL => self.buckets[bucket] = next,
+                        b => self.slots[b as usize].next = next,
+                    }
+                    self.leave_fifo(link, State::Live);
                     return Lookup::Hit(start);
                 }
             } else if s.key.same_window(key) {
                 return Lookup::Stale(self.entry(link));
             }
+            before = link;
             link = s.next;
         }
         Lookup::Miss
