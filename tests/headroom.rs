@@ -68,3 +68,28 @@ fn threads_near_max_map_count() {
     assert!(with.stdout().contains("50 of 50"), "{}", with.stdout());
     assert!(with.get(Counter::Deferred) > 0, "the queue was used");
 }
+
+/// `RLIMIT_AS` lowered below what the queue holds by `prlimit` on a thread
+/// id (a second thread's own, the main thread's, or 0): limits are the
+/// process's whoever names it, and the queue goes before glibc's
+/// `malloc(100 MiB)` needs the room (`tests/c/limittid.c`).
+#[test]
+fn malloc_after_rlimit_as_lowered_through_a_thread_id() {
+    let build = scratch("limit-tid");
+    let exe = c_program("limittid", &build);
+    for how in ["thread", "main", "self"] {
+        for r in same_as_without(
+            &format!("limit-tid-{how}"),
+            |dir: &std::path::Path| {
+                let mut c = std::process::Command::new(&exe);
+                c.arg(dir).arg(how);
+                c
+            },
+            &[],
+            std::time::Duration::from_secs(60),
+        ) {
+            assert_contains(&r.out.stdout, "prlimit: 0, malloc(100 MiB): ok");
+            assert!(r.get(Counter::Deferred) > 0, "the queue was never reached");
+        }
+    }
+}

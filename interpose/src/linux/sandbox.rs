@@ -7,9 +7,8 @@
 use super::os::RealOs;
 use super::real::{self, prlimit_raw};
 use super::signatures::{args, ret};
-use super::sys;
 use crate::ENGINE;
-use libc::{c_int, c_long, pid_t, rlimit};
+use libc::{c_int, c_long, rlimit};
 
 /// A seccomp filter (or strict mode) can kill the process on any system
 /// call munmapq makes: before it is installed, the queue is unmapped and
@@ -63,13 +62,11 @@ fn address_space_limits() -> Option<(u64, u64)> {
 /// program's pointer (a bad one must get EFAULT from the kernel, not a
 /// fault here). After the call, not before: the kernel never refuses a
 /// limit below what is mapped, so nothing is lost, and nothing is flushed
-/// for a call that fails.
-fn around_limit(pid: pid_t, resource: c_int, call: impl FnOnce() -> c_int) -> c_int {
+/// for a call that fails. Whatever `pid` is: any thread's id names this
+/// process (limits are the thread group's), and a call on another process
+/// leaves this one's limits as they were.
+fn around_limit(resource: c_int, call: impl FnOnce() -> c_int) -> c_int {
     if resource != libc::RLIMIT_AS as c_int || !ENGINE.active() {
-        return call();
-    }
-    // SAFETY: getpid has no arguments.
-    if pid != 0 && pid as c_long != unsafe { sys::call(libc::SYS_getpid, &[]) } {
         return call();
     }
     let before = address_space_limits();
@@ -91,7 +88,7 @@ fn around_limit(pid: pid_t, resource: c_int, call: impl FnOnce() -> c_int) -> c_
 /// As for C `setrlimit`.
 pub unsafe fn setrlimit(args::setrlimit { resource, rlim }: args::setrlimit) -> ret::setrlimit {
     // SAFETY: the caller's own arguments.
-    around_limit(0, resource, || unsafe { real::setrlimit(resource, rlim) })
+    around_limit(resource, || unsafe { real::setrlimit(resource, rlim) })
 }
 
 /// # Safety
@@ -100,7 +97,7 @@ pub unsafe fn setrlimit64(
     args::setrlimit64 { resource, rlim }: args::setrlimit64,
 ) -> ret::setrlimit64 {
     // SAFETY: the caller's own arguments.
-    around_limit(0, resource, || unsafe { real::setrlimit64(resource, rlim) })
+    around_limit(resource, || unsafe { real::setrlimit64(resource, rlim) })
 }
 
 /// # Safety
@@ -114,7 +111,7 @@ pub unsafe fn prlimit(
     }: args::prlimit,
 ) -> ret::prlimit {
     // SAFETY: the caller's own arguments.
-    around_limit(pid, resource, || unsafe {
+    around_limit(resource, || unsafe {
         real::prlimit(pid, resource, new, old)
     })
 }
@@ -130,7 +127,7 @@ pub unsafe fn prlimit64(
     }: args::prlimit64,
 ) -> ret::prlimit64 {
     // SAFETY: the caller's own arguments.
-    around_limit(pid, resource, || unsafe {
+    around_limit(resource, || unsafe {
         real::prlimit64(pid, resource, new, old)
     })
 }
