@@ -251,3 +251,32 @@ fn an_inherited_filter_is_found_before_the_first_call_of_the_librarys_own() {
     assert_eq!(with.stdout, without.stdout);
     assert_contains(&with.stderr, "libmunmapq loaded: yes");
 }
+
+/// A program that single-steps itself (the trap flag) through munmap,
+/// mmap and munmap of a window: every step reaches its SIGTRAP handler,
+/// also inside the library's read of `/proc` on the first deferral, where
+/// a blocked SIGTRAP would kill the process (`tests/c/stepself.c`).
+#[test]
+fn a_program_stepping_itself_through_the_hooks_gets_every_step() {
+    let build = scratch("step-self");
+    let exe = c_program("stepself", &build);
+    for r in same_as_without(
+        "step-self",
+        |dir: &Path| {
+            let mut c = Command::new(&exe);
+            c.arg(dir);
+            c
+        },
+        &[],
+        LIMIT,
+    ) {
+        assert_contains(
+            &r.out.stdout,
+            "munmap: 0, mmap: ok, munmap: 0, stepped: yes\n",
+        );
+        assert!(
+            r.get(munmapq_core::stats::Counter::Deferred) > 0,
+            "the queue was never reached"
+        );
+    }
+}

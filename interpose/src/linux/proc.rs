@@ -23,9 +23,9 @@ use munmapq_core::os::Usage;
 
 /// Opens `path`, hands what each read returns (into `buf`) to `take` until
 /// the file ends or `take` answers false, and closes it. None if it cannot
-/// be opened or a read fails. Every signal is blocked from before the open
-/// to after the close: a handler that `siglongjmp`s out of the hook that
-/// called this would otherwise leave the descriptor open. Raw system
+/// be opened or a read fails. Every asynchronous signal is blocked from
+/// before the open to after the close: a handler that `siglongjmp`s out of
+/// the hook that called this would otherwise leave the descriptor open. Raw system
 /// calls: the library's own `close` must not be a hooked one.
 fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Option<()> {
     use super::sys::call;

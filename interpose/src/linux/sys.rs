@@ -4,7 +4,7 @@
 //! here would come back to that hook, and before the constructor has
 //! resolved the real one there is nothing else to call.
 
-use libc::c_long;
+use libc::{c_int, c_long};
 
 /// The system call `nr` with up to six arguments (missing ones are 0):
 /// the kernel's answer, `-errno` on failure.
@@ -90,9 +90,23 @@ pub unsafe fn call_errno(nr: c_long, args: &[c_long]) -> c_long {
     r
 }
 
-/// Blocks every signal until dropped (raw `rt_sigprocmask`, so glibc's
-/// own signals too): no handler, and so no `siglongjmp`, can run between
-/// an `open` and its `close`.
+/// The signals the kernel raises at an instruction of the thread itself
+/// (a fault, the trap flag's step, a seccomp trap): one raised while
+/// blocked is not delivered but kills the process, where the program's own
+/// handler would have run (a program stepping itself through a hook).
+const SYNCHRONOUS: [c_int; 6] = [
+    libc::SIGTRAP,
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGSYS,
+];
+
+/// Blocks every signal but the [`SYNCHRONOUS`] ones until dropped (raw
+/// `rt_sigprocmask`, so glibc's own signals too): no handler of an
+/// asynchronous signal, and so no `siglongjmp` from one, can run between an
+/// `open` and its `close`.
 pub struct SignalsBlocked {
     /// The mask before, if blocking succeeded (else nothing is restored:
     /// the program's own mask must never be replaced by a guess).
@@ -102,7 +116,9 @@ pub struct SignalsBlocked {
 impl SignalsBlocked {
     #[inline]
     pub fn new() -> Self {
-        let all: u64 = !0;
+        let all = SYNCHRONOUS
+            .iter()
+            .fold(!0u64, |m, &sig| m & !(1u64 << (sig - 1)));
         let mut old: u64 = 0;
         // SAFETY: valid 8-byte masks (the kernel's sigset size on Linux).
         let r = unsafe {
