@@ -167,6 +167,13 @@ pub trait Os {
     fn link_name(&self, _fd: i32) -> Option<u64> {
         Some(0)
     }
+    /// The size of the huge pages backing the file behind `fd`, where it is
+    /// on a huge page file system (Linux's hugetlbfs), else None: a mapping
+    /// of it covers whole pages of that size. Asked only of an mmap at an
+    /// address.
+    fn huge_page_size(&self, _fd: i32) -> Option<usize> {
+        None
+    }
     /// Whether a `PROT_READ` mmap by the calling thread would be made
     /// executable by its personality (`READ_IMPLIES_EXEC`); `None` where it
     /// cannot be told. Asked on each eligible mmap only once the program

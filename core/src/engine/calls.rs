@@ -30,6 +30,23 @@ const AT_ADDRESS: i32 = libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE;
 #[cfg(not(target_os = "linux"))]
 const AT_ADDRESS: i32 = libc::MAP_FIXED;
 
+/// Anonymous huge pages (Linux's `MAP_HUGETLB`), with the page size's
+/// log2 in the `MAP_HUGE_*` bits (0: the system's default size).
+#[cfg(target_os = "linux")]
+const HUGETLB: i32 = libc::MAP_HUGETLB;
+#[cfg(not(target_os = "linux"))]
+const HUGETLB: i32 = 0;
+const HUGE_SHIFT: i32 = 26;
+const HUGE_MASK: i32 = 0x3f;
+
+/// The largest huge page the architecture has: the size taken where an
+/// mmap does not tell it (x86_64's 1 GiB; arm64's 16 GiB, contiguous
+/// 512 MiB pages of a 64 KiB-page kernel).
+#[cfg(target_arch = "aarch64")]
+const HUGE_PAGE_MAX: usize = 16 << 30;
+#[cfg(not(target_arch = "aarch64"))]
+const HUGE_PAGE_MAX: usize = 1 << 30;
+
 /// Under `RLIMIT_AS`, whether the kernel would have room for a fresh
 /// mapping of `len` bytes were nothing queued (else the real mmap is made,
 /// and fails as it would without munmapq). Reads the process's size only
@@ -179,7 +196,7 @@ impl Engine {
             } else {
                 Effect::Inspect
             };
-            if let Some(span) = self.span(addr, len, effect) {
+            if let Some(span) = self.addressed_span(os, call, effect) {
                 self.prepare(os, span);
             }
             return self.pass_straight(os, call, Straight::Mmap);
@@ -226,6 +243,33 @@ impl Engine {
             return self.map_eligible(os, key, len, fd, off, seen);
         }
         self.pass_ineligible(os, call)
+    }
+
+    /// The range an mmap at an address may take: `len` bytes from there;
+    /// for huge pages (anonymous `MAP_HUGETLB`, a file on hugetlbfs), the
+    /// length rounded up to whole pages from the address rounded up to a
+    /// page's boundary, as the kernel rounds them (Linux
+    /// `ksys_mmap_pgoff`, `hugetlb_get_unmapped_area`), and from the
+    /// address itself. Where the page size is not told (`MAP_HUGETLB`
+    /// without a `MAP_HUGE_*` size: the system's default), the largest
+    /// there is: more of the queue is released than needed, never less.
+    fn addressed_span<O: Os>(&self, os: &O, call: Mmap, effect: Effect) -> Option<Span> {
+        let huge = if call.flags & libc::MAP_ANONYMOUS != 0 {
+            (call.flags & HUGETLB != 0).then(|| match (call.flags >> HUGE_SHIFT) & HUGE_MASK {
+                0 => HUGE_PAGE_MAX,
+                log2 => 1usize.checked_shl(log2 as u32).unwrap_or(HUGE_PAGE_MAX),
+            })
+        } else if call.fd >= 0 {
+            os.huge_page_size(call.fd)
+        } else {
+            None
+        };
+        let Some(page) = huge.filter(|p| p.is_power_of_two()) else {
+            return self.span(call.addr, call.len, effect);
+        };
+        let start = round_up(call.addr, page)?;
+        let len = round_up(call.len, page)?;
+        self.span(call.addr, (start - call.addr).checked_add(len)?, effect)
     }
 
     /// On stepping aside (`payoff.rs`): the small mappings queued are

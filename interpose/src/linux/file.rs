@@ -195,6 +195,18 @@ fn mount_is_untracked(id: u64, fd: i32) -> Option<bool> {
 
 /// Whether `fd`'s file is on overlayfs or hugetlbfs.
 fn on_untracked_fs(fd: i32) -> Option<bool> {
+    let (magic, _) = file_system(fd)?;
+    Some(magic == OVERLAYFS_SUPER_MAGIC || magic == HUGETLBFS_MAGIC)
+}
+
+/// The page size of hugetlbfs, where `fd`'s file is on it (its block size).
+pub fn huge_page_size(fd: i32) -> Option<usize> {
+    let (magic, block) = file_system(fd)?;
+    (magic == HUGETLBFS_MAGIC).then_some(block)
+}
+
+/// The type and block size of the file system of `fd`'s file (`fstatfs`).
+fn file_system(fd: i32) -> Option<(i64, usize)> {
     // SAFETY: `statfs` is plain data; fstatfs writes it or fails.
     let mut sf: libc::statfs = unsafe { core::mem::zeroed() };
     // SAFETY: a valid out-pointer; a bad fd only makes the call fail (the
@@ -211,10 +223,9 @@ fn on_untracked_fs(fd: i32) -> Option<bool> {
     {
         return None;
     }
-    // The type of `f_type` differs between targets.
+    // The types of `f_type` and `f_bsize` differ between targets.
     #[allow(clippy::unnecessary_cast)]
-    let magic = sf.f_type as i64;
-    Some(magic == OVERLAYFS_SUPER_MAGIC || magic == HUGETLBFS_MAGIC)
+    Some((sf.f_type as i64, sf.f_bsize as usize))
 }
 
 /// Where `statx` is refused: `fstat`, then `fstatfs` every time.

@@ -19,6 +19,11 @@ impl Os for RealOs {
         file::regular_file_facts(fd)
     }
 
+    /// `fstatfs`: hugetlbfs's block size is its page size (`file.rs`).
+    fn huge_page_size(&self, fd: i32) -> Option<usize> {
+        file::huge_page_size(fd)
+    }
+
     /// `readlink` of `/proc/self/fd/N`, hashed (`file.rs`).
     fn link_name(&self, fd: i32) -> Option<u64> {
         file::link_name(fd)

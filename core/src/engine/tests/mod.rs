@@ -39,7 +39,7 @@ fn start(e: &Engine, max_entries: usize) {
 /// A started engine no other test uses (the engines are statics: one is
 /// too large for a test thread's stack) and a fake kernel.
 fn fresh() -> (&'static Engine, FakeOs) {
-    static ENGINES: [Engine; 32] = [const { Engine::new() }; 32];
+    static ENGINES: [Engine; 48] = [const { Engine::new() }; 48];
     static NEXT: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
     let e = &ENGINES[NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed)];
     let os = started(e);
@@ -223,6 +223,43 @@ fn fixed_mapping_at_address_zero_forgets_what_it_replaced() {
         assert_eq!(os.munmaps.borrow().last(), Some(&(live, 2 * PAGE)));
         let q = e.lock(&os).unwrap();
         assert_eq!(q.table.queued(), 0);
+    }
+}
+
+/// A huge page mapping takes whole huge pages: a queued window past its
+/// first small page, inside its first huge one, is released first (Linux
+/// rounds the length up to the page size the flags name, or the default).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_fixed_huge_page_mapping_releases_the_whole_huge_pages_it_takes() {
+    const HUGE_2M: i32 = 21 << 26;
+    for size in [HUGE_2M, 0] {
+        let (e, os) = fresh();
+        let queued = map_unmap(e, &os, 3, 0);
+        let boundary = queued & !((2 << 20) - 1);
+        assert!(
+            boundary + PAGE <= queued,
+            "the window is past the first page"
+        );
+        let flags = libc::MAP_FIXED
+            | libc::MAP_PRIVATE
+            | libc::MAP_ANONYMOUS
+            | libc::MAP_HUGETLB
+            | libc::MAP_NORESERVE
+            | size;
+        let call = Mmap::new(
+            boundary,
+            PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0,
+        );
+        assert_eq!(e.mmap(&os, call), Ok(boundary));
+        assert_eq!(os.mapped(queued), None, "unmapped before the call");
+        let mmaps = *os.mmaps.borrow();
+        map(e, &os, 3, 0);
+        assert_eq!(*os.mmaps.borrow(), mmaps + 1, "no reuse of the range");
     }
 }
 

@@ -1,0 +1,84 @@
+//! mmap at an address over what the library tracks: the range the kernel
+//! takes is released first (queued windows unmapped, live ones forgotten),
+//! whether the address is 0 (`MAP_FIXED`) or the call takes whole huge
+//! pages beyond its length (`MAP_HUGETLB`). Each C program runs without and
+//! with the library (`common::same_as_without`) and must end the same, the
+//! queue reached; it prints SKIPPED where the system refuses the mapping
+//! it needs.
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::*;
+use munmapq_core::stats::Counter;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// `tests/c/PROGRAM.c DIR MODE`, the same without and with the library:
+/// its output holds `expect`, and the queue was reached.
+fn same_and_queued(program: &str, mode: &str, expect: &str) {
+    let name = format!("{program}-{mode}");
+    let build = scratch(&name);
+    let exe = c_program(program, &build);
+    for r in same_as_without(
+        &name,
+        |dir: &Path| {
+            let mut c = Command::new(&exe);
+            c.arg(dir).arg(mode);
+            c
+        },
+        &[],
+        Duration::from_secs(30),
+    ) {
+        assert_contains(&r.out.stdout, expect);
+        assert!(r.get(Counter::Deferred) > 0, "the queue was never reached");
+    }
+}
+
+/// `mmap(0, len, MAP_FIXED | MAP_ANONYMOUS)` replaces what the library
+/// tracks in `[0, len)`, whether the gate is closed (a window queued) or
+/// open: the old window is never handed out again, and the anonymous
+/// memory in its range is never queued as that window
+/// (`tests/c/fixedzero.c`; where mapping at 0 is refused, it prints
+/// SKIPPED).
+fn fixed_at_zero(mode: &str) {
+    same_and_queued("fixedzero", mode, "the window mapped again reads 'x'");
+}
+
+#[test]
+fn a_fixed_mapping_at_zero_over_a_queued_window_is_never_handed_out() {
+    fixed_at_zero("queued");
+}
+
+#[test]
+fn a_fixed_mapping_at_zero_over_a_live_window_with_one_queued_is_never_queued_as_it() {
+    fixed_at_zero("live");
+}
+
+#[test]
+fn a_fixed_mapping_at_zero_over_a_live_window_with_nothing_queued_is_never_queued_as_it() {
+    fixed_at_zero("live-plain");
+}
+
+/// A huge page mapping of one small page at a 2 MiB boundary takes the
+/// whole huge page, where a window the program unmapped lies: the call
+/// gets the place as without the library, and the window mapped again is
+/// a fresh one (`tests/c/hugefixed.c`).
+fn huge_page(mode: &str) {
+    same_and_queued("hugefixed", mode, "the window mapped again reads 'x'");
+}
+
+#[test]
+fn a_fixed_huge_page_mapping_over_a_queued_window_is_never_handed_out() {
+    huge_page("fixed");
+}
+
+#[test]
+fn a_huge_page_mapping_without_replacing_finds_a_queued_window_gone() {
+    huge_page("noreplace");
+}
+
+#[test]
+fn a_huge_page_hint_over_a_queued_window_is_taken() {
+    huge_page("hint");
+}
