@@ -82,3 +82,14 @@ fn a_huge_page_mapping_without_replacing_finds_a_queued_window_gone() {
 fn a_huge_page_hint_over_a_queued_window_is_taken() {
     huge_page("hint");
 }
+
+/// `mremap` with `MREMAP_DONTUNMAP` takes its new address as a hint: where
+/// the program unmapped a window, the move lands there as without the
+/// library (`tests/c/dontunmap.c`), through glibc's `mremap` and libc's
+/// `syscall`.
+#[test]
+fn a_dontunmap_move_hinted_at_a_queued_window_lands_there() {
+    for via in ["libc", "syscall"] {
+        same_and_queued("dontunmap", via, "mremap: ok, at the hint: yes, reads 'Z'");
+    }
+}

@@ -41,7 +41,8 @@ pub unsafe fn mlock2(args::mlock2 { addr, len, flags }: args::mlock2) -> ret::ml
 }
 
 /// # Safety
-/// As for C `mremap`; `new_addr` is read only with `MREMAP_FIXED`.
+/// As for C `mremap`; `new_addr` is read only with `MREMAP_FIXED` or
+/// `MREMAP_DONTUNMAP`.
 pub unsafe fn mremap(
     args::mremap {
         old,
@@ -70,7 +71,9 @@ pub(super) fn mremap_with(
     let saved = errno::Saved::now();
     let base = old as usize;
     // The old range changes; where it may grow in place must be as free as
-    // the program left it; a fixed target is replaced.
+    // the program left it; a fixed target is replaced, and a target given
+    // with `MREMAP_DONTUNMAP` alone is a hint the kernel takes where it is
+    // free (Linux `mremap_to`), as an mmap's.
     let grow = (new_size > old_size)
         .then(|| {
             ENGINE.span(
@@ -80,9 +83,13 @@ pub(super) fn mremap_with(
             )
         })
         .flatten();
-    let target = (flags & libc::MREMAP_FIXED != 0)
-        .then(|| span(new_addr, new_size, Effect::Modify))
-        .flatten();
+    let target = if flags & libc::MREMAP_FIXED != 0 {
+        span(new_addr, new_size, Effect::Modify)
+    } else if flags & libc::MREMAP_DONTUNMAP != 0 && !new_addr.is_null() {
+        span(new_addr, new_size, Effect::Inspect)
+    } else {
+        None
+    };
     let spans = [span(old, old_size, Effect::Modify), grow, target];
     trace::range(trace::KIND_MODIFY, base, old_size, 0);
     let r = ENGINE.range_call(&RealOs, &spans, || addr_result(call()));
