@@ -280,3 +280,33 @@ fn a_program_stepping_itself_through_the_hooks_gets_every_step() {
         );
     }
 }
+
+/// A thread that points the lowest free number at a file of its own
+/// (`dup2`), while the library's reads of `/proc` take that number for
+/// their length, never has its descriptor closed behind it nor its
+/// offset moved (`tests/c/fdborrow.c`; the library of 5144576 closed it
+/// a few times in 4,000 rounds).
+#[test]
+fn the_librarys_reads_of_proc_never_close_a_number_another_thread_took() {
+    let build = scratch("fd-borrow");
+    let exe = c_program("fdborrow", &build);
+    for r in same_as_without(
+        "fd-borrow",
+        |dir: &Path| {
+            let mut c = Command::new(&exe);
+            c.arg(dir).arg("4000");
+            c
+        },
+        &[],
+        LIMIT,
+    ) {
+        assert_contains(
+            &r.out.stdout,
+            "closed behind the program: 0, offset moved: 0\n",
+        );
+        assert!(
+            r.get(munmapq_core::stats::Counter::Deferred) > 0,
+            "the queue was never reached"
+        );
+    }
+}

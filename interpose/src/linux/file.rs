@@ -26,6 +26,7 @@ use munmapq_core::file::{FileFacts, FileStamp};
 
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
 const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 
 /// `statx` with a NULL path was refused (EFAULT: a kernel before 6.11).
 static NULL_PATH: AtomicU8 = AtomicU8::new(0);
@@ -203,6 +204,11 @@ fn on_untracked_fs(fd: i32) -> Option<bool> {
 pub fn huge_page_size(fd: i32) -> Option<usize> {
     let (magic, block) = file_system(fd)?;
     (magic == HUGETLBFS_MAGIC).then_some(block)
+}
+
+/// Whether `fd` names a file of `/proc` (`fstatfs`).
+pub fn on_proc(fd: i32) -> bool {
+    file_system(fd).is_some_and(|(magic, _)| magic == PROC_SUPER_MAGIC)
 }
 
 /// The type and block size of the file system of `fd`'s file (`fstatfs`).

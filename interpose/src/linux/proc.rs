@@ -25,8 +25,16 @@ use munmapq_core::os::Usage;
 /// the file ends or `take` answers false, and closes it. None if it cannot
 /// be opened or a read fails. Every asynchronous signal is blocked from
 /// before the open to after the close: a handler that `siglongjmp`s out of
-/// the hook that called this would otherwise leave the descriptor open. Raw system
-/// calls: the library's own `close` must not be a hooked one.
+/// the hook that called this would otherwise leave the descriptor open.
+/// Raw system calls: the library's own `close` must not be a hooked one.
+///
+/// The number is the lowest free one, and while it is held another thread
+/// of the program may point it at a file of its own (`dup2` onto a number
+/// it takes for free). So in a process with other threads the number is
+/// read only if it names a file of `/proc` after the open, and closed only
+/// if it still does after the reads (`fstatfs`); and it is read at an
+/// offset (`pread`), which moves no offset of a file it may have become
+/// in between, nor takes a pipe's bytes (`ESPIPE`).
 fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Option<()> {
     use super::sys::call;
     use libc::c_long;
@@ -42,12 +50,19 @@ fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Opt
     if fd < 0 {
         return None;
     }
+    let shared = !super::real::single_threaded();
+    let ours = || !shared || super::file::on_proc(fd as i32);
+    if !ours() {
+        return None;
+    }
+    let mut at: c_long = 0;
     let ok = loop {
-        // SAFETY: `buf` is valid for its length; `fd` is ours.
+        // SAFETY: `buf` is valid for its length; a read of whatever file
+        // the number names now, at an offset, changes nothing of it.
         let n = unsafe {
             call(
-                libc::SYS_read,
-                &[fd, buf.as_mut_ptr() as c_long, buf.len() as c_long],
+                libc::SYS_pread64,
+                &[fd, buf.as_mut_ptr() as c_long, buf.len() as c_long, at],
             )
         };
         if n == -(libc::EINTR as c_long) {
@@ -56,12 +71,15 @@ fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Opt
         if n < 0 {
             break false;
         }
+        at += n;
         if n == 0 || !take(&buf[..n as usize]) {
             break true;
         }
     };
-    // SAFETY: our own fd, closed once.
-    unsafe { call(libc::SYS_close, &[fd]) };
+    if ours() {
+        // SAFETY: our own fd, closed once.
+        unsafe { call(libc::SYS_close, &[fd]) };
+    }
     ok.then_some(())
 }
 
