@@ -26,7 +26,6 @@ use munmapq_core::file::{FileFacts, FileStamp};
 
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
 const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
-const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 
 /// `statx` with a NULL path was refused (EFAULT: a kernel before 6.11).
 static NULL_PATH: AtomicU8 = AtomicU8::new(0);
@@ -196,42 +195,14 @@ fn mount_is_untracked(id: u64, fd: i32) -> Option<bool> {
 
 /// Whether `fd`'s file is on overlayfs or hugetlbfs.
 fn on_untracked_fs(fd: i32) -> Option<bool> {
-    let (magic, _) = file_system(fd)?;
+    let (magic, _) = super::sys::file_system(fd)?;
     Some(magic == OVERLAYFS_SUPER_MAGIC || magic == HUGETLBFS_MAGIC)
 }
 
 /// The page size of hugetlbfs, where `fd`'s file is on it (its block size).
 pub fn huge_page_size(fd: i32) -> Option<usize> {
-    let (magic, block) = file_system(fd)?;
+    let (magic, block) = super::sys::file_system(fd)?;
     (magic == HUGETLBFS_MAGIC).then_some(block)
-}
-
-/// Whether `fd` names a file of `/proc` (`fstatfs`).
-pub fn on_proc(fd: i32) -> bool {
-    file_system(fd).is_some_and(|(magic, _)| magic == PROC_SUPER_MAGIC)
-}
-
-/// The type and block size of the file system of `fd`'s file (`fstatfs`).
-fn file_system(fd: i32) -> Option<(i64, usize)> {
-    // SAFETY: `statfs` is plain data; fstatfs writes it or fails.
-    let mut sf: libc::statfs = unsafe { core::mem::zeroed() };
-    // SAFETY: a valid out-pointer; a bad fd only makes the call fail (the
-    // system call glibc's fstatfs makes).
-    if unsafe {
-        super::sys::call(
-            libc::SYS_fstatfs,
-            &[
-                fd as libc::c_long,
-                &mut sf as *mut libc::statfs as libc::c_long,
-            ],
-        )
-    } != 0
-    {
-        return None;
-    }
-    // The types of `f_type` and `f_bsize` differ between targets.
-    #[allow(clippy::unnecessary_cast)]
-    Some((sf.f_type as i64, sf.f_bsize as usize))
 }
 
 /// Where `statx` is refused: `fstat`, then `fstatfs` every time.

@@ -21,6 +21,9 @@ use core::ffi::CStr;
 use munmapq_core::config::parse_uint;
 use munmapq_core::os::Usage;
 
+/// `/proc`'s file system type (`statfs`'s `f_type`).
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+
 /// Opens `path`, hands what each read returns (into `buf`) to `take` until
 /// the file ends or `take` answers false, and closes it. None if it cannot
 /// be opened or a read fails. Every asynchronous signal is blocked from
@@ -51,7 +54,11 @@ fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Opt
         return None;
     }
     let shared = !super::real::single_threaded();
-    let ours = || !shared || super::file::on_proc(fd as i32);
+    let ours = || {
+        !shared
+            || super::sys::file_system(fd as i32)
+                .is_some_and(|(magic, _)| magic == PROC_SUPER_MAGIC)
+    };
     if !ours() {
         return None;
     }

@@ -168,3 +168,23 @@ pub fn seccomp_mode() -> c_long {
         r => r,
     }
 }
+
+/// The type and block size of the file system of `fd`'s file (`fstatfs`).
+pub fn file_system(fd: i32) -> Option<(i64, usize)> {
+    // SAFETY: `statfs` is plain data; fstatfs writes it or fails.
+    let mut sf: libc::statfs = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid out-pointer; a bad fd only makes the call fail (the
+    // system call glibc's fstatfs makes).
+    if unsafe {
+        call(
+            libc::SYS_fstatfs,
+            &[fd as c_long, &mut sf as *mut libc::statfs as c_long],
+        )
+    } != 0
+    {
+        return None;
+    }
+    // The types of `f_type` and `f_bsize` differ between targets.
+    #[allow(clippy::unnecessary_cast)]
+    Some((sf.f_type as i64, sf.f_bsize as usize))
+}
