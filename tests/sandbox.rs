@@ -310,3 +310,36 @@ fn the_librarys_reads_of_proc_never_close_a_number_another_thread_took() {
         );
     }
 }
+
+/// A signal handler that, inside a munmap hook holding the table, changes
+/// a window the program unmapped (mprotect, madvise, mlock) is answered
+/// as if it were mapped (a known limit), but the queued mapping it
+/// changed is unmapped by the table's next holder, as the program left
+/// it: it never stays mapped (`tests/c/stepchange.c`, which takes `mlock`
+/// too; the library of 49ba38f left it mapped in 422 rounds of each).
+#[test]
+fn a_window_changed_by_a_handler_inside_a_hook_is_unmapped_after() {
+    let build = scratch("step-change");
+    let exe = c_program("stepchange", &build);
+    for call in ["mprotect", "madvise"] {
+        for r in same_as_without(
+            &format!("step-change-{call}"),
+            |dir: &Path| {
+                let mut c = Command::new(&exe);
+                c.arg(dir).arg(call);
+                c
+            },
+            &[],
+            LIMIT,
+        ) {
+            assert_contains(
+                &r.out.stdout,
+                &format!("still mapped after the handler's {call}: 0 of every round\n"),
+            );
+            assert!(
+                r.get(munmapq_core::stats::Counter::Deferred) > 0,
+                "the queue was never reached"
+            );
+        }
+    }
+}

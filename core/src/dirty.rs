@@ -5,7 +5,12 @@
 //! call straight through. If that call changes mappings (munmap, MAP_FIXED,
 //! mprotect, mremap, ...), the table may now describe a range wrongly. The
 //! hook first records the range here, lock-free; whoever next holds the lock
-//! drops every table entry overlapping a recorded range without unmapping it.
+//! drops every table entry overlapping a recorded range without unmapping it:
+//! the range may hold someone else's mapping now. A call that changes the
+//! mappings in place (mprotect, madvise, mlock) records a *change* instead:
+//! a queued mapping there is still munmapq's, so the next holder unmaps it
+//! (forgotten, it would stay mapped for good), and a change does not keep
+//! an unmap away from its range ([`DirtyRanges::each_clear_piece`]).
 //!
 //! Only entries that existed when the range was recorded: each record takes
 //! a number from a global epoch counter *before* its call reaches the
@@ -36,6 +41,9 @@ struct Record {
     start: AtomicUsize,
     end: AtomicUsize,
     epoch: AtomicU64,
+    /// A change in place (else a replacement). False at rest: the engine
+    /// that holds the ring is all zero, in `.bss`.
+    changed: AtomicBool,
 }
 
 pub struct DirtyRanges {
@@ -56,6 +64,8 @@ impl Default for DirtyRanges {
 pub enum Dirty {
     /// Entries overlapping `[start, end)` with an epoch up to the third.
     Range(usize, usize, u64),
+    /// The same, for a change in place: the queued ones are unmapped.
+    Changed(usize, usize, u64),
     /// Every entry with an epoch up to this one: a record was lost.
     Upto(u64),
 }
@@ -70,6 +80,7 @@ impl DirtyRanges {
                     start: AtomicUsize::new(0),
                     end: AtomicUsize::new(0),
                     epoch: AtomicU64::new(0),
+                    changed: AtomicBool::new(false),
                 }
             }; RECORDS],
             ready: AtomicUsize::new(0),
@@ -88,6 +99,7 @@ impl DirtyRanges {
                 start: AtomicUsize::new(0),
                 end: AtomicUsize::new(0),
                 epoch: AtomicU64::new(0),
+                changed: AtomicBool::new(false),
             }),
             ready: AtomicUsize::new(0),
             overflow: AtomicBool::new(false),
@@ -106,8 +118,18 @@ impl DirtyRanges {
         self.overflow.store(true, Ordering::Release);
     }
 
-    /// Records `[start, end)`. Wait-free: at most `RECORDS` attempts.
+    /// Records `[start, end)`, replaced. Wait-free: at most `RECORDS`
+    /// attempts.
     pub fn record(&self, start: usize, end: usize) {
+        self.record_as(start, end, true);
+    }
+
+    /// Records `[start, end)`, changed in place.
+    pub fn record_change(&self, start: usize, end: usize) {
+        self.record_as(start, end, false);
+    }
+
+    fn record_as(&self, start: usize, end: usize, replaced: bool) {
         let epoch = self.epoch.fetch_add(1, Ordering::SeqCst);
         for r in &self.records {
             if r.state
@@ -117,6 +139,7 @@ impl DirtyRanges {
                 r.start.store(start, Ordering::Relaxed);
                 r.end.store(end, Ordering::Relaxed);
                 r.epoch.store(epoch, Ordering::Relaxed);
+                r.changed.store(!replaced, Ordering::Relaxed);
                 r.state.store(READY, Ordering::Release);
                 self.ready.fetch_add(1, Ordering::Release);
                 return;
@@ -145,11 +168,16 @@ impl DirtyRanges {
         }
         for r in &self.records {
             if r.state.load(Ordering::Acquire) == READY {
-                f(Dirty::Range(
+                let (start, end, epoch) = (
                     r.start.load(Ordering::Relaxed),
                     r.end.load(Ordering::Relaxed),
                     r.epoch.load(Ordering::Relaxed),
-                ));
+                );
+                f(if !r.changed.load(Ordering::Relaxed) {
+                    Dirty::Range(start, end, epoch)
+                } else {
+                    Dirty::Changed(start, end, epoch)
+                });
                 r.state.store(FREE, Ordering::Release);
                 self.ready.fetch_sub(1, Ordering::Release);
             }
@@ -158,19 +186,30 @@ impl DirtyRanges {
 
     /// Does a complete record not yet drained overlap `[start, end)`?
     pub fn pending_overlaps(&self, start: usize, end: usize) -> bool {
+        self.pending_overlap(start, end, false)
+    }
+
+    /// Does a complete replacement not yet drained overlap `[start, end)`?
+    pub fn replaced_overlaps(&self, start: usize, end: usize) -> bool {
+        self.pending_overlap(start, end, true)
+    }
+
+    fn pending_overlap(&self, start: usize, end: usize, replaced_only: bool) -> bool {
         self.ready.load(Ordering::Acquire) != 0
             && self.records.iter().any(|r| {
                 r.state.load(Ordering::Acquire) == READY
+                    && !(replaced_only && r.changed.load(Ordering::Relaxed))
                     && r.start.load(Ordering::Relaxed) < end
                     && start < r.end.load(Ordering::Relaxed)
             })
     }
 
     /// Calls `f(start, end)` for each piece of `[start, end)` that no
-    /// complete record not yet drained overlaps, in address order; answers
-    /// whether some of it was left out. The lock holder asks just before
-    /// it unmaps or drops a queued range: a call that found the table busy
-    /// meanwhile (a `MAP_FIXED` there, say) made that part someone else's.
+    /// complete replacement not yet drained overlaps, in address order;
+    /// answers whether some of it was left out. The lock holder asks just
+    /// before it unmaps or drops a queued range: a call that found the
+    /// table busy meanwhile (a `MAP_FIXED` there, say) made that part
+    /// someone else's. A change in place leaves it munmapq's.
     pub fn each_clear_piece(
         &self,
         start: usize,
@@ -187,7 +226,7 @@ impl DirtyRanges {
             // The recorded range overlapping `[at, end)` that begins first.
             let mut next: Option<(usize, usize)> = None;
             for r in &self.records {
-                if r.state.load(Ordering::Acquire) != READY {
+                if r.state.load(Ordering::Acquire) != READY || r.changed.load(Ordering::Relaxed) {
                     continue;
                 }
                 let (rs, re) = (
@@ -239,10 +278,36 @@ mod tests {
     fn drained(d: &DirtyRanges) -> Vec<(usize, usize)> {
         let mut v = Vec::new();
         d.drain(|x| match x {
-            Dirty::Range(s, e, _) => v.push((s, e)),
+            Dirty::Range(s, e, _) | Dirty::Changed(s, e, _) => v.push((s, e)),
             Dirty::Upto(_) => v.push((0, usize::MAX)),
         });
         v
+    }
+
+    #[test]
+    fn a_change_in_place_is_drained_as_one_and_keeps_no_unmap_away() {
+        let d = DirtyRanges::new();
+        d.record_change(20, 30);
+        d.record(50, 60);
+        assert!(d.pending_overlaps(25, 26), "not to be handed out");
+        assert!(!d.replaced_overlaps(25, 26));
+        assert!(d.replaced_overlaps(55, 56));
+        let mut pieces = Vec::new();
+        d.each_clear_piece(0, 100, |s, e| pieces.push((s, e)));
+        assert_eq!(
+            pieces,
+            [(0, 50), (60, 100)],
+            "only the replacement is left out"
+        );
+        let mut kinds = Vec::new();
+        d.drain(|x| {
+            kinds.push(match x {
+                Dirty::Changed(s, e, _) => (s, e, false),
+                Dirty::Range(s, e, _) => (s, e, true),
+                Dirty::Upto(_) => (0, 0, true),
+            })
+        });
+        assert_eq!(kinds, [(20, 30, false), (50, 60, true)]);
     }
 
     #[test]
@@ -384,7 +449,7 @@ mod loom_models {
             }
             let (mut ranges, mut lost) = (0, None);
             d.drain(|x| match x {
-                Dirty::Range(..) => ranges += 1,
+                Dirty::Range(..) | Dirty::Changed(..) => ranges += 1,
                 Dirty::Upto(e) => lost = Some(e),
             });
             assert_eq!(ranges, 2);

@@ -76,7 +76,7 @@ pub(crate) fn on_range(
     let r = ENGINE.range_call(&RealOs, &[span(addr, len, effect)], || int_result(call()));
     if trace::enabled() {
         let kind = match effect {
-            Effect::Modify => trace::KIND_MODIFY,
+            Effect::Modify | Effect::Change => trace::KIND_MODIFY,
             Effect::Inspect => trace::KIND_INSPECT,
         };
         trace::range(kind, addr as usize, len, result_word(r.map(|v| v as usize)));
@@ -274,7 +274,7 @@ pub(crate) fn protecting(read_only: bool) -> Effect {
     if read_only && !ENGINE.read_may_imply_exec() {
         Effect::Inspect
     } else {
-        Effect::Modify
+        Effect::Change
     }
 }
 
@@ -283,7 +283,7 @@ pub(crate) fn protecting(read_only: bool) -> Effect {
 pub unsafe fn madvise(args::madvise { addr, len, advice }: args::madvise) -> ret::madvise {
     // madvise can split the mapping in the kernel: it stops being reusable.
     // SAFETY: the caller's own arguments.
-    on_range(addr, len, Effect::Modify, || unsafe {
+    on_range(addr, len, Effect::Change, || unsafe {
         real::madvise(addr, len, advice)
     })
 }
@@ -292,7 +292,7 @@ pub unsafe fn madvise(args::madvise { addr, len, advice }: args::madvise) -> ret
 /// As for C `mlock`.
 pub unsafe fn mlock(args::mlock { addr, len }: args::mlock) -> ret::mlock {
     // SAFETY: the caller's own arguments.
-    on_range(addr, len, Effect::Modify, || unsafe {
+    on_range(addr, len, Effect::Change, || unsafe {
         real::mlock(addr, len)
     })
 }

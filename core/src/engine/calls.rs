@@ -451,15 +451,25 @@ impl Engine {
                 loop {
                     match q.table.take_queued(&key, through) {
                         // A call that found the table busy changed the
-                        // range since the drain (a `MAP_FIXED` there): it
-                        // is the program's now, not this file's window.
+                        // range since the drain: replaced it (a `MAP_FIXED`
+                        // there: it is the program's now, not this file's
+                        // window), or changed the mapping in place (an
+                        // `mprotect`: still munmapq's, unmapped here).
                         Lookup::Hit(start)
                             if self.dirty.pending_overlaps(start, start + key.len) =>
                         {
-                            if let Some(e) = q.table.find(start) {
-                                q.table.remove(e.slot);
+                            let replaced = self.dirty.replaced_overlaps(start, start + key.len);
+                            match q.table.find(start) {
+                                Some(e) if !replaced => {
+                                    self.unmap_queued(os, &mut q.table, e, Counter::Released)
+                                }
+                                found => {
+                                    if let Some(e) = found {
+                                        q.table.remove(e.slot);
+                                    }
+                                    self.count(Counter::ForgottenQueued);
+                                }
                             }
-                            self.count(Counter::ForgottenQueued);
                         }
                         Lookup::Hit(start) if !forgets || self.may_answer(os, fd) => {
                             self.count(Counter::Reused);
@@ -772,10 +782,12 @@ impl Engine {
             }
             None => {
                 self.count(Counter::PassContention);
-                if span.effect == Effect::Modify {
-                    self.dirty.record(span.start, span.end);
-                    self.fell_behind();
+                match span.effect {
+                    Effect::Modify => self.dirty.record(span.start, span.end),
+                    Effect::Change => self.dirty.record_change(span.start, span.end),
+                    Effect::Inspect => return,
                 }
+                self.fell_behind();
             }
         }
     }
@@ -786,7 +798,7 @@ impl Engine {
             hi = e.start;
             match e.state {
                 State::Queued => self.unmap_queued(os, t, e, Counter::Released),
-                State::Live if span.effect == Effect::Modify => t.remove(e.slot),
+                State::Live if span.effect != Effect::Inspect => t.remove(e.slot),
                 _ => {}
             }
         }

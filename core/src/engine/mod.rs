@@ -32,10 +32,18 @@ pub enum Effect {
     /// `MAP_FIXED_NOREPLACE`, an address hint): queued mappings there are
     /// really unmapped first.
     Inspect,
-    /// Changes the mappings (munmap, `MAP_FIXED`, mprotect, madvise, mlock,
-    /// mremap): queued mappings there are unmapped first and live ones stop
-    /// being tracked (they are no longer clean read-only views of a file).
+    /// Replaces or removes the mappings (munmap, `MAP_FIXED`, mremap,
+    /// `SHM_REMAP`): queued mappings there are unmapped first and live ones
+    /// stop being tracked. Made while the table is busy, it is recorded as
+    /// a replacement: the range may be someone else's then, so what the
+    /// table had there is forgotten, never unmapped (`crate::dirty`).
     Modify,
+    /// Changes the mappings in place (mprotect, madvise, mlock, mseal,
+    /// mbind): as [`Effect::Modify`] (live ones are no longer clean
+    /// read-only views of a file), but made while the table is busy it is
+    /// recorded as a change: a queued mapping there is still munmapq's,
+    /// changed, and is unmapped by the table's next holder.
+    Change,
 }
 
 /// A range a call is about to act on.
@@ -405,7 +413,7 @@ impl Engine {
         if self.inherited.load(Relaxed) {
             self.release_inherited(os, q);
         }
-        self.drain(&mut q.table);
+        self.drain(os, &mut q.table);
         self.apply_closes(os, &mut q.table);
         if self.lost_names.pending() {
             self.apply_names(os, q);
@@ -421,12 +429,12 @@ impl Engine {
     /// frees the slots only after their unmap returned. So those are
     /// unmapped (each freed first, so that a recovery interrupted the same
     /// way never unmaps one twice), except where a call that found the
-    /// table busy recorded a change (the range may be someone else's now:
-    /// that mapping is left mapped); everything else is forgotten.
+    /// table busy recorded a replacement (the range may be someone else's
+    /// now: that mapping is left mapped); everything else is forgotten.
     fn recover_abandoned<O: Os>(&self, os: &O, t: &mut Table) {
         self.count(Counter::Recovered);
         t.take_each_unmappable_slot(|start, len| {
-            if self.dirty.pending_overlaps(start, start + len) {
+            if self.dirty.replaced_overlaps(start, start + len) {
                 self.count(Counter::ForgottenQueued);
             } else {
                 let _ = os.munmap(start, len);
@@ -456,6 +464,27 @@ impl Engine {
         }
     }
 
+    /// What a call that changed `[start, end)` in place recorded while the
+    /// table was busy: the entries there inserted at or before `epoch` stop
+    /// being tracked, and the queued ones, still munmapq's, are unmapped
+    /// (but where a replacement recorded since covers them,
+    /// [`crate::queue::Books::unmap`]).
+    fn release_changed<O: Os>(&self, os: &O, t: &mut Table, start: usize, end: usize, epoch: u64) {
+        let mut hi = end;
+        while let Some(e) = t.last_overlap(start, hi) {
+            hi = e.start;
+            if e.epoch > epoch {
+                continue;
+            }
+            if e.state == State::Queued {
+                self.unmap_queued(os, t, e, Counter::Released);
+            } else {
+                t.remove(e.slot);
+                self.count(Counter::Forgotten);
+            }
+        }
+    }
+
     /// Applies what calls that found the table busy recorded. A lost record
     /// (ring full: a lock holder was preempted while others kept calling)
     /// drops every live entry older than it: the common busy call is a
@@ -464,9 +493,10 @@ impl Engine {
     /// them, which a multi-threaded program cannot do without racing its
     /// own threads' mmaps.
     #[inline]
-    fn drain(&self, t: &mut Table) {
+    fn drain<O: Os>(&self, os: &O, t: &mut Table) {
         self.dirty.drain(|d| match d {
             Dirty::Range(start, end, epoch) => self.forget(t, start, end, epoch, false),
+            Dirty::Changed(start, end, epoch) => self.release_changed(os, t, start, end, epoch),
             Dirty::Upto(epoch) => {
                 self.count(Counter::LostRecords);
                 self.forget(t, 0, usize::MAX, epoch, true)

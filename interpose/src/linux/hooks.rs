@@ -20,7 +20,7 @@ pub unsafe fn posix_madvise(
     args::posix_madvise { addr, len, advice }: args::posix_madvise,
 ) -> ret::posix_madvise {
     let saved = errno::Saved::now();
-    let r = ENGINE.range_call(&RealOs, &[span(addr, len, Effect::Modify)], || {
+    let r = ENGINE.range_call(&RealOs, &[span(addr, len, Effect::Change)], || {
         // SAFETY: the caller's own arguments.
         match unsafe { real::posix_madvise(addr, len, advice) } {
             0 => Ok(0),
@@ -35,7 +35,7 @@ pub unsafe fn posix_madvise(
 /// As for C `mlock2`.
 pub unsafe fn mlock2(args::mlock2 { addr, len, flags }: args::mlock2) -> ret::mlock2 {
     // SAFETY: the caller's own arguments.
-    on_range(addr, len, Effect::Modify, || unsafe {
+    on_range(addr, len, Effect::Change, || unsafe {
         real::mlock2(addr, len, flags)
     })
 }
@@ -125,7 +125,7 @@ pub unsafe fn mseal(args::mseal { addr, len, flags }: args::mseal) -> ret::mseal
     // pinned); a sealed mapping is never deferred (its munmap must fail
     // with EPERM), so live ones stop being tracked.
     // SAFETY: the caller's own arguments.
-    on_range(addr, len, Effect::Modify, || unsafe {
+    on_range(addr, len, Effect::Change, || unsafe {
         real::mseal(addr, len, flags)
     })
 }

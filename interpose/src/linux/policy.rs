@@ -44,7 +44,7 @@ pub(super) fn changing(spans: &[Option<Span>], call: impl FnMut() -> c_long) -> 
 
 /// The range `mbind` and `set_mempolicy_home_node` act on.
 pub(super) fn policy_span(start: usize, len: usize) -> Option<Span> {
-    span(start as *const c_void, len, Effect::Modify)
+    span(start as *const c_void, len, Effect::Change)
 }
 
 /// A call on what `process_madvise` may act on: its ranges are behind the

@@ -123,7 +123,7 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
             | libc::SYS_munlock => {
                 let effect = match nr {
                     libc::SYS_mincore | libc::SYS_msync | libc::SYS_munlock => Effect::Inspect,
-                    _ => Effect::Modify,
+                    _ => Effect::Change,
                 };
                 on_range(p(0), n(1), effect, || raw() as c_int) as c_long
             }

@@ -20,12 +20,14 @@ use munmapq_core::engine::Effect;
 use munmapq_core::os::Errno;
 
 /// Releases what munmapq holds in the range (queued mappings are unmapped,
-/// live ones stop being tracked), then makes the call; only for this task's
-/// own map (another task's ranges are not ours).
+/// live ones stop being tracked), then makes the call, which has `effect`
+/// there; only for this task's own map (another task's ranges are not
+/// ours).
 fn on_own_range(
     task: vm_map_t,
     address: u64,
     size: u64,
+    effect: Effect,
     call: impl FnOnce() -> kern_return_t,
 ) -> kern_return_t {
     if task != real::task_self() {
@@ -35,7 +37,7 @@ fn on_own_range(
     let range = usize::try_from(address)
         .ok()
         .zip(usize::try_from(size).ok())
-        .and_then(|(a, l)| ENGINE.span(a, l, Effect::Modify));
+        .and_then(|(a, l)| ENGINE.span(a, l, effect));
     let mut call = Some(call);
     let r = ENGINE.range_call(&RealOs, &[range], || {
         Ok::<_, Errno>(call.take().map_or(libc::KERN_FAILURE, |c| c()))
@@ -54,9 +56,13 @@ pub unsafe fn vm_deallocate(
     }: args::vm_deallocate,
 ) -> ret::vm_deallocate {
     // SAFETY: the caller's own arguments.
-    on_own_range(task, address as u64, size as u64, || unsafe {
-        real::vm_deallocate(task, address, size)
-    })
+    on_own_range(
+        task,
+        address as u64,
+        size as u64,
+        Effect::Modify,
+        || unsafe { real::vm_deallocate(task, address, size) },
+    )
 }
 
 /// # Safety
@@ -69,7 +75,7 @@ pub unsafe fn mach_vm_deallocate(
     }: args::mach_vm_deallocate,
 ) -> ret::mach_vm_deallocate {
     // SAFETY: the caller's own arguments.
-    on_own_range(task, address, size, || unsafe {
+    on_own_range(task, address, size, Effect::Modify, || unsafe {
         real::mach_vm_deallocate(task, address, size)
     })
 }
@@ -86,9 +92,13 @@ pub unsafe fn vm_protect(
     }: args::vm_protect,
 ) -> ret::vm_protect {
     // SAFETY: the caller's own arguments.
-    on_own_range(task, address as u64, size as u64, || unsafe {
-        real::vm_protect(task, address, size, set_maximum, new_protection)
-    })
+    on_own_range(
+        task,
+        address as u64,
+        size as u64,
+        Effect::Change,
+        || unsafe { real::vm_protect(task, address, size, set_maximum, new_protection) },
+    )
 }
 
 /// # Safety
@@ -103,7 +113,7 @@ pub unsafe fn mach_vm_protect(
     }: args::mach_vm_protect,
 ) -> ret::mach_vm_protect {
     // SAFETY: the caller's own arguments.
-    on_own_range(task, address, size, || unsafe {
+    on_own_range(task, address, size, Effect::Change, || unsafe {
         real::mach_vm_protect(task, address, size, set_maximum, new_protection)
     })
 }
@@ -126,7 +136,7 @@ pub unsafe fn mach_vm_protect(
 /// As for C `minherit`.
 pub unsafe fn minherit(args::minherit { addr, len, inherit }: args::minherit) -> ret::minherit {
     // SAFETY: the caller's own arguments.
-    crate::hooks::on_range(addr, len, Effect::Modify, || unsafe {
+    crate::hooks::on_range(addr, len, Effect::Change, || unsafe {
         real::minherit(addr, len, inherit)
     })
 }
@@ -142,9 +152,13 @@ pub unsafe fn vm_inherit(
     }: args::vm_inherit,
 ) -> ret::vm_inherit {
     // SAFETY: the caller's own arguments.
-    on_own_range(task, address as u64, size as u64, || unsafe {
-        real::vm_inherit(task, address, size, new_inheritance)
-    })
+    on_own_range(
+        task,
+        address as u64,
+        size as u64,
+        Effect::Change,
+        || unsafe { real::vm_inherit(task, address, size, new_inheritance) },
+    )
 }
 
 /// # Safety
@@ -158,7 +172,7 @@ pub unsafe fn mach_vm_inherit(
     }: args::mach_vm_inherit,
 ) -> ret::mach_vm_inherit {
     // SAFETY: the caller's own arguments.
-    on_own_range(task, address, size, || unsafe {
+    on_own_range(task, address, size, Effect::Change, || unsafe {
         real::mach_vm_inherit(task, address, size, new_inheritance)
     })
 }
@@ -174,9 +188,13 @@ pub unsafe fn vm_behavior_set(
     }: args::vm_behavior_set,
 ) -> ret::vm_behavior_set {
     // SAFETY: the caller's own arguments.
-    on_own_range(task, address as u64, size as u64, || unsafe {
-        real::vm_behavior_set(task, address, size, new_behavior)
-    })
+    on_own_range(
+        task,
+        address as u64,
+        size as u64,
+        Effect::Change,
+        || unsafe { real::vm_behavior_set(task, address, size, new_behavior) },
+    )
 }
 
 /// # Safety
@@ -190,7 +208,7 @@ pub unsafe fn mach_vm_behavior_set(
     }: args::mach_vm_behavior_set,
 ) -> ret::mach_vm_behavior_set {
     // SAFETY: the caller's own arguments.
-    on_own_range(task, address, size, || unsafe {
+    on_own_range(task, address, size, Effect::Change, || unsafe {
         real::mach_vm_behavior_set(task, address, size, new_behavior)
     })
 }

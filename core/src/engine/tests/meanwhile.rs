@@ -125,3 +125,41 @@ fn a_page_drop_leaves_alone_what_another_thread_mapped_meanwhile() {
         "a drop or unmap hit the range recorded meanwhile"
     );
 }
+
+/// A call that changes a queued range in place (mprotect, madvise, mlock)
+/// while the table is busy changes munmapq's mapping there, which the
+/// program had unmapped: the table's next holder unmaps it, where a
+/// replacement's range would only be forgotten, and it is never handed
+/// out again.
+#[test]
+fn a_change_made_while_the_table_was_busy_is_unmapped_by_the_next_holder() {
+    static E: Engine = Engine::new();
+    let os = FakeOs::default();
+    start(&E, 16);
+    let changed = map_unmap(&E, &os, 3, 0);
+    let replaced = map_unmap(&E, &os, 4, 0);
+    {
+        let Taken::Got(_held) = E.table.try_lock(&os) else {
+            panic!("table busy")
+        };
+        for (at, effect) in [(changed, Effect::Change), (replaced, Effect::Modify)] {
+            let span = E.span(at, 2 * PAGE, effect);
+            assert_eq!(E.range_call(&os, &[span], || Ok::<_, Errno>(0)), Ok(0));
+        }
+    }
+    assert_eq!(os.munmap_count(), 0, "nothing unmapped while busy");
+    let mmaps = *os.mmaps.borrow();
+    map(&E, &os, 3, 0);
+    assert_eq!(
+        *os.munmaps.borrow(),
+        [(changed, 2 * PAGE)],
+        "the changed one, unmapped"
+    );
+    assert!(
+        os.mapped(replaced).is_some(),
+        "the replaced one, left to its new owner"
+    );
+    assert_eq!(*os.mmaps.borrow(), mmaps + 1, "no reuse");
+    assert_eq!(E.stats.get(Counter::Released), 1);
+    assert_eq!(E.stats.get(Counter::ForgottenQueued), 1);
+}
