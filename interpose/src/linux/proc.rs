@@ -33,11 +33,13 @@ const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 ///
 /// The number is the lowest free one, and while it is held another thread
 /// of the program may point it at a file of its own (`dup2` onto a number
-/// it takes for free). So in a process with other threads the number is
-/// read only if it names a file of `/proc` after the open, and closed only
-/// if it still does after the reads (`fstatfs`); and it is read at an
-/// offset (`pread`), which moves no offset of a file it may have become
-/// in between, nor takes a pipe's bytes (`ESPIPE`).
+/// it takes for free). So in a process with other threads the file the
+/// number names is looked at right after the open (`fstat`: its device and
+/// inode; `fstatfs`: a file of `/proc`, else it is left alone, unread) and
+/// again before the close, which is made only if it is still that file;
+/// and it is read at an offset (`pread`), which moves no offset of a file
+/// the number may have become in between, nor takes a pipe's bytes
+/// (`ESPIPE`).
 fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Option<()> {
     use super::sys::call;
     use libc::c_long;
@@ -54,14 +56,13 @@ fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Opt
         return None;
     }
     let shared = !super::real::single_threaded();
-    let ours = || {
-        !shared
-            || super::sys::file_system(fd as i32)
-                .is_some_and(|(magic, _)| magic == PROC_SUPER_MAGIC)
-    };
-    if !ours() {
+    let opened = shared.then(|| file_identity(fd)).flatten();
+    let on_proc =
+        || super::sys::file_system(fd as i32).is_some_and(|(magic, _)| magic == PROC_SUPER_MAGIC);
+    if shared && (opened.is_none() || !on_proc()) {
         return None;
     }
+    let ours = || !shared || file_identity(fd) == opened;
     let mut at: c_long = 0;
     let ok = loop {
         // SAFETY: `buf` is valid for its length; a read of whatever file
@@ -88,6 +89,20 @@ fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Opt
         unsafe { call(libc::SYS_close, &[fd]) };
     }
     ok.then_some(())
+}
+
+/// The device and inode of the file `fd` names (a raw `fstat`).
+fn file_identity(fd: libc::c_long) -> Option<(u64, u64)> {
+    // SAFETY: `stat` is plain data; fstat writes it or fails.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid out-pointer; a bad fd only makes the call fail.
+    let r = unsafe {
+        super::sys::call(
+            libc::SYS_fstat,
+            &[fd, &mut st as *mut libc::stat as libc::c_long],
+        )
+    };
+    (r == 0).then_some((st.st_dev, st.st_ino))
 }
 
 /// Current address space and RSS from `/proc/self/statm` (its first

@@ -90,23 +90,20 @@ pub unsafe fn call_errno(nr: c_long, args: &[c_long]) -> c_long {
     r
 }
 
-/// The signals the kernel raises at an instruction of the thread itself
-/// (a fault, the trap flag's step, a seccomp trap): one raised while
-/// blocked is not delivered but kills the process, where the program's own
-/// handler would have run (a program stepping itself through a hook).
-const SYNCHRONOUS: [c_int; 6] = [
-    libc::SIGTRAP,
-    libc::SIGSEGV,
-    libc::SIGBUS,
-    libc::SIGILL,
-    libc::SIGFPE,
-    libc::SIGSYS,
-];
+/// The one signal left deliverable: a `SIGTRAP` the kernel raises at an
+/// instruction of the thread itself (the trap flag's step of a program
+/// that steps itself) is not held while blocked but kills the process,
+/// where the program's handler would have run. The other signals raised so
+/// (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`) would come from a fault of the
+/// library's own code, and `SIGSYS` from a seccomp filter, under which the
+/// library makes no call of its own: blocked, one sent by `kill` waits, as
+/// it must, where a handler could jump out of the read.
+const STEP: c_int = libc::SIGTRAP;
 
-/// Blocks every signal but the [`SYNCHRONOUS`] ones until dropped (raw
-/// `rt_sigprocmask`, so glibc's own signals too): no handler of an
-/// asynchronous signal, and so no `siglongjmp` from one, can run between an
-/// `open` and its `close`.
+/// Blocks every signal but [`STEP`] until dropped (raw `rt_sigprocmask`,
+/// so glibc's own signals too): no handler, and so no `siglongjmp` from
+/// one, can run between an `open` and its `close`, but that of a program
+/// stepping itself.
 pub struct SignalsBlocked {
     /// The mask before, if blocking succeeded (else nothing is restored:
     /// the program's own mask must never be replaced by a guess).
@@ -116,9 +113,7 @@ pub struct SignalsBlocked {
 impl SignalsBlocked {
     #[inline]
     pub fn new() -> Self {
-        let all = SYNCHRONOUS
-            .iter()
-            .fold(!0u64, |m, &sig| m & !(1u64 << (sig - 1)));
+        let all = !(1u64 << (STEP - 1));
         let mut old: u64 = 0;
         // SAFETY: valid 8-byte masks (the kernel's sigset size on Linux).
         let r = unsafe {
