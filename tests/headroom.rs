@@ -93,3 +93,28 @@ fn malloc_after_rlimit_as_lowered_through_a_thread_id() {
         }
     }
 }
+
+/// With 4,000 windows queued, the program maps on its own until 4,400
+/// mappings are left under `vm.max_map_count`, then starts 400 threads
+/// (glibc's own stacks): the program's mappings made through the hooks
+/// count again after a quarter of the room, and the queue shrinks before
+/// the room is gone (`tests/c/manymaps.c`; the library of a15e3d5 let 200
+/// threads start).
+#[test]
+fn threads_after_the_program_mapped_most_of_the_room_itself() {
+    let build = scratch("many-maps");
+    let exe = c_program("manymaps", &build);
+    for r in same_as_without(
+        "many-maps",
+        |dir: &std::path::Path| {
+            let mut c = std::process::Command::new(&exe);
+            c.arg(dir);
+            c
+        },
+        &[],
+        std::time::Duration::from_secs(60),
+    ) {
+        assert_contains(&r.out.stdout, "threads created: 400 of 400 (ok)");
+        assert!(r.get(Counter::Deferred) > 0, "the queue was never reached");
+    }
+}

@@ -96,6 +96,21 @@ impl Queue {
         fits(&self.table)
     }
 
+    /// The program made many mappings of its own since the last count:
+    /// counts them now, and evicts down to the count cap that leaves.
+    /// Answers how many more it may make before the next count
+    /// ([`Sizing::count_maps_now`]).
+    pub fn recount_maps<O: Os>(&mut self, os: &O, books: Books) -> usize {
+        let queued = self.table.queued();
+        let (entries, allowed) = self.sizing.count_maps_now(os, queued);
+        if queued > entries {
+            self.table
+                .mark_to_fit(self.policy, entries.saturating_add(1), usize::MAX, 0);
+            self.flush_marked(os, books);
+        }
+        allowed
+    }
+
     /// After a mapping was queued: keeps the queue's resident memory within
     /// its budget. Over it, the pages of the oldest warm mappings are
     /// dropped as far as needed, in at most one drop per

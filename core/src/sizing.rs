@@ -162,6 +162,11 @@ pub struct Sizing {
     density_known: bool,
     /// Deferral candidates left before the map count is re-read.
     until_map_check: usize,
+    /// Mappings the program may make through the hooks, passing straight
+    /// while the engine is engaged, before they are counted again: a
+    /// quarter of the room the last count found, so that the program keeps
+    /// three quarters of it whatever it maps in between (0: not counted).
+    map_recount: usize,
     /// The last read of the process's usage failed.
     no_usage: bool,
     /// After failed reads of the usage (no /proc): reads skipped before the
@@ -209,6 +214,7 @@ impl Sizing {
             density: 0,
             density_known: false,
             until_map_check: 0,
+            map_recount: 0,
             no_usage: false,
             usage_skip: 0,
             usage_backoff: 0,
@@ -470,6 +476,28 @@ impl Sizing {
         self.as_room = usize::MAX;
     }
 
+    /// The program made as many mappings of its own as the last count
+    /// allowed: counts the mappings now (`queued` of them queued). Answers
+    /// the count cap, and how many more the program may make before the
+    /// next count: a quarter of the room left (where the queue is of no
+    /// use there, half the count, as between deferrals); where there is no
+    /// limit, never; where the count cannot be read, after the most
+    /// deferral candidates a failed count waits for.
+    pub fn count_maps_now<O: Os>(&mut self, os: &O, queued: usize) -> (usize, usize) {
+        if self.map_limit == 0 {
+            return (self.entries_cap, usize::MAX);
+        }
+        let before = self.unreadable;
+        self.until_map_check = 0;
+        self.check_map_count(os, queued);
+        let allowed = if self.unreadable != before {
+            MAX_BACKOFF
+        } else {
+            self.map_recount
+        };
+        (self.entries_cap, allowed)
+    }
+
     fn check_map_count<O: Os>(&mut self, os: &O, queued: usize) {
         if self.map_limit == 0 {
             return;
@@ -503,11 +531,18 @@ impl Sizing {
         // for the queue to be of use, the wait doubles at each count
         // finding so (nothing is queued meanwhile, so nothing can be lost
         // by counting late).
+        // The program's own mappings count again after a quarter of the
+        // room (at least `MAP_CHECK_MIN`, which is within three quarters of
+        // any room the queue is of use in), and not at all where it is not.
         if self.entries_cap < MAP_USEFUL {
             self.map_backoff =
                 (self.map_backoff.saturating_mul(2)).clamp(MAP_CHECK_MIN, MAX_BACKOFF);
         } else {
             self.map_backoff = 0;
+            self.map_recount = (room >> MAP_ROOM_SHIFT).max(MAP_CHECK_MIN);
+        }
+        if self.entries_cap < MAP_USEFUL {
+            self.map_recount = count >> 1;
         }
         self.until_map_check = MAP_CHECK_MIN
             .max(room >> 1)

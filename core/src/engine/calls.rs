@@ -47,6 +47,10 @@ const HUGE_PAGE_MAX: usize = 16 << 30;
 #[cfg(not(target_arch = "aarch64"))]
 const HUGE_PAGE_MAX: usize = 1 << 30;
 
+/// The program's own mappings made through the hooks while the engine is
+/// engaged before the process's mappings are first counted for them.
+const FIRST_RECOUNT: usize = 1024;
+
 /// Under `RLIMIT_AS`, whether the kernel would have room for a fresh
 /// mapping of `len` bytes were nothing queued (else the real mmap is made,
 /// and fails as it would without munmapq). Reads the process's size only
@@ -298,11 +302,48 @@ impl Engine {
     }
 
     /// An mmap that goes to the kernel with nothing asked before it,
-    /// counted with one add.
-    #[inline(always)]
+    /// counted with one add. Out of the hooks' way: a reuse makes none.
+    #[inline(never)]
     fn pass_straight<O: Os>(&self, os: &O, call: Mmap, how: Straight) -> Result<usize, Errno> {
         self.count_straight(how);
+        self.made_a_mapping(os);
         self.kernel_mmap(os, call)
+    }
+
+    /// The program is making a mapping of its own while the engine is
+    /// engaged: once it made as many as the last count of the process's
+    /// mappings allows, they are counted again before it, and the queue
+    /// shrinks to what the room left allows (`vm.max_map_count`: the C
+    /// library's own mappings, which no hook retries, must find three
+    /// quarters of the room the program would have without munmapq).
+    #[inline(always)]
+    fn made_a_mapping<O: Os>(&self, os: &O) {
+        let allowed = match self.recount_at.load(Relaxed) {
+            0 => FIRST_RECOUNT,
+            n => n,
+        };
+        let made = self.maps_made.load(Relaxed) + 1;
+        self.maps_made.store(made, Relaxed);
+        if made >= allowed {
+            self.recount_maps(os);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn recount_maps<O: Os>(&self, os: &O) {
+        os.framed(|| {
+            if let Some(mut q) = self.lock(os) {
+                let allowed = q.recount_maps(os, self.books());
+                let unreadable = q.sizing.take_unreadable();
+                if unreadable > 0 {
+                    self.count_n(Counter::Unreadable, unreadable);
+                }
+                self.maps_made.store(0, Relaxed);
+                self.recount_at.store(allowed.max(1), Relaxed);
+                self.publish_bounds(&q.table);
+            }
+        });
     }
 
     /// The real mmap, and what the kernel's choice of place means for the

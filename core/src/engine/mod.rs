@@ -119,6 +119,14 @@ pub struct Engine {
     /// A fork child whose queue is the parent's: its first holder unmaps
     /// it (`process.rs`).
     inherited: AtomicBool,
+    /// Mappings made through the hooks passing straight while the engine
+    /// is engaged, since the process's mappings were last counted for
+    /// them, and how many the count allows before the next (0: none was
+    /// made yet, `calls.rs`'s `FIRST_RECOUNT`; see
+    /// [`crate::sizing::Sizing::count_maps_now`]). Counted with a plain
+    /// load and store: a lost add only delays the count.
+    maps_made: AtomicUsize,
+    recount_at: AtomicUsize,
     /// What the kernel takes from a call's context (mount flags,
     /// personality), part of each key (`crate::context`).
     context: MmapContext,
@@ -160,6 +168,8 @@ impl Engine {
             filter_unknown: AtomicBool::new(false),
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
+            maps_made: AtomicUsize::new(0),
+            recount_at: AtomicUsize::new(0),
             payoff: Payoff::new(),
             inherited: AtomicBool::new(false),
             context: MmapContext::new(),
