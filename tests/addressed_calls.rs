@@ -9,30 +9,13 @@
 
 mod common;
 use common::*;
-use munmapq_core::stats::Counter;
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 /// `tests/c/PROGRAM.c DIR MODE`, the same without and with the library:
 /// its output holds `expect`, and the queue was reached.
-fn same_and_queued(program: &str, mode: &str, expect: &str) {
+fn program_mode(program: &str, mode: &str, expect: &str) {
     let name = format!("{program}-{mode}");
-    let build = scratch(&name);
-    let exe = c_program(program, &build);
-    for r in same_as_without(
-        &name,
-        |dir: &Path| {
-            let mut c = Command::new(&exe);
-            c.arg(dir).arg(mode);
-            c
-        },
-        &[],
-        Duration::from_secs(30),
-    ) {
-        assert_contains(&r.out.stdout, expect);
-        assert!(r.get(Counter::Deferred) > 0, "the queue was never reached");
-    }
+    same_and_queued(&name, program, &[mode], expect, Duration::from_secs(30));
 }
 
 /// `mmap(0, len, MAP_FIXED | MAP_ANONYMOUS)` replaces what the library
@@ -42,7 +25,7 @@ fn same_and_queued(program: &str, mode: &str, expect: &str) {
 /// (`tests/c/fixedzero.c`; where mapping at 0 is refused, it prints
 /// SKIPPED).
 fn fixed_at_zero(mode: &str) {
-    same_and_queued("fixedzero", mode, "the window mapped again reads 'x'");
+    program_mode("fixedzero", mode, "the window mapped again reads 'x'");
 }
 
 #[test]
@@ -65,7 +48,7 @@ fn a_fixed_mapping_at_zero_over_a_live_window_with_nothing_queued_is_never_queue
 /// gets the place as without the library, and the window mapped again is
 /// a fresh one (`tests/c/hugefixed.c`).
 fn huge_page(mode: &str) {
-    same_and_queued("hugefixed", mode, "the window mapped again reads 'x'");
+    program_mode("hugefixed", mode, "the window mapped again reads 'x'");
 }
 
 #[test]
@@ -90,6 +73,6 @@ fn a_huge_page_hint_over_a_queued_window_is_taken() {
 #[test]
 fn a_dontunmap_move_hinted_at_a_queued_window_lands_there() {
     for via in ["libc", "syscall"] {
-        same_and_queued("dontunmap", via, "mremap: ok, at the hint: yes, reads 'Z'");
+        program_mode("dontunmap", via, "mremap: ok, at the hint: yes, reads 'Z'");
     }
 }

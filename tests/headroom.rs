@@ -75,22 +75,14 @@ fn threads_near_max_map_count() {
 /// `malloc(100 MiB)` needs the room (`tests/c/limittid.c`).
 #[test]
 fn malloc_after_rlimit_as_lowered_through_a_thread_id() {
-    let build = scratch("limit-tid");
-    let exe = c_program("limittid", &build);
     for how in ["thread", "main", "self"] {
-        for r in same_as_without(
+        same_and_queued(
             &format!("limit-tid-{how}"),
-            |dir: &std::path::Path| {
-                let mut c = std::process::Command::new(&exe);
-                c.arg(dir).arg(how);
-                c
-            },
-            &[],
+            "limittid",
+            &[how],
+            "prlimit: 0, malloc(100 MiB): ok",
             std::time::Duration::from_secs(60),
-        ) {
-            assert_contains(&r.out.stdout, "prlimit: 0, malloc(100 MiB): ok");
-            assert!(r.get(Counter::Deferred) > 0, "the queue was never reached");
-        }
+        );
     }
 }
 
@@ -102,19 +94,11 @@ fn malloc_after_rlimit_as_lowered_through_a_thread_id() {
 /// threads start).
 #[test]
 fn threads_after_the_program_mapped_most_of_the_room_itself() {
-    let build = scratch("many-maps");
-    let exe = c_program("manymaps", &build);
-    for r in same_as_without(
+    same_and_queued(
         "many-maps",
-        |dir: &std::path::Path| {
-            let mut c = std::process::Command::new(&exe);
-            c.arg(dir);
-            c
-        },
+        "manymaps",
         &[],
+        "threads created: 400 of 400 (ok)",
         std::time::Duration::from_secs(60),
-    ) {
-        assert_contains(&r.out.stdout, "threads created: 400 of 400 (ok)");
-        assert!(r.get(Counter::Deferred) > 0, "the queue was never reached");
-    }
+    );
 }

@@ -258,27 +258,13 @@ fn an_inherited_filter_is_found_before_the_first_call_of_the_librarys_own() {
 /// a blocked SIGTRAP would kill the process (`tests/c/stepself.c`).
 #[test]
 fn a_program_stepping_itself_through_the_hooks_gets_every_step() {
-    let build = scratch("step-self");
-    let exe = c_program("stepself", &build);
-    for r in same_as_without(
+    same_and_queued(
         "step-self",
-        |dir: &Path| {
-            let mut c = Command::new(&exe);
-            c.arg(dir);
-            c
-        },
+        "stepself",
         &[],
+        "munmap: 0, mmap: ok, munmap: 0, stepped: yes\n",
         LIMIT,
-    ) {
-        assert_contains(
-            &r.out.stdout,
-            "munmap: 0, mmap: ok, munmap: 0, stepped: yes\n",
-        );
-        assert!(
-            r.get(munmapq_core::stats::Counter::Deferred) > 0,
-            "the queue was never reached"
-        );
-    }
+    );
 }
 
 /// A thread that points the lowest free number at a file of its own
@@ -288,27 +274,13 @@ fn a_program_stepping_itself_through_the_hooks_gets_every_step() {
 /// a few times in 4,000 rounds).
 #[test]
 fn the_librarys_reads_of_proc_never_close_a_number_another_thread_took() {
-    let build = scratch("fd-borrow");
-    let exe = c_program("fdborrow", &build);
-    for r in same_as_without(
+    same_and_queued(
         "fd-borrow",
-        |dir: &Path| {
-            let mut c = Command::new(&exe);
-            c.arg(dir).arg("4000");
-            c
-        },
-        &[],
+        "fdborrow",
+        &["4000"],
+        "closed behind the program: 0, offset moved: 0\n",
         LIMIT,
-    ) {
-        assert_contains(
-            &r.out.stdout,
-            "closed behind the program: 0, offset moved: 0\n",
-        );
-        assert!(
-            r.get(munmapq_core::stats::Counter::Deferred) > 0,
-            "the queue was never reached"
-        );
-    }
+    );
 }
 
 /// A signal handler that, inside a munmap hook holding the table, changes
@@ -319,27 +291,13 @@ fn the_librarys_reads_of_proc_never_close_a_number_another_thread_took() {
 /// too; the library of 49ba38f left it mapped in 422 rounds of each).
 #[test]
 fn a_window_changed_by_a_handler_inside_a_hook_is_unmapped_after() {
-    let build = scratch("step-change");
-    let exe = c_program("stepchange", &build);
     for call in ["mprotect", "madvise"] {
-        for r in same_as_without(
+        same_and_queued(
             &format!("step-change-{call}"),
-            |dir: &Path| {
-                let mut c = Command::new(&exe);
-                c.arg(dir).arg(call);
-                c
-            },
-            &[],
+            "stepchange",
+            &[call],
+            &format!("still mapped after the handler's {call}: 0 of every round\n"),
             LIMIT,
-        ) {
-            assert_contains(
-                &r.out.stdout,
-                &format!("still mapped after the handler's {call}: 0 of every round\n"),
-            );
-            assert!(
-                r.get(munmapq_core::stats::Counter::Deferred) > 0,
-                "the queue was never reached"
-            );
-        }
+        );
     }
 }

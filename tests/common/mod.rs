@@ -617,6 +617,32 @@ pub fn same_as_without(
     assert!(failures.is_empty(), "\n{}", failures.join("\n\n"));
     runs
 }
+/// `tests/c/PROGRAM.c DIR ARGS` (run as `name`), the same without and with
+/// the library ([`same_as_without`], every run killed after `limit`): its
+/// output holds `expect`, and the queue was reached (deferred > 0).
+pub fn same_and_queued(name: &str, program: &str, args: &[&str], expect: &str, limit: Duration) {
+    let build = scratch(name);
+    let exe = c_program(program, &build);
+    let runs = same_as_without(
+        name,
+        |dir: &Path| {
+            let mut c = Command::new(&exe);
+            c.arg(dir).args(args);
+            c
+        },
+        &[],
+        limit,
+    );
+    for r in runs {
+        assert_contains(&r.out.stdout, expect);
+        let deferred = r.get(Counter::Deferred);
+        assert!(
+            deferred > 0,
+            "deferred {deferred}: the queue was not reached"
+        );
+    }
+}
+
 pub mod repo;
 
 /// Waits for `child` at most a minute; past that it is killed and the
