@@ -533,16 +533,15 @@ impl Sizing {
         // by counting late).
         // The program's own mappings count again after a quarter of the
         // room (at least `MAP_CHECK_MIN`, which is within three quarters of
-        // any room the queue is of use in), and not at all where it is not.
+        // any room the queue is of use in), or where it is of no use, after
+        // half the count, as the deferrals do.
         if self.entries_cap < MAP_USEFUL {
             self.map_backoff =
                 (self.map_backoff.saturating_mul(2)).clamp(MAP_CHECK_MIN, MAX_BACKOFF);
+            self.map_recount = count >> 1;
         } else {
             self.map_backoff = 0;
             self.map_recount = (room >> MAP_ROOM_SHIFT).max(MAP_CHECK_MIN);
-        }
-        if self.entries_cap < MAP_USEFUL {
-            self.map_recount = count >> 1;
         }
         self.until_map_check = MAP_CHECK_MIN
             .max(room >> 1)
