@@ -38,8 +38,8 @@ const NOT_A_PAGE: [(&str, &str); 21] = [
     ("interpose/src/init.rs", "path.len() < 4096"),
     ("interpose/src/trace.rs", "name = [0u8; 4096]"),
     // A read buffer for /proc/self/maps.
-    ("interpose/src/linux/proc.rs", "UnsafeCell<[u8; 4096]>"),
-    ("interpose/src/linux/proc.rs", "UnsafeCell::new([0; 4096])"),
+    ("interpose/src/linux/maps.rs", "UnsafeCell<[u8; 4096]>"),
+    ("interpose/src/linux/maps.rs", "UnsafeCell::new([0; 4096])"),
     // Mach-O header bytes read (the load commands' start).
     ("src/macho/parse.rs", "4096"),
     // The probe pattern's mixing of a position, and a xorshift step.

@@ -15,6 +15,7 @@ mod frames;
 mod hook_index;
 pub mod hooks;
 pub mod lastclose;
+mod maps;
 pub mod os;
 mod policy;
 mod proc;

@@ -1,7 +1,7 @@
 //! Linux: the core's view of the real system (the contract:
 //! `munmapq_core::os::Os`).
 
-use super::{file, proc};
+use super::{file, maps, proc};
 use munmapq_core::file::FileFacts;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use munmapq_core::os::FdTable;
@@ -82,7 +82,7 @@ impl Os for RealOs {
     }
 
     fn map_count(&self) -> Option<usize> {
-        proc::map_count()
+        maps::map_count()
     }
 
     fn drop_pages(&self, addr: usize, len: usize) -> bool {

@@ -13,9 +13,8 @@
 //! `statm` is the cheapest source of RSS and address space (`status` and
 //! `smaps_rollup` format far more); `getrusage` knows only the peak (read
 //! with it: the budget follows the peak), and `mincore` reports the page
-//! cache, not this process's pages. The map count
-//! has no cheap source: `/proc/self/maps` is read and its lines counted
-//! (the cost grows with the number of mappings).
+//! cache, not this process's pages. The mappings themselves are read
+//! from `/proc/self/maps` (`maps.rs`).
 
 use core::ffi::CStr;
 use munmapq_core::config::parse_uint;
@@ -40,7 +39,7 @@ const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 /// and it is read at an offset (`pread`), which moves no offset of a file
 /// the number may have become in between, nor takes a pipe's bytes
 /// (`ESPIPE`).
-fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Option<()> {
+pub(super) fn read(path: &CStr, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> bool) -> Option<()> {
     use super::sys::call;
     use libc::c_long;
     let _blocked = super::sys::SignalsBlocked::new();
@@ -140,37 +139,6 @@ pub fn peak_resident() -> Option<usize> {
         )
     };
     (r == 0).then(|| (ru.ru_maxrss.max(0) as usize).saturating_mul(1024))
-}
-
-/// The buffer `/proc/self/maps` is read into: a page (a smaller one
-/// would cost a `read` per few dozen mappings), and not on the stack (a
-/// hook may run on a signal stack of a few KiB). Claimed with
-/// [`MAPS_BUFFER_TAKEN`]: its one user is the table's holder, so a claim
-/// that fails (a handler that interrupted a reader) answers "unknown".
-struct MapsBuffer(core::cell::UnsafeCell<[u8; 4096]>);
-
-// SAFETY: used only by the thread that set `MAPS_BUFFER_TAKEN`.
-unsafe impl Sync for MapsBuffer {}
-
-static MAPS_BUFFER: MapsBuffer = MapsBuffer(core::cell::UnsafeCell::new([0; 4096]));
-static MAPS_BUFFER_TAKEN: core::sync::atomic::AtomicBool =
-    core::sync::atomic::AtomicBool::new(false);
-
-/// Lines of `/proc/self/maps`: one per mapping.
-pub fn map_count() -> Option<usize> {
-    use core::sync::atomic::Ordering::{Acquire, Release};
-    if MAPS_BUFFER_TAKEN.swap(true, Acquire) {
-        return None;
-    }
-    // SAFETY: claimed above, given back below: no other reference exists.
-    let buf = unsafe { &mut *MAPS_BUFFER.0.get() };
-    let mut lines = 0;
-    let r = read(c"/proc/self/maps", buf, |text| {
-        lines += text.iter().filter(|&&c| c == b'\n').count();
-        true
-    });
-    MAPS_BUFFER_TAKEN.store(false, Release);
-    r.map(|()| lines)
 }
 
 /// `vm.max_map_count` (its first read: the leading digits).
