@@ -301,3 +301,23 @@ fn a_window_changed_by_a_handler_inside_a_hook_is_unmapped_after() {
         );
     }
 }
+
+/// A signal handler that, inside a munmap hook holding the table, makes
+/// more calls than the library's record of busy calls holds, and then
+/// replaces (MAP_FIXED) or changes (mprotect, written) a window the
+/// program unmapped: that window is never handed out as the file's again.
+/// The table's next holder asks `/proc/self/maps` which queued windows are
+/// still the file's (`tests/c/steplost.c`; the library of 8dcbc0b handed
+/// it out in 430 rounds of each).
+#[test]
+fn a_window_a_handler_changed_past_the_record_of_busy_calls_is_not_handed_out() {
+    for call in ["replace", "change"] {
+        same_and_queued(
+            &format!("step-lost-{call}"),
+            "steplost",
+            &[call],
+            &format!("not the file's bytes after the handler's {call}: 0 of every round\n"),
+            LIMIT,
+        );
+    }
+}

@@ -20,7 +20,7 @@
 //! kept; dropping it would leak it.
 //!
 //! When the ring is full, the next lock holder learns the epoch of the lost
-//! record (what it does then is `Engine::drain`'s choice).
+//! record (what it does then: `engine/lost.rs`).
 
 #[cfg(not(loom))]
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -113,9 +113,13 @@ impl DirtyRanges {
         self.epoch.load(Ordering::SeqCst)
     }
 
+    /// A standing loss counts as one in `ready`, so that the checks for
+    /// pending records see it without a load of their own.
     fn lose(&self, epoch: u64) {
         self.overflow_epoch.fetch_max(epoch, Ordering::AcqRel);
-        self.overflow.store(true, Ordering::Release);
+        if !self.overflow.swap(true, Ordering::AcqRel) {
+            self.ready.fetch_add(1, Ordering::Release);
+        }
     }
 
     /// Records `[start, end)`, replaced. Wait-free: at most `RECORDS`
@@ -161,6 +165,8 @@ impl DirtyRanges {
         // Loads first: this runs under every lock acquisition, and a
         // read-modify-write there is measurable.
         if self.overflow.load(Ordering::Relaxed) && self.overflow.swap(false, Ordering::Acquire) {
+            // (Before `lose` counted it, `ready` may wrap below 0 a while.)
+            self.ready.fetch_sub(1, Ordering::Release);
             f(Dirty::Upto(self.overflow_epoch.load(Ordering::Acquire)));
         }
         if self.ready.load(Ordering::Acquire) == 0 {
@@ -184,9 +190,15 @@ impl DirtyRanges {
         }
     }
 
-    /// Does a complete record not yet drained overlap `[start, end)`?
+    /// Does a complete record not yet drained overlap `[start, end)`, or
+    /// was a record lost since the last drain (it may)?
     pub fn pending_overlaps(&self, start: usize, end: usize) -> bool {
         self.pending_overlap(start, end, false)
+    }
+
+    /// Was a record lost since the last drain?
+    pub fn lost(&self) -> bool {
+        self.overflow.load(Ordering::Relaxed)
     }
 
     /// Does a complete replacement not yet drained overlap `[start, end)`?
@@ -194,14 +206,22 @@ impl DirtyRanges {
         self.pending_overlap(start, end, true)
     }
 
+    /// Does a complete replacement not yet drained overlap `[start, end)`,
+    /// or was a record lost since the last drain (it may have been one)?
+    #[inline(never)]
+    pub fn replaced_or_lost(&self, start: usize, end: usize) -> bool {
+        self.lost() || self.replaced_overlaps(start, end)
+    }
+
     fn pending_overlap(&self, start: usize, end: usize, replaced_only: bool) -> bool {
         self.ready.load(Ordering::Acquire) != 0
-            && self.records.iter().any(|r| {
-                r.state.load(Ordering::Acquire) == READY
-                    && !(replaced_only && r.changed.load(Ordering::Relaxed))
-                    && r.start.load(Ordering::Relaxed) < end
-                    && start < r.end.load(Ordering::Relaxed)
-            })
+            && (!replaced_only && self.lost()
+                || self.records.iter().any(|r| {
+                    r.state.load(Ordering::Acquire) == READY
+                        && !(replaced_only && r.changed.load(Ordering::Relaxed))
+                        && r.start.load(Ordering::Relaxed) < end
+                        && start < r.end.load(Ordering::Relaxed)
+                }))
     }
 
     /// Calls `f(start, end)` for each piece of `[start, end)` that no

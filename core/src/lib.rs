@@ -21,6 +21,7 @@ pub mod file;
 pub mod gate;
 #[cfg(not(loom))]
 pub mod holder;
+pub mod maps_text;
 #[cfg(not(loom))]
 pub mod names;
 pub mod os;

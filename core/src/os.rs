@@ -46,6 +46,20 @@ pub struct Usage {
     pub peak: Option<usize>,
 }
 
+/// One mapping of the process as the kernel tells it now (a line of
+/// Linux's `/proc/self/maps`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Region {
+    pub start: usize,
+    pub end: usize,
+    /// The file offset of `start`.
+    pub off: u64,
+    /// The file's inode, 0 where the mapping is not a file's.
+    pub ino: u64,
+    /// `MAP_PRIVATE` (else shared).
+    pub private: bool,
+}
+
 /// Everything the core asks of the system it runs on. Nothing in the core
 /// calls the system any other way.
 ///
@@ -198,6 +212,14 @@ pub trait Os {
     }
     /// How many mappings the process has (asked rarely: it is costly).
     fn map_count(&self) -> Option<usize>;
+    /// Hands each of the process's mappings to `f` in address order, as
+    /// the kernel tells them now; `f` may unmap what it has been handed.
+    /// Asked only when records of calls made while the table was busy were
+    /// lost, which is rare (see [`crate::dirty`]). `None` where it cannot
+    /// be told.
+    fn each_region(&self, _f: impl FnMut(Region)) -> Option<()> {
+        None
+    }
     /// The `RLIMIT_AS` soft limit, or `None` when unlimited.
     fn address_space_limit(&self) -> Option<usize>;
     /// Drops the resident pages of a queued range munmapq alone owns, the

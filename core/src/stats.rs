@@ -75,7 +75,7 @@ counters! {
     Released = "released" Sum: "queued mappings unmapped early because a call touched their range",
     Forgotten = "forgotten" Sum: "live entries dropped, their munmap left to the kernel: closed before their munmap (small, or the kernel lists a lock), or their range changed while the queue was busy",
     ForgottenQueued = "forgotten_queued" Sum: "queued mappings dropped, left mapped: the program changed their range while the queue was busy",
-    LostRecords = "lost_records" Sum: "times busy calls outran the record ring; live entries were dropped",
+    LostRecords = "lost_records" Sum: "times busy calls outran the record ring; live entries were dropped, queued ones checked against the kernel's mappings",
     PeakQueued = "peak_queued" Peak: "most mappings queued at once",
     PeakQueuedBytes = "peak_queued_bytes" Peak: "most bytes queued at once",
     Stale = "stale" Sum: "queued mappings unmapped, not reused: their file changed since they were mapped",

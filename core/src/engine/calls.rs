@@ -495,11 +495,12 @@ impl Engine {
                         // range since the drain: replaced it (a `MAP_FIXED`
                         // there: it is the program's now, not this file's
                         // window), or changed the mapping in place (an
-                        // `mprotect`: still munmapq's, unmapped here).
+                        // `mprotect`: still munmapq's, unmapped here). A
+                        // lost record may have replaced it.
                         Lookup::Hit(start)
                             if self.dirty.pending_overlaps(start, start + key.len) =>
                         {
-                            let replaced = self.dirty.replaced_overlaps(start, start + key.len);
+                            let replaced = self.dirty.replaced_or_lost(start, start + key.len);
                             match q.table.find(start) {
                                 Some(e) if !replaced => {
                                     self.unmap_queued(os, &mut q.table, e, Counter::Released)

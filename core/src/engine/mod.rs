@@ -495,22 +495,14 @@ impl Engine {
         }
     }
 
-    /// Applies what calls that found the table busy recorded. A lost record
-    /// (ring full: a lock holder was preempted while others kept calling)
-    /// drops every live entry older than it: the common busy call is a
-    /// munmap of the caller's own mapping. Queued entries stay: only a
-    /// program acting on memory it had already unmapped could have changed
-    /// them, which a multi-threaded program cannot do without racing its
-    /// own threads' mmaps.
+    /// Applies what calls that found the table busy recorded (a lost
+    /// record: `lost.rs`).
     #[inline]
     fn drain<O: Os>(&self, os: &O, t: &mut Table) {
         self.dirty.drain(|d| match d {
             Dirty::Range(start, end, epoch) => self.forget(t, start, end, epoch, false),
             Dirty::Changed(start, end, epoch) => self.release_changed(os, t, start, end, epoch),
-            Dirty::Upto(epoch) => {
-                self.count(Counter::LostRecords);
-                self.forget(t, 0, usize::MAX, epoch, true)
-            }
+            Dirty::Upto(epoch) => self.records_lost(os, t, epoch),
         });
     }
 
@@ -544,6 +536,7 @@ impl Engine {
 
 mod calls;
 mod fds;
+mod lost;
 mod names;
 pub use fds::Closing;
 mod process;

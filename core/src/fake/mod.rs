@@ -21,7 +21,7 @@ pub(crate) mod cold;
 mod space;
 
 use crate::file::{FileFacts, FileStamp};
-use crate::os::{Errno, FdTable, Mmap, Os, PerThread, SignalStack, Usage};
+use crate::os::{Errno, FdTable, Mmap, Os, PerThread, Region, SignalStack, Usage};
 use core::cell::RefCell;
 pub use space::Log;
 use space::{Range, Space};
@@ -138,6 +138,10 @@ pub struct FakeOs<const N: usize = 256> {
     pub nlink: RefCell<u64>,
     pub link: RefCell<u64>,
     pub link_reads: RefCell<usize>,
+    /// `each_region` answers None (a process that cannot read its maps).
+    pub regions_unknown: bool,
+    /// `each_region` calls.
+    pub region_reads: RefCell<usize>,
 }
 
 impl Default for FakeOs {
@@ -183,6 +187,8 @@ impl<const N: usize> FakeOs<N> {
             nlink: RefCell::new(1),
             link: RefCell::new(0),
             link_reads: RefCell::new(0),
+            regions_unknown: false,
+            region_reads: RefCell::new(0),
         }
     }
 
@@ -430,6 +436,36 @@ impl<const N: usize> Os for FakeOs<N> {
         *self.map_reads.borrow_mut() += 1;
         let runs = self.space.borrow().runs();
         self.map_count.map(|c| c + runs)
+    }
+
+    /// A range's inode is its descriptor's now (the fake keeps no other).
+    /// One range at a time, none borrowed while `f` runs: `f` may unmap.
+    fn each_region(&self, mut f: impl FnMut(Region)) -> Option<()> {
+        *self.region_reads.borrow_mut() += 1;
+        if self.regions_unknown {
+            return None;
+        }
+        let mut at = 0;
+        loop {
+            let space = self.space.borrow();
+            let Some(&r) = space.ranges().iter().find(|r| r.end > at) else {
+                return Some(());
+            };
+            drop(space);
+            at = r.end;
+            let ino = match self.inode.borrow().get(r.fd as usize) {
+                _ if !r.file => 0,
+                Some(&i) if i != 0 => i,
+                _ => r.fd as u64,
+            };
+            f(Region {
+                start: r.start,
+                end: r.end,
+                off: r.page as u64 * PAGE as u64,
+                ino,
+                private: true,
+            });
+        }
     }
 
     fn address_space_limit(&self) -> Option<usize> {

@@ -414,6 +414,18 @@ impl Table {
         (e.end() > start).then_some(e)
     }
 
+    /// What the entry in `slot` maps (`FileKey::NONE`'s zeros if it is
+    /// free).
+    pub fn key(&self, slot: u16) -> &FileKey {
+        &self.slots[slot as usize].key
+    }
+
+    /// The lowest-addressed entry starting at or after `addr`.
+    pub fn first_from(&self, addr: usize) -> Option<Entry> {
+        let pos = self.lower_bound(addr);
+        (pos < self.used).then(|| self.entry(self.by_addr[pos]))
+    }
+
     /// Adds a live mapping. The caller has removed anything overlapping it.
     /// Answers false when the table is full.
     pub fn insert_live(

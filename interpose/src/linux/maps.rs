@@ -1,5 +1,6 @@
 //! Linux: the process's mappings, from `/proc/self/maps` (read as
-//! `proc.rs` reads: open, read, close), counted for the sizing rule.
+//! `proc.rs` reads: open, read, close), counted for the sizing rule and
+//! listed where records of busy calls were lost (`munmapq_core::engine`).
 //! The map count has no cheaper source: the lines are counted, a cost
 //! that grows with the number of mappings.
 
@@ -7,6 +8,8 @@ use core::sync::atomic::{
     AtomicBool,
     Ordering::{Acquire, Release},
 };
+use munmapq_core::maps_text::Lines;
+use munmapq_core::os::Region;
 
 /// The buffer `/proc/self/maps` is read into: a page (a smaller one
 /// would cost a `read` per few dozen mappings), and not on the stack (a
@@ -42,4 +45,16 @@ pub fn map_count() -> Option<usize> {
         true
     })?;
     Some(lines)
+}
+
+/// Hands `f` each mapping, in address order. `f` may unmap one it was
+/// handed: the kernel goes on from the address the last read ended at.
+pub fn each_region(mut f: impl FnMut(Region)) -> Option<()> {
+    let mut lines = Lines::new();
+    let mut understood = true;
+    read_maps(|text| {
+        understood = lines.feed(text, &mut f);
+        understood
+    })?;
+    (understood && lines.ended()).then_some(())
 }

@@ -5,8 +5,8 @@ use super::{file, maps, proc};
 use munmapq_core::file::FileFacts;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use munmapq_core::os::FdTable;
-use munmapq_core::os::Usage;
 use munmapq_core::os::{Os, PerThread};
+use munmapq_core::os::{Region, Usage};
 
 pub struct RealOs;
 
@@ -83,6 +83,10 @@ impl Os for RealOs {
 
     fn map_count(&self) -> Option<usize> {
         maps::map_count()
+    }
+
+    fn each_region(&self, f: impl FnMut(Region)) -> Option<()> {
+        maps::each_region(f)
     }
 
     fn drop_pages(&self, addr: usize, len: usize) -> bool {

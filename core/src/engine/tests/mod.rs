@@ -13,6 +13,7 @@ use std::vec::Vec;
 mod caps;
 mod close;
 mod context;
+mod lost;
 mod macos;
 mod meanwhile;
 mod page_sizes;

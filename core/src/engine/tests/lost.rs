@@ -1,0 +1,94 @@
+//! Records of busy calls lost (the ring ran full): the holder asks the
+//! kernel which queued entries are still munmapq's (`engine/lost.rs`).
+
+use super::*;
+
+/// Far above anything the tests map: records there act on no entry.
+const AWAY: usize = BASE + (1 << 30);
+
+/// Calls that found the table busy, one more than the ring holds.
+fn lose_records(e: &Engine) {
+    for i in 0..=64 {
+        e.dirty.record(AWAY + i * PAGE, AWAY + (i + 1) * PAGE);
+    }
+    e.fell_behind();
+}
+
+/// A busy call's `MAP_FIXED` of `fd` (-1: anonymous memory) at `addr`.
+fn replace(os: &FakeOs, addr: usize, fd: i32) {
+    let flags = libc::MAP_FIXED | libc::MAP_PRIVATE;
+    let flags = if fd < 0 {
+        flags | libc::MAP_ANONYMOUS
+    } else {
+        flags
+    };
+    let call = Mmap::new(addr, 2 * PAGE, libc::PROT_READ, flags, fd, 0);
+    assert_eq!(os.mmap(call), Ok(addr));
+}
+
+#[test]
+fn a_lost_record_unmaps_what_is_still_munmapqs_and_forgets_the_rest() {
+    static E: Engine = Engine::new();
+    let os = started(&E);
+    // Two windows of one file side by side (one mapping to the kernel),
+    // two more files, and one window whose munmap was lost.
+    let a = map(&E, &os, 3, 0);
+    let a2 = map(&E, &os, 3, 2 * PAGE as i64);
+    let b = map(&E, &os, 4, 0);
+    let c = map(&E, &os, 5, 0);
+    let d = map(&E, &os, 6, 0);
+    let live = map(&E, &os, 7, 0);
+    for w in [a, a2, b, c, d] {
+        unmap(&E, &os, w);
+    }
+    assert_eq!(a2, a + 2 * PAGE, "merged in the kernel");
+    assert_eq!(os.munmap_count(), 0, "all queued");
+    // What busy calls did whose records were lost: anonymous memory over
+    // the first window, another file at the same offset over `b`, `c`'s
+    // range unmapped.
+    replace(&os, a, -1);
+    replace(&os, b, 8);
+    os.munmap(c, 2 * PAGE).unwrap();
+    lose_records(&E);
+    // The next holder: a mapping of the first window is no reuse.
+    let mmaps = *os.mmaps.borrow();
+    let again = map(&E, &os, 3, 0);
+    assert_eq!(*os.mmaps.borrow(), mmaps + 1, "a fresh mapping");
+    assert_eq!(os.mapped(again), Some((3, 0)));
+    assert_eq!(E.stats.get(Counter::Reused), 0);
+    assert_eq!(os.mapped(a), Some((-1, 0)), "the program's, left");
+    assert_eq!(os.mapped(b), Some((8, 0)), "the program's, left");
+    // Still munmapq's: unmapped (after the lost munmap of `c`).
+    let munmaps = os.munmaps.borrow();
+    assert_eq!(&munmaps[1..], [(a2, 2 * PAGE), (d, 2 * PAGE)]);
+    assert_eq!(*os.region_reads.borrow(), 1);
+    assert_eq!(E.stats.get(Counter::LostRecords), 1);
+    assert_eq!(E.stats.get(Counter::ForgottenQueued), 3);
+    assert_eq!(E.stats.get(Counter::Released), 2);
+    drop(munmaps);
+    // The live mapping's munmap goes to the kernel (it may have been
+    // replaced too).
+    unmap(&E, &os, live);
+    assert_eq!(os.mapped(live), None);
+    assert_eq!(os.munmap_count(), 4);
+}
+
+#[test]
+fn a_lost_record_where_the_mappings_cannot_be_read_stops_queueing() {
+    static E: Engine = Engine::new();
+    let os = FakeOs {
+        regions_unknown: true,
+        ..started(&E)
+    };
+    let a = map_unmap(&E, &os, 3, 0);
+    replace(&os, a, -1);
+    lose_records(&E);
+    let b = map(&E, &os, 3, 0);
+    assert_ne!(b, a, "no reuse");
+    assert_eq!(os.mapped(a), Some((-1, 0)), "the program's, left");
+    assert!(!E.active(), "stopped");
+    unmap(&E, &os, b);
+    assert_eq!(os.mapped(b), None, "passed through");
+    assert_eq!(E.stats.get(Counter::ForgottenQueued), 1);
+    assert_eq!(*os.munmaps.borrow(), [(b, 2 * PAGE)]);
+}
