@@ -114,11 +114,15 @@ impl DirtyRanges {
     }
 
     /// A standing loss counts as one in `ready`, so that the checks for
-    /// pending records see it without a load of their own.
+    /// pending records see it without a load of their own. Counted before
+    /// it stands (and taken back if one stood already): `ready` may count
+    /// one too many for a while, never one too few, which would hide a
+    /// record from the drain and the checks.
     fn lose(&self, epoch: u64) {
         self.overflow_epoch.fetch_max(epoch, Ordering::AcqRel);
-        if !self.overflow.swap(true, Ordering::AcqRel) {
-            self.ready.fetch_add(1, Ordering::Release);
+        self.ready.fetch_add(1, Ordering::AcqRel);
+        if self.overflow.swap(true, Ordering::AcqRel) {
+            self.ready.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -165,8 +169,7 @@ impl DirtyRanges {
         // Loads first: this runs under every lock acquisition, and a
         // read-modify-write there is measurable.
         if self.overflow.load(Ordering::Relaxed) && self.overflow.swap(false, Ordering::Acquire) {
-            // (Before `lose` counted it, `ready` may wrap below 0 a while.)
-            self.ready.fetch_sub(1, Ordering::Release);
+            self.ready.fetch_sub(1, Ordering::AcqRel);
             f(Dirty::Upto(self.overflow_epoch.load(Ordering::Acquire)));
         }
         if self.ready.load(Ordering::Acquire) == 0 {
@@ -275,15 +278,24 @@ impl DirtyRanges {
     }
 
     /// After `fork`, in the child: a record some other (now gone) thread was
-    /// writing would stay half-written forever; treat it as lost.
+    /// writing would stay half-written forever; treat it as lost. Whether
+    /// each record and a standing loss were counted in `ready` is not known
+    /// either (that thread may have been between one and its count): the
+    /// count is made again.
     pub fn reset_after_fork(&self) {
         let mut lost = false;
+        let mut ready = 0;
         for r in &self.records {
             lost |= r.state.load(Ordering::Relaxed) == WRITING;
-            if r.state.load(Ordering::Relaxed) != READY {
+            if r.state.load(Ordering::Relaxed) == READY {
+                ready += 1;
+            } else {
                 r.state.store(FREE, Ordering::Relaxed);
             }
         }
+        let standing = self.overflow.load(Ordering::Relaxed);
+        self.ready
+            .store(ready + usize::from(standing), Ordering::Relaxed);
         if lost {
             self.lose(self.epoch());
         }
@@ -474,6 +486,27 @@ mod loom_models {
             });
             assert_eq!(ranges, 2);
             assert!(lost.is_some_and(|e| e <= 2), "{lost:?}");
+        });
+    }
+
+    /// A loss while the holder drains: the one complete record is drained
+    /// whatever the order (a loss's count must never hide it), and once
+    /// both are done nothing stays counted.
+    #[test]
+    fn a_loss_never_hides_a_record_from_the_drain() {
+        loom::model(|| {
+            let d = Arc::new(DirtyRanges::new());
+            d.record(1, 2);
+            // The other record is being written: the next caller's is lost.
+            d.records[1].state.store(WRITING, Ordering::Relaxed);
+            let d2 = d.clone();
+            let caller = loom::thread::spawn(move || d2.record(5, 6));
+            let mut ranges = 0;
+            d.drain(|x| ranges += usize::from(matches!(x, Dirty::Range(1, 2, _))));
+            assert_eq!(ranges, 1, "the complete record was not drained");
+            caller.join().unwrap();
+            d.drain(|_| {});
+            assert_eq!(d.ready.load(Ordering::Relaxed), 0);
         });
     }
 }
