@@ -68,13 +68,17 @@ impl Lines {
 pub fn region(line: &[u8]) -> Option<Region> {
     let mut fields = line.split(|&c| c == b' ').filter(|f| !f.is_empty());
     let (range, perms, off) = (fields.next()?, fields.next()?, fields.next()?);
-    let ino = fields.nth(1)?;
+    let (dev, ino) = (fields.next()?, fields.next()?);
     let dash = range.iter().position(|&c| c == b'-')?;
+    let colon = dev.iter().position(|&c| c == b':')?;
+    let major = u32::try_from(hex(&dev[..colon])?).ok()?;
+    let minor = u32::try_from(hex(&dev[colon + 1..])?).ok()?;
     Some(Region {
         start: usize::try_from(hex(&range[..dash])?).ok()?,
         end: usize::try_from(hex(&range[dash + 1..])?).ok()?,
         off: hex(off)?,
         ino: parse_uint(ino)?,
+        dev: libc::makedev(major, minor),
         private: *perms.get(3)? == b'p',
     })
 }
@@ -123,6 +127,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
                 end: 0x7f18_4285_1000,
                 off: 0x4000,
                 ino: 10010635,
+                dev: libc::makedev(0xfe, 0),
                 private: false,
             }
         );
@@ -149,8 +154,10 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         let v = all(&[&line[..100], &line[100..4096], &line[4096..]]).unwrap();
         assert_eq!(v[0].off, 0x1000);
         assert_eq!(v[0].ino, 42);
+        assert_eq!(v[0].dev, libc::makedev(8, 1));
         assert!(all(&[b"1000-2000 r--p\n"]).is_none());
         assert!(all(&[b"1000+2000 r--p 0 08:01 42\n"]).is_none());
+        assert!(all(&[b"1000-2000 r--p 0 0801 42\n"]).is_none());
         assert!(all(&[b"1000-2000 r--p 0 08:01 42"]).is_none(), "no end");
     }
 }

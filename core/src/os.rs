@@ -56,6 +56,10 @@ pub struct Region {
     pub off: u64,
     /// The file's inode, 0 where the mapping is not a file's.
     pub ino: u64,
+    /// The device of the file's file system (`makedev`), which is not
+    /// always the one `stat` reports for the file (btrfs subvolumes,
+    /// overlayfs before Linux 6.8).
+    pub dev: u64,
     /// `MAP_PRIVATE` (else shared).
     pub private: bool,
 }

@@ -10,17 +10,19 @@
 //! - A queued entry is munmapq's own mapping unless a lost call replaced
 //!   it (`MAP_FIXED` or `mremap` over a range the program had unmapped), and
 //!   a replacement is the program's, which must neither be handed out as
-//!   the file's window nor unmapped. The kernel tells which: a range still
-//!   covered, page for page, by a private mapping of the same file
-//!   (inode) and offset is munmapq's, and is unmapped (a lost call may have
-//!   changed it in ways its line does not show: `mlock`, `madvise`, a
-//!   write after `mprotect`, so it is not handed out again); anything
-//!   else there is someone else's, or nothing, and the entry is forgotten.
+//!   the file's window nor unmapped. The kernel tells which: where a
+//!   private mapping of the same file (device and inode) at the window's
+//!   offset covers it, it is munmapq's, and is unmapped (a lost call may
+//!   have changed it in ways the kernel's list does not show: `mlock`,
+//!   `madvise`, a write after `mprotect`, so it is not handed out again);
+//!   anything else there is someone else's, or nothing, and is left alone.
 //!
-//! Where the kernel cannot be asked, no queued entry can be told from a
-//! replacement: they are all forgotten, left mapped, and the engine stops
-//! queueing for good, so that what a loss leaves mapped is one queue at
-//! most.
+//! Where the kernel cannot be asked, or names a file by another device
+//! than `stat` does (the same inode and offset on another device: btrfs
+//! subvolumes, overlayfs before Linux 6.8, or another file system's file
+//! with the same inode number), no queued entry can be told from a
+//! replacement: they are left mapped, and the engine stops queueing for
+//! good, so that what a loss leaves mapped is one queue at most.
 
 use super::{Engine, OFF};
 use crate::os::{Os, Region};
@@ -28,11 +30,23 @@ use crate::stats::Counter;
 use crate::table::{Entry, State, Table};
 use core::sync::atomic::Ordering::Release;
 
-/// How far the kernel's mappings have confirmed the entry being judged.
+/// The entry being judged against the kernel's mappings.
 struct Judging {
     entry: Entry,
-    /// `[entry.start, to)` is covered by mappings that match it.
+    /// `[entry.start, to)` is judged.
     to: usize,
+    /// All of what is judged was munmapq's (and is unmapped).
+    whole: bool,
+}
+
+/// What the kernel has at a queued window's address.
+#[derive(PartialEq)]
+enum Found {
+    /// Its file at its offset.
+    Window,
+    /// Its inode at its offset, on another device.
+    Unsure,
+    Other,
 }
 
 impl Engine {
@@ -42,56 +56,57 @@ impl Engine {
     pub(super) fn records_lost<O: Os>(&self, os: &O, t: &mut Table, epoch: u64) {
         self.count(Counter::LostRecords);
         self.forget(t, 0, usize::MAX, epoch, true);
-        let mut judging = self.next_to_judge(t, 0, epoch);
+        let mut judging = next_to_judge(t, 0, epoch);
+        let mut unsure = false;
         let told = os.each_region(|r| {
             while let Some(j) = judging.as_mut() {
                 if r.end <= j.to {
                     return;
                 }
                 let e = j.entry;
-                let ours = r.start <= j.to && same_window(t, e, j.to, &r);
-                if ours && r.end < e.end() {
-                    j.to = r.end;
-                    return;
+                if r.start < e.end() {
+                    let (from, to) = (r.start.max(j.to), r.end.min(e.end()));
+                    let found = found(t, e, from, &r);
+                    j.whole &= r.start <= j.to && found == Found::Window;
+                    unsure |= found == Found::Unsure;
+                    if found == Found::Window {
+                        self.unmap_piece(os, t, from, to);
+                    }
+                    j.to = to;
+                    if to < e.end() {
+                        return;
+                    }
                 }
-                self.judged(os, t, e, ours);
-                judging = self.next_to_judge(t, e.end(), epoch);
+                self.judged(t, e, j.whole && j.to == e.end());
+                judging = next_to_judge(t, e.end(), epoch);
             }
         });
-        if told.is_none() {
+        // The rest have no mapping left at their end: lost munmaps took it.
+        while let Some(j) = judging {
+            self.judged(t, j.entry, false);
+            judging = next_to_judge(t, j.entry.end(), epoch);
+        }
+        if told.is_none() || unsure {
             self.forget(t, 0, usize::MAX, epoch, false);
             self.stop_queueing(os, t);
-            return;
-        }
-        // The rest have no mapping left: lost munmaps took them.
-        while let Some(j) = judging {
-            self.judged(os, t, j.entry, false);
-            judging = self.next_to_judge(t, j.entry.end(), epoch);
         }
     }
 
-    /// The first queued entry at or after `from` that the lost records may
-    /// have acted on.
-    fn next_to_judge(&self, t: &Table, mut from: usize, epoch: u64) -> Option<Judging> {
-        while let Some(entry) = t.first_from(from) {
-            if entry.state == State::Queued && entry.epoch <= epoch {
-                return Some(Judging {
-                    entry,
-                    to: entry.start,
-                });
-            }
-            from = entry.end();
-        }
-        None
+    fn unmap_piece<O: Os>(&self, os: &O, t: &mut Table, from: usize, to: usize) {
+        t.unmap_in_flight(from, to - from, || {
+            self.books().unmap(os, from, to - from);
+        });
+        t.finish_unmap();
     }
 
-    fn judged<O: Os>(&self, os: &O, t: &mut Table, e: Entry, ours: bool) {
-        if ours {
-            self.unmap_queued(os, t, e, Counter::Released);
+    /// `e` is judged: unmapped whole, or in the pieces that were its own.
+    fn judged(&self, t: &mut Table, e: Entry, whole: bool) {
+        t.remove(e.slot);
+        self.count(if whole {
+            Counter::Released
         } else {
-            t.remove(e.slot);
-            self.count(Counter::ForgottenQueued);
-        }
+            Counter::ForgottenQueued
+        });
     }
 
     /// No queued entry can be trusted: the newer ones (which no lost call
@@ -111,11 +126,31 @@ impl Engine {
     }
 }
 
-/// Does the mapping `r`, which covers `at`, continue the queued entry `e`
-/// there: a private mapping of the same file, at the offset `e`'s window
-/// has at `at`?
-fn same_window(t: &Table, e: Entry, at: usize, r: &Region) -> bool {
+/// The first queued entry at or after `from` that the lost records may
+/// have acted on.
+fn next_to_judge(t: &Table, mut from: usize, epoch: u64) -> Option<Judging> {
+    while let Some(entry) = t.first_from(from) {
+        if entry.state == State::Queued && entry.epoch <= epoch {
+            return Some(Judging {
+                entry,
+                to: entry.start,
+                whole: true,
+            });
+        }
+        from = entry.end();
+    }
+    None
+}
+
+/// What the mapping `r`, which covers `at`, is of the queued entry `e`:
+/// a private mapping of its file at the offset `e`'s window has at `at`?
+fn found(t: &Table, e: Entry, at: usize, r: &Region) -> Found {
     let key = t.key(e.slot);
     let want = key.off.wrapping_add((at - e.start) as u64);
-    r.private && r.ino != 0 && r.ino == key.ino && r.off.wrapping_add((at - r.start) as u64) == want
+    let here = r.off.wrapping_add((at - r.start) as u64);
+    match r.private && r.ino != 0 && r.ino == key.ino && here == want {
+        false => Found::Other,
+        true if r.dev == key.dev => Found::Window,
+        true => Found::Unsure,
+    }
 }

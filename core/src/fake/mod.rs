@@ -142,6 +142,8 @@ pub struct FakeOs<const N: usize = 256> {
     pub regions_unknown: bool,
     /// `each_region` calls.
     pub region_reads: RefCell<usize>,
+    /// The device `each_region` names files by (`file_facts` answers 1).
+    pub region_dev: u64,
 }
 
 impl Default for FakeOs {
@@ -189,6 +191,7 @@ impl<const N: usize> FakeOs<N> {
             link_reads: RefCell::new(0),
             regions_unknown: false,
             region_reads: RefCell::new(0),
+            region_dev: 1,
         }
     }
 
@@ -463,6 +466,7 @@ impl<const N: usize> Os for FakeOs<N> {
                 end: r.end,
                 off: r.page as u64 * PAGE as u64,
                 ino,
+                dev: if r.file { self.region_dev } else { 0 },
                 private: true,
             });
         }

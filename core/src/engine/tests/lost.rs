@@ -14,16 +14,18 @@ fn lose_records(e: &Engine) {
     e.fell_behind();
 }
 
-/// A busy call's `MAP_FIXED` of `fd` (-1: anonymous memory) at `addr`.
-fn replace(os: &FakeOs, addr: usize, fd: i32) {
+/// A busy call's `MAP_FIXED` of `fd` (-1: anonymous memory) over the
+/// window at `addr`, from its page `page` on.
+fn replace(os: &FakeOs, addr: usize, fd: i32, page: usize) {
     let flags = libc::MAP_FIXED | libc::MAP_PRIVATE;
     let flags = if fd < 0 {
         flags | libc::MAP_ANONYMOUS
     } else {
         flags
     };
-    let call = Mmap::new(addr, 2 * PAGE, libc::PROT_READ, flags, fd, 0);
-    assert_eq!(os.mmap(call), Ok(addr));
+    let at = addr + page * PAGE;
+    let call = Mmap::new(at, (2 - page) * PAGE, libc::PROT_READ, flags, fd, 0);
+    assert_eq!(os.mmap(call), Ok(at));
 }
 
 #[test]
@@ -38,17 +40,19 @@ fn a_lost_record_unmaps_what_is_still_munmapqs_and_forgets_the_rest() {
     let c = map(&E, &os, 5, 0);
     let d = map(&E, &os, 6, 0);
     let live = map(&E, &os, 7, 0);
-    for w in [a, a2, b, c, d] {
+    let half = map(&E, &os, 10, 0);
+    for w in [a, a2, b, c, d, half] {
         unmap(&E, &os, w);
     }
     assert_eq!(a2, a + 2 * PAGE, "merged in the kernel");
     assert_eq!(os.munmap_count(), 0, "all queued");
     // What busy calls did whose records were lost: anonymous memory over
     // the first window, another file at the same offset over `b`, `c`'s
-    // range unmapped.
-    replace(&os, a, -1);
-    replace(&os, b, 8);
+    // range unmapped, anonymous memory over the second page of `half`.
+    replace(&os, a, -1, 0);
+    replace(&os, b, 8, 0);
     os.munmap(c, 2 * PAGE).unwrap();
+    replace(&os, half, -1, 1);
     lose_records(&E);
     // The next holder: a mapping of the first window is no reuse.
     let mmaps = *os.mmaps.borrow();
@@ -58,19 +62,21 @@ fn a_lost_record_unmaps_what_is_still_munmapqs_and_forgets_the_rest() {
     assert_eq!(E.stats.get(Counter::Reused), 0);
     assert_eq!(os.mapped(a), Some((-1, 0)), "the program's, left");
     assert_eq!(os.mapped(b), Some((8, 0)), "the program's, left");
+    assert_eq!(os.mapped(half + PAGE), Some((-1, 0)), "the program's, left");
     // Still munmapq's: unmapped (after the lost munmap of `c`).
     let munmaps = os.munmaps.borrow();
-    assert_eq!(&munmaps[1..], [(a2, 2 * PAGE), (d, 2 * PAGE)]);
+    let ours = [(a2, 2 * PAGE), (d, 2 * PAGE), (half, PAGE)];
+    assert_eq!(&munmaps[1..], ours);
     assert_eq!(*os.region_reads.borrow(), 1);
     assert_eq!(E.stats.get(Counter::LostRecords), 1);
-    assert_eq!(E.stats.get(Counter::ForgottenQueued), 3);
+    assert_eq!(E.stats.get(Counter::ForgottenQueued), 4);
     assert_eq!(E.stats.get(Counter::Released), 2);
     drop(munmaps);
     // The live mapping's munmap goes to the kernel (it may have been
     // replaced too).
     unmap(&E, &os, live);
     assert_eq!(os.mapped(live), None);
-    assert_eq!(os.munmap_count(), 4);
+    assert_eq!(os.munmap_count(), 5);
 }
 
 #[test]
@@ -81,7 +87,7 @@ fn a_lost_record_where_the_mappings_cannot_be_read_stops_queueing() {
         ..started(&E)
     };
     let a = map_unmap(&E, &os, 3, 0);
-    replace(&os, a, -1);
+    replace(&os, a, -1, 0);
     lose_records(&E);
     let b = map(&E, &os, 3, 0);
     assert_ne!(b, a, "no reuse");
@@ -91,4 +97,20 @@ fn a_lost_record_where_the_mappings_cannot_be_read_stops_queueing() {
     assert_eq!(os.mapped(b), None, "passed through");
     assert_eq!(E.stats.get(Counter::ForgottenQueued), 1);
     assert_eq!(*os.munmaps.borrow(), [(b, 2 * PAGE)]);
+}
+
+#[test]
+fn a_lost_record_where_the_kernel_names_the_file_by_another_device_stops_queueing() {
+    static E: Engine = Engine::new();
+    let os = FakeOs {
+        region_dev: 2,
+        ..started(&E)
+    };
+    let a = map_unmap(&E, &os, 3, 0);
+    lose_records(&E);
+    map(&E, &os, 4, 0);
+    assert_eq!(os.mapped(a), Some((3, 0)), "left: it cannot be told");
+    assert!(!E.active(), "stopped");
+    assert_eq!(os.munmap_count(), 0);
+    assert_eq!(E.stats.get(Counter::ForgottenQueued), 1);
 }
