@@ -1,12 +1,14 @@
 /* stepchange DIR CALL: round K maps three windows of DIR/f and unmaps the
  * second, then unmaps the third with the trap flag set: at step K the
  * SIGTRAP handler makes CALL ("mprotect" to read-write, "madvise"
- * MADV_DONTNEED or "mlock") on the second window, which the program had
- * unmapped. Then the first is unmapped, and mincore asks whether the
- * second is still mapped: without munmapq it never is (the handler's call
- * answers ENOMEM). With it, a handler that ran while the interrupted hook
- * held the library's table was answered 0 and changed the queued window;
- * the table's next holder (the first window's munmap) unmaps it. Rounds
+ * MADV_DONTNEED or "mlock"; "munmap" of a page in its middle) on the
+ * second window, which the program had unmapped. Then the first is
+ * unmapped, and mincore asks whether the second is still mapped: without
+ * munmapq it never is (the handler's call answers ENOMEM, or 0 for the
+ * munmap). With it, a handler that ran while the interrupted hook held
+ * the library's table was answered 0 and changed the queued window (or
+ * took a page of it); the table's next holder (the first window's munmap)
+ * unmaps it (what is left of it). Rounds
  * go on until the handler no longer runs inside the munmap. Prints "still
  * mapped after the handler's CALL: 0 of ROUNDS", or a SKIPPED line on
  * another architecture than x86_64. */
@@ -43,6 +45,8 @@ static void on_step(int sig, siginfo_t *info, void *context) {
             r = mprotect(second, 4096, PROT_READ | PROT_WRITE);
         else if (strcmp(call, "madvise") == 0)
             r = madvise(second, 4096, MADV_DONTNEED);
+        else if (strcmp(call, "munmap") == 0)
+            r = munmap(second + WINDOW / 2, 4096);
         else if ((r = mlock(second, 4096)) == 0)
             munlock(second, 4096);
         answered_zero += r == 0;

@@ -474,6 +474,35 @@ impl Engine {
         }
     }
 
+    /// What a call that replaced or unmapped `[start, end)` recorded while
+    /// the table was busy: the entries there inserted at or before `epoch`
+    /// stop being tracked, and of the queued ones, the parts no
+    /// replacement recorded covers (this one is, until the drain frees it)
+    /// are still munmapq's, and are unmapped.
+    fn release_replaced<O: Os>(&self, os: &O, t: &mut Table, start: usize, end: usize, epoch: u64) {
+        let mut hi = end;
+        while let Some(e) = t.last_overlap(start, hi) {
+            hi = e.start;
+            if e.epoch > epoch {
+                continue;
+            }
+            if e.state == State::Queued {
+                let mut left = false;
+                t.unmap_in_flight(e.start, e.len, || {
+                    left = self.books().unmap(os, e.start, e.len);
+                });
+                t.remove(e.slot);
+                t.finish_unmap();
+                if !left {
+                    self.count(Counter::Released);
+                }
+            } else {
+                t.remove(e.slot);
+                self.count(Counter::Forgotten);
+            }
+        }
+    }
+
     /// What a call that changed `[start, end)` in place recorded while the
     /// table was busy: the entries there inserted at or before `epoch` stop
     /// being tracked, and the queued ones, still munmapq's, are unmapped
@@ -500,7 +529,7 @@ impl Engine {
     #[inline]
     fn drain<O: Os>(&self, os: &O, t: &mut Table) {
         self.dirty.drain(|d| match d {
-            Dirty::Range(start, end, epoch) => self.forget(t, start, end, epoch, false),
+            Dirty::Range(start, end, epoch) => self.release_replaced(os, t, start, end, epoch),
             Dirty::Changed(start, end, epoch) => self.release_changed(os, t, start, end, epoch),
             Dirty::Upto(epoch) => self.records_lost(os, t, epoch),
         });

@@ -163,3 +163,18 @@ fn a_change_made_while_the_table_was_busy_is_unmapped_by_the_next_holder() {
     assert_eq!(E.stats.get(Counter::Released), 1);
     assert_eq!(E.stats.get(Counter::ForgottenQueued), 1);
 }
+
+#[test]
+fn a_busy_unmap_of_part_of_a_queued_window_has_the_rest_unmapped() {
+    static E: Engine = Engine::new();
+    let os = started(&E);
+    let a = map_unmap(&E, &os, 3, 0);
+    // Another thread unmaps the window's first page again (the table is
+    // busy): the kernel takes that page, the rest is still munmapq's.
+    E.dirty.record(a, a + PAGE);
+    os.munmap(a, PAGE).unwrap();
+    E.fell_behind();
+    map(&E, &os, 4, 0);
+    assert_eq!(*os.munmaps.borrow(), [(a, PAGE), (a + PAGE, PAGE)]);
+    assert_eq!(E.stats.get(Counter::ForgottenQueued), 1);
+}
