@@ -32,6 +32,9 @@ const RECORDS: usize = 64;
 /// Small under loom, so that running out of records is explored too.
 #[cfg(loom)]
 const RECORDS: usize = 2;
+/// How many times [`DirtyRanges::each_clear_piece`] looks at the records
+/// again for one range, each time a call was recorded while it looked.
+const LOOKS_AGAIN: usize = 16;
 const FREE: u8 = 0;
 const WRITING: u8 = 1;
 const READY: u8 = 2;
@@ -204,6 +207,12 @@ impl DirtyRanges {
         self.overflow.load(Ordering::Relaxed)
     }
 
+    /// Was the record of a call numbered `since` or later lost (a call
+    /// that began after [`DirtyRanges::epoch`] answered `since`)?
+    pub fn lost_since(&self, since: u64) -> bool {
+        self.lost() && self.overflow_epoch.load(Ordering::SeqCst) >= since
+    }
+
     /// Does a complete replacement not yet drained overlap `[start, end)`?
     pub fn replaced_overlaps(&self, start: usize, end: usize) -> bool {
         self.pending_overlap(start, end, true)
@@ -233,10 +242,14 @@ impl DirtyRanges {
     /// before it unmaps or drops a queued range: a call that found the
     /// table busy meanwhile (a `MAP_FIXED` there, say) made that part
     /// someone else's. A change in place leaves it munmapq's.
+    ///
+    /// A call lost with a number from `since` on (see [`DirtyRanges::epoch`])
+    /// may have acted anywhere: the rest of the range is then left out.
     pub fn each_clear_piece(
         &self,
         start: usize,
         end: usize,
+        since: u64,
         mut f: impl FnMut(usize, usize),
     ) -> bool {
         if self.ready.load(Ordering::Acquire) == 0 {
@@ -245,7 +258,12 @@ impl DirtyRanges {
         }
         let mut at = start;
         let mut skipped = false;
+        let mut again = 0;
         while at < end {
+            // A call recorded while the records are looked at (after its
+            // slot was passed) is found by looking again: what is left
+            // between the last look and the unmap is a few instructions.
+            let seen = self.epoch.load(Ordering::SeqCst);
             // The recorded range overlapping `[at, end)` that begins first.
             let mut next: Option<(usize, usize)> = None;
             for r in &self.records {
@@ -259,6 +277,14 @@ impl DirtyRanges {
                 if rs < end && at < re && next.is_none_or(|(ns, _)| rs.max(at) < ns) {
                     next = Some((rs.max(at), re));
                 }
+            }
+            if self.epoch.load(Ordering::SeqCst) != seen {
+                // Where calls keep coming, the rest is left mapped.
+                again += 1;
+                if again > LOOKS_AGAIN || self.lost_since(since) {
+                    return true;
+                }
+                continue;
             }
             match next {
                 None => {
@@ -325,7 +351,7 @@ mod tests {
         assert!(!d.replaced_overlaps(25, 26));
         assert!(d.replaced_overlaps(55, 56));
         let mut pieces = Vec::new();
-        d.each_clear_piece(0, 100, |s, e| pieces.push((s, e)));
+        d.each_clear_piece(0, 100, d.epoch(), |s, e| pieces.push((s, e)));
         assert_eq!(
             pieces,
             [(0, 50), (60, 100)],
@@ -372,7 +398,7 @@ mod tests {
         let d = DirtyRanges::new();
         let pieces = |d: &DirtyRanges, s, e| {
             let mut v = Vec::new();
-            let skipped = d.each_clear_piece(s, e, |a, b| v.push((a, b)));
+            let skipped = d.each_clear_piece(s, e, d.epoch(), |a, b| v.push((a, b)));
             (v, skipped)
         };
         assert_eq!(pieces(&d, 0, 100), (std::vec![(0, 100)], false));

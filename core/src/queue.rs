@@ -39,10 +39,19 @@ impl Books<'_> {
     /// holder drained (it may be the program's new mapping now). Answers
     /// whether some of it was left mapped (forgotten: the program's now).
     pub fn unmap<O: Os>(&self, os: &O, start: usize, len: usize) -> bool {
-        let skipped = self.dirty.each_clear_piece(start, start + len, |s, e| {
-            let _ = os.munmap(s, e - s);
-            self.count(Counter::MunmapSyscalls, 1);
-        });
+        self.unmap_since(os, start, len, self.dirty.epoch())
+    }
+
+    /// [`Books::unmap`], leaving the range mapped from where a call that
+    /// began at `since` or later (a [`DirtyRanges::epoch`]) is found to
+    /// have lost its record.
+    pub fn unmap_since<O: Os>(&self, os: &O, start: usize, len: usize, since: u64) -> bool {
+        let skipped = self
+            .dirty
+            .each_clear_piece(start, start + len, since, |s, e| {
+                let _ = os.munmap(s, e - s);
+                self.count(Counter::MunmapSyscalls, 1);
+            });
         if skipped {
             self.count(Counter::ForgottenQueued, 1);
         }
