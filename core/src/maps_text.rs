@@ -80,6 +80,11 @@ pub fn region(line: &[u8]) -> Option<Region> {
         ino: parse_uint(ino)?,
         dev: libc::makedev(major, minor),
         private: *perms.get(3)? == b'p',
+        prot: [b'r', b'w', b'x']
+            .iter()
+            .zip([libc::PROT_READ, libc::PROT_WRITE, libc::PROT_EXEC])
+            .filter(|&(c, _)| perms.contains(c))
+            .fold(0, |p, (_, bit)| p | bit),
     })
 }
 
@@ -129,9 +134,12 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
                 ino: 10010635,
                 dev: libc::makedev(0xfe, 0),
                 private: false,
+                prot: libc::PROT_READ,
             }
         );
         assert!(v[0].private && v[2].private && v[2].ino == 0);
+        assert_eq!(v[2].prot, libc::PROT_READ | libc::PROT_WRITE);
+        assert_eq!(v[3].prot, libc::PROT_EXEC);
         assert_eq!(v[3].end, 0xffff_ffff_ff60_1000);
     }
 

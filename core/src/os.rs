@@ -62,6 +62,8 @@ pub struct Region {
     pub dev: u64,
     /// `MAP_PRIVATE` (else shared).
     pub private: bool,
+    /// `PROT_READ`, `PROT_WRITE`, `PROT_EXEC` as they are now.
+    pub prot: i32,
 }
 
 /// Everything the core asks of the system it runs on. Nothing in the core

@@ -7,7 +7,9 @@
  * (mprotect) and, if that succeeds, writes 'A'; "otherfs" maps there, at
  * the same offset, a file filled with 'y' on another tmpfs with the same
  * inode number (DIR/a/f and DIR/b/f, two tmpfs mounted in a mount
- * namespace of its own: SKIPPED where that is refused); "hole" unmaps a
+ * namespace of its own: SKIPPED where that is refused); "samefile" maps
+ * the same window of the same file there, writable, and writes 'A' into
+ * it (told from munmapq's by being writable); "hole" unmaps a
  * page in its middle, and nothing of it may stay mapped. Then the program
  * maps the second window of the file again and reads its first byte, and
  * looks at what the handler mapped: it must still be mapped there (mincore),
@@ -42,7 +44,7 @@
 static volatile long step, target, hit, replaced, holed;
 static char *first, *second;
 static const char *call;
-static int other = -1;
+static int fd = -1, other = -1;
 
 static void on_step(int sig, siginfo_t *info, void *context) {
     (void)sig;
@@ -58,6 +60,12 @@ static void on_step(int sig, siginfo_t *info, void *context) {
             holed = munmap(second + WINDOW / 2, 4096) == 0;
         } else if (other >= 0) {
             replaced = mmap(second, 4096, PROT_READ, MAP_FIXED | MAP_PRIVATE, other, WINDOW) == second;
+        } else if (strcmp(call, "samefile") == 0) {
+            void *p = mmap(second, 4096, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE, fd, WINDOW);
+            if (p == second) {
+                second[0] = 'A';
+                replaced = 1;
+            }
         } else if (strcmp(call, "replace") == 0) {
             void *p = mmap(second, 4096, PROT_READ | PROT_WRITE,
                            MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -120,7 +128,6 @@ int main(int argc, char **argv) {
     if (argc != 3)
         return 2;
     call = argv[2];
-    int fd;
     if (strcmp(call, "otherfs") == 0) {
         struct stat sa, sb;
         if (two_tmpfs(argv[1]) != 0) {

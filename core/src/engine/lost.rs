@@ -37,6 +37,8 @@ struct Judging {
     to: usize,
     /// All of what is judged was munmapq's (and is unmapped).
     whole: bool,
+    /// Some of it is unmapped.
+    unmapped: bool,
 }
 
 /// What the kernel has at a queued window's address.
@@ -57,10 +59,12 @@ impl Engine {
         self.count(Counter::LostRecords);
         self.forget(t, 0, usize::MAX, epoch, true);
         let mut judging = next_to_judge(t, 0, epoch);
-        let mut unsure = false;
+        let (mut unsure, mut lost_again) = (false, false);
+        // Calls from here on may change what the read finds.
+        let since = self.dirty.epoch();
         let told = os.each_region(|r| {
             while let Some(j) = judging.as_mut() {
-                if r.end <= j.to {
+                if r.end <= j.to || lost_again {
                     return;
                 }
                 let e = j.entry;
@@ -70,7 +74,14 @@ impl Engine {
                     j.whole &= r.start <= j.to && found == Found::Window;
                     unsure |= found == Found::Unsure;
                     if found == Found::Window {
-                        self.unmap_piece(os, t, from, to);
+                        // A call lost since this read began may have
+                        // replaced what the read found (and calls the
+                        // record holds are looked at by the unmap).
+                        j.unmapped = true;
+                        lost_again = self.unmap_piece(os, t, from, to, since);
+                        if lost_again {
+                            return;
+                        }
                     }
                     j.to = to;
                     if to < e.end() {
@@ -81,6 +92,14 @@ impl Engine {
                 judging = next_to_judge(t, e.end(), epoch);
             }
         });
+        if lost_again {
+            // The next holder reads the mappings again for the entries not
+            // yet judged; one partly unmapped is not to be unmapped whole.
+            if let Some(j) = judging.filter(|j| j.unmapped) {
+                self.judged(t, j.entry, false);
+            }
+            return;
+        }
         // The rest have no mapping left at their end: lost munmaps took it.
         while let Some(j) = judging {
             self.judged(t, j.entry, false);
@@ -92,11 +111,24 @@ impl Engine {
         }
     }
 
-    fn unmap_piece<O: Os>(&self, os: &O, t: &mut Table, from: usize, to: usize) {
+    /// Unmaps `[from, to)` unless a call that began at `since` or later lost
+    /// its record (then answers true, and some may be left mapped).
+    fn unmap_piece<O: Os>(
+        &self,
+        os: &O,
+        t: &mut Table,
+        from: usize,
+        to: usize,
+        since: u64,
+    ) -> bool {
+        if self.dirty.lost_since(since) {
+            return true;
+        }
         t.unmap_in_flight(from, to - from, || {
-            self.books().unmap(os, from, to - from);
+            self.books().unmap_since(os, from, to - from, since);
         });
         t.finish_unmap();
+        self.dirty.lost_since(since)
     }
 
     /// `e` is judged: unmapped whole, or in the pieces that were its own.
@@ -135,6 +167,7 @@ fn next_to_judge(t: &Table, mut from: usize, epoch: u64) -> Option<Judging> {
                 entry,
                 to: entry.start,
                 whole: true,
+                unmapped: false,
             });
         }
         from = entry.end();
@@ -143,12 +176,16 @@ fn next_to_judge(t: &Table, mut from: usize, epoch: u64) -> Option<Judging> {
 }
 
 /// What the mapping `r`, which covers `at`, is of the queued entry `e`:
-/// a private mapping of its file at the offset `e`'s window has at `at`?
+/// a private read-only mapping of its file at the offset `e`'s window has
+/// at `at`? (A lost `mprotect` that made the window writable makes it
+/// another's here: left mapped, where a program's own writable mapping of
+/// the file would be unmapped under it.)
 fn found(t: &Table, e: Entry, at: usize, r: &Region) -> Found {
     let key = t.key(e.slot);
     let want = key.off.wrapping_add((at - e.start) as u64);
     let here = r.off.wrapping_add((at - r.start) as u64);
-    match r.private && r.ino != 0 && r.ino == key.ino && here == want {
+    let read_only = r.prot & libc::PROT_WRITE == 0;
+    match r.private && read_only && r.ino != 0 && r.ino == key.ino && here == want {
         false => Found::Other,
         true if r.dev == key.dev => Found::Window,
         true => Found::Unsure,

@@ -468,6 +468,7 @@ impl<const N: usize> Os for FakeOs<N> {
                 ino,
                 dev: if r.file { self.region_dev } else { 0 },
                 private: true,
+                prot: libc::PROT_READ,
             });
         }
     }
