@@ -439,12 +439,13 @@ impl Engine {
     /// frees the slots only after their unmap returned. So those are
     /// unmapped (each freed first, so that a recovery interrupted the same
     /// way never unmaps one twice), except where a call that found the
-    /// table busy recorded a replacement (the range may be someone else's
-    /// now: that mapping is left mapped); everything else is forgotten.
+    /// table busy recorded a replacement, or any record was lost (the
+    /// range may be someone else's now: that mapping is left mapped);
+    /// everything else is forgotten.
     fn recover_abandoned<O: Os>(&self, os: &O, t: &mut Table) {
         self.count(Counter::Recovered);
         t.take_each_unmappable_slot(|start, len| {
-            if self.dirty.replaced_overlaps(start, start + len) {
+            if self.dirty.replaced_or_lost(start, start + len) {
                 self.count(Counter::ForgottenQueued);
             } else {
                 let _ = os.munmap(start, len);

@@ -174,7 +174,10 @@ impl Engine {
             // SAFETY: the holder was another thread of the parent; it does
             // not exist in this child, so nobody else uses the table.
             unsafe { self.table.force_unlock() };
-            if let Some(mut q) = self.lock(os) {
+            // Not through `lock`: what busy calls recorded is applied
+            // (by the next holder) to the table once it is recovered, not
+            // to the torn one.
+            if let crate::holder::Taken::Got(mut q) = self.table.try_lock(os) {
                 self.recover_abandoned(os, &mut q.table);
             }
         }

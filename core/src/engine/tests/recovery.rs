@@ -108,3 +108,39 @@ fn recovery_leaves_the_unmap_in_flight_alone() {
     t.take_each_unmappable_slot(|s, l| again.push((s, l)));
     assert!(again.is_empty());
 }
+
+/// A table left by a longjmp while calls that found it busy lost their
+/// records: a queued window one of them may have replaced is left mapped
+/// by the recovery, as one a record shows replaced.
+#[test]
+fn recovery_after_lost_records_leaves_the_queue_mapped() {
+    static E: Engine = Engine::new();
+    let os = FakeOs {
+        cells: Some(test_cells()),
+        ..FakeOs::default()
+    };
+    start(&E, 16);
+    let cells = test_cells();
+    cells.frame.set(0x7000_0000);
+    let a = map(&E, &os, 3, 0);
+    unmap(&E, &os, a);
+    let Taken::Got(held) = E.table.try_lock(&os) else {
+        panic!("free")
+    };
+    core::mem::forget(held);
+    // Meanwhile: anonymous memory over the queued window, among more calls
+    // than the record holds.
+    let fixed = libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let call = Mmap::new(a, 2 * PAGE, libc::PROT_READ, fixed, -1, 0);
+    assert_eq!(os.mmap(call), Ok(a));
+    let away = BASE + (1 << 30);
+    for i in 0..64 {
+        E.dirty.record(away + i * PAGE, away + (i + 1) * PAGE);
+    }
+    E.dirty.record(a, a + 2 * PAGE);
+    E.fell_behind();
+    let _b = map(&E, &os, 6, 0);
+    assert_eq!(E.stats.get(Counter::Recovered), 1);
+    assert_eq!(os.mapped(a), Some((-1, 0)), "the program's, left");
+    assert!(!os.munmaps.borrow().contains(&(a, 2 * PAGE)));
+}
