@@ -52,10 +52,11 @@ enum Found {
 }
 
 impl Engine {
-    /// The drain's answer to a lost record of epoch `epoch`.
+    /// The drain's answer to a lost record of epoch `epoch`: false where a
+    /// call lost while it was made left it unfinished.
     #[cold]
     #[inline(never)]
-    pub(super) fn records_lost<O: Os>(&self, os: &O, t: &mut Table, epoch: u64) {
+    pub(super) fn records_lost<O: Os>(&self, os: &O, t: &mut Table, epoch: u64) -> bool {
         self.count(Counter::LostRecords);
         self.forget(t, 0, usize::MAX, epoch, true);
         let mut judging = next_to_judge(t, 0, epoch);
@@ -77,8 +78,13 @@ impl Engine {
                         // A call lost since this read began may have
                         // replaced what the read found (and calls the
                         // record holds are looked at by the unmap).
+                        lost_again = self.dirty.lost_since(since);
+                        if lost_again {
+                            return;
+                        }
                         j.unmapped = true;
-                        lost_again = self.unmap_piece(os, t, from, to, since);
+                        self.unmap_piece(os, t, from, to, since);
+                        lost_again = self.dirty.lost_since(since);
                         if lost_again {
                             return;
                         }
@@ -98,7 +104,7 @@ impl Engine {
             if let Some(j) = judging.filter(|j| j.unmapped) {
                 self.judged(t, j.entry, false);
             }
-            return;
+            return false;
         }
         // The rest have no mapping left at their end: lost munmaps took it.
         while let Some(j) = judging {
@@ -109,26 +115,16 @@ impl Engine {
             self.forget(t, 0, usize::MAX, epoch, false);
             self.stop_queueing(os, t);
         }
+        true
     }
 
-    /// Unmaps `[from, to)` unless a call that began at `since` or later lost
-    /// its record (then answers true, and some may be left mapped).
-    fn unmap_piece<O: Os>(
-        &self,
-        os: &O,
-        t: &mut Table,
-        from: usize,
-        to: usize,
-        since: u64,
-    ) -> bool {
-        if self.dirty.lost_since(since) {
-            return true;
-        }
+    /// Unmaps `[from, to)`, but for what a call that began at `since` or
+    /// later, whose record was lost, may have made someone else's.
+    fn unmap_piece<O: Os>(&self, os: &O, t: &mut Table, from: usize, to: usize, since: u64) {
         t.unmap_in_flight(from, to - from, || {
             self.books().unmap_since(os, from, to - from, since);
         });
         t.finish_unmap();
-        self.dirty.lost_since(since)
     }
 
     /// `e` is judged: unmapped whole, or in the pieces that were its own.
