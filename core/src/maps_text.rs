@@ -71,14 +71,13 @@ pub fn region(line: &[u8]) -> Option<Region> {
     let (dev, ino) = (fields.next()?, fields.next()?);
     let dash = range.iter().position(|&c| c == b'-')?;
     let colon = dev.iter().position(|&c| c == b':')?;
-    let major = u32::try_from(hex(&dev[..colon])?).ok()?;
-    let minor = u32::try_from(hex(&dev[colon + 1..])?).ok()?;
+    let (major, minor) = (hex(&dev[..colon])?, hex(&dev[colon + 1..])?);
     Some(Region {
         start: usize::try_from(hex(&range[..dash])?).ok()?,
         end: usize::try_from(hex(&range[dash + 1..])?).ok()?,
         off: hex(off)?,
         ino: parse_uint(ino)?,
-        dev: libc::makedev(major, minor),
+        dev: makedev(major, minor),
         private: *perms.get(3)? == b'p',
         prot: [b'r', b'w', b'x']
             .iter()
@@ -86,6 +85,16 @@ pub fn region(line: &[u8]) -> Option<Region> {
             .filter(|&(c, _)| perms.contains(c))
             .fold(0, |p, (_, bit)| p | bit),
     })
+}
+
+/// A device number as glibc's `makedev` makes it on Linux, the way `stat`'s
+/// device is told (`libc::makedev` is another function on macOS, where
+/// this text is never read).
+fn makedev(major: u64, minor: u64) -> u64 {
+    ((major & 0xffff_f000) << 32)
+        | ((major & 0xfff) << 8)
+        | ((minor & 0xffff_ff00) << 12)
+        | (minor & 0xff)
 }
 
 fn hex(v: &[u8]) -> Option<u64> {
@@ -132,7 +141,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
                 end: 0x7f18_4285_1000,
                 off: 0x4000,
                 ino: 10010635,
-                dev: libc::makedev(0xfe, 0),
+                dev: makedev(0xfe, 0),
                 private: false,
                 prot: libc::PROT_READ,
             }
@@ -141,6 +150,23 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         assert_eq!(v[2].prot, libc::PROT_READ | libc::PROT_WRITE);
         assert_eq!(v[3].prot, libc::PROT_EXEC);
         assert_eq!(v[3].end, 0xffff_ffff_ff60_1000);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn device_numbers_are_the_c_librarys() {
+        for (major, minor) in [
+            (0, 0),
+            (8, 1),
+            (0xfe, 0),
+            (0x1234, 0x12_3456),
+            (0xfff, 0xff),
+        ] {
+            assert_eq!(
+                makedev(u64::from(major), u64::from(minor)),
+                libc::makedev(major, minor)
+            );
+        }
     }
 
     #[test]
@@ -162,7 +188,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         let v = all(&[&line[..100], &line[100..4096], &line[4096..]]).unwrap();
         assert_eq!(v[0].off, 0x1000);
         assert_eq!(v[0].ino, 42);
-        assert_eq!(v[0].dev, libc::makedev(8, 1));
+        assert_eq!(v[0].dev, makedev(8, 1));
         assert!(all(&[b"1000-2000 r--p\n"]).is_none());
         assert!(all(&[b"1000+2000 r--p 0 08:01 42\n"]).is_none());
         assert!(all(&[b"1000-2000 r--p 0 0801 42\n"]).is_none());
