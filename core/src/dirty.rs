@@ -167,16 +167,13 @@ impl DirtyRanges {
     }
 
     /// Hands every complete record to `f` and frees it. Only the holder of
-    /// the table lock calls this. Where `f` answers false for a loss (its
-    /// answer could not be made whole: another was lost meanwhile), the
-    /// records are left for the next drain, which gets that loss too.
-    pub fn drain(&self, mut f: impl FnMut(Dirty) -> bool) {
+    /// the table lock calls this.
+    pub fn drain(&self, mut f: impl FnMut(Dirty)) {
         // Loads first: this runs under every lock acquisition, and a
         // read-modify-write there is measurable.
-        if self.overflow.load(Ordering::Relaxed) && self.overflow.swap(false, Ordering::Acquire) {
-            self.ready.fetch_sub(1, Ordering::AcqRel);
-            if !f(Dirty::Upto(self.overflow_epoch.load(Ordering::Acquire))) {
-                return;
+        if self.overflow.load(Ordering::Relaxed) {
+            if let Some(epoch) = self.take_loss() {
+                f(Dirty::Upto(epoch));
             }
         }
         if self.ready.load(Ordering::Acquire) == 0 {
@@ -189,7 +186,7 @@ impl DirtyRanges {
                     r.end.load(Ordering::Relaxed),
                     r.epoch.load(Ordering::Relaxed),
                 );
-                let _ = f(if !r.changed.load(Ordering::Relaxed) {
+                f(if !r.changed.load(Ordering::Relaxed) {
                     Dirty::Range(start, end, epoch)
                 } else {
                     Dirty::Changed(start, end, epoch)
@@ -204,6 +201,17 @@ impl DirtyRanges {
     /// was a record lost since the last drain (it may)?
     pub fn pending_overlaps(&self, start: usize, end: usize) -> bool {
         self.pending_overlap(start, end, false)
+    }
+
+    /// The epoch of the last lost record, where one was lost since the last
+    /// drain (or the last time this was asked), which it now answers for.
+    /// Only the holder of the table lock calls this.
+    pub fn take_loss(&self) -> Option<u64> {
+        if !self.overflow.swap(false, Ordering::Acquire) {
+            return None;
+        }
+        self.ready.fetch_sub(1, Ordering::AcqRel);
+        Some(self.overflow_epoch.load(Ordering::Acquire))
     }
 
     /// Was a record lost since the last drain?
@@ -339,12 +347,9 @@ mod tests {
 
     fn drained(d: &DirtyRanges) -> Vec<(usize, usize)> {
         let mut v = Vec::new();
-        d.drain(|x| {
-            match x {
-                Dirty::Range(s, e, _) | Dirty::Changed(s, e, _) => v.push((s, e)),
-                Dirty::Upto(_) => v.push((0, usize::MAX)),
-            }
-            true
+        d.drain(|x| match x {
+            Dirty::Range(s, e, _) | Dirty::Changed(s, e, _) => v.push((s, e)),
+            Dirty::Upto(_) => v.push((0, usize::MAX)),
         });
         v
     }
@@ -370,8 +375,7 @@ mod tests {
                 Dirty::Changed(s, e, _) => (s, e, false),
                 Dirty::Range(s, e, _) => (s, e, true),
                 Dirty::Upto(_) => (0, 0, true),
-            });
-            true
+            })
         });
         assert_eq!(kinds, [(20, 30, false), (50, 60, true)]);
     }
@@ -396,7 +400,6 @@ mod tests {
             if let Dirty::Range(_, _, e) = x {
                 seen = Some(e)
             }
-            true
         });
         let e = seen.unwrap();
         assert!(before <= e && e < after);
@@ -454,7 +457,7 @@ mod loom_models {
             // An earlier record, drained: the epoch has moved on and the
             // slots hold an old epoch a torn read would return.
             d.record(0, 1);
-            d.drain(|_| true);
+            d.drain(|_| {});
             let freed = Arc::new(AtomicBool::new(false));
             // The epoch an entry inserted before the record would carry.
             let before = Arc::new(loom::sync::atomic::AtomicU64::new(u64::MAX));
@@ -475,14 +478,12 @@ mod loom_models {
                     );
                     seen.push((epoch, inserted));
                 }
-                true
             });
             caller.join().unwrap();
             d.drain(|x| {
                 if let Dirty::Range(_, _, epoch) = x {
                     seen.push((epoch, inserted));
                 }
-                true
             });
             assert_eq!(seen.len(), 1, "the record is seen exactly once");
             let (epoch, inserted) = seen[0];
@@ -517,12 +518,9 @@ mod loom_models {
                 h.join().unwrap();
             }
             let (mut ranges, mut lost) = (0, None);
-            d.drain(|x| {
-                match x {
-                    Dirty::Range(..) | Dirty::Changed(..) => ranges += 1,
-                    Dirty::Upto(e) => lost = Some(e),
-                }
-                true
+            d.drain(|x| match x {
+                Dirty::Range(..) | Dirty::Changed(..) => ranges += 1,
+                Dirty::Upto(e) => lost = Some(e),
             });
             assert_eq!(ranges, 2);
             assert!(lost.is_some_and(|e| e <= 2), "{lost:?}");
@@ -542,13 +540,10 @@ mod loom_models {
             let d2 = d.clone();
             let caller = loom::thread::spawn(move || d2.record(5, 6));
             let mut ranges = 0;
-            d.drain(|x| {
-                ranges += usize::from(matches!(x, Dirty::Range(1, 2, _)));
-                true
-            });
+            d.drain(|x| ranges += usize::from(matches!(x, Dirty::Range(1, 2, _))));
             assert_eq!(ranges, 1, "the complete record was not drained");
             caller.join().unwrap();
-            d.drain(|_| true);
+            d.drain(|_| {});
             assert_eq!(d.ready.load(Ordering::Relaxed), 0);
         });
     }

@@ -30,6 +30,10 @@ use crate::stats::Counter;
 use crate::table::{Entry, State, Table};
 use core::sync::atomic::Ordering::Release;
 
+/// How many times the mappings are read for one answer to lost records
+/// (each further read because a call was lost during the one before).
+const READS: usize = 4;
+
 /// The entry being judged against the kernel's mappings.
 struct Judging {
     entry: Entry,
@@ -37,8 +41,6 @@ struct Judging {
     to: usize,
     /// All of what is judged was munmapq's (and is unmapped).
     whole: bool,
-    /// Some of it is unmapped.
-    unmapped: bool,
 }
 
 /// What the kernel has at a queued window's address.
@@ -52,12 +54,29 @@ enum Found {
 }
 
 impl Engine {
-    /// The drain's answer to a lost record of epoch `epoch`: false where a
-    /// call lost while it was made left it unfinished.
+    /// The drain's answer to a lost record of epoch `epoch`. A call lost
+    /// while the mappings are read may change what the read found: the
+    /// answer stops there and is made again, for both losses, before
+    /// anything else is done with the table (an entry it has unmapped some
+    /// of stays, for the next read to judge the rest). Where losses keep
+    /// coming, no entry is trusted, as where the mappings cannot be read.
     #[cold]
     #[inline(never)]
-    pub(super) fn records_lost<O: Os>(&self, os: &O, t: &mut Table, epoch: u64) -> bool {
+    pub(super) fn records_lost<O: Os>(&self, os: &O, t: &mut Table, mut epoch: u64) {
         self.count(Counter::LostRecords);
+        for _ in 0..READS {
+            match self.judge_queued(os, t, epoch) {
+                Some(()) => return,
+                None => epoch = self.dirty.take_loss().unwrap_or(epoch).max(epoch),
+            }
+        }
+        self.forget(t, 0, usize::MAX, epoch, false);
+        self.stop_queueing(os, t);
+    }
+
+    /// One read of the mappings for [`Engine::records_lost`]: None where a
+    /// call lost meanwhile cut it short.
+    fn judge_queued<O: Os>(&self, os: &O, t: &mut Table, epoch: u64) -> Option<()> {
         self.forget(t, 0, usize::MAX, epoch, true);
         let mut judging = next_to_judge(t, 0, epoch);
         let (mut unsure, mut lost_again) = (false, false);
@@ -82,7 +101,6 @@ impl Engine {
                         if lost_again {
                             return;
                         }
-                        j.unmapped = true;
                         self.unmap_piece(os, t, from, to, since);
                         lost_again = self.dirty.lost_since(since);
                         if lost_again {
@@ -99,12 +117,7 @@ impl Engine {
             }
         });
         if lost_again {
-            // The next holder reads the mappings again for the entries not
-            // yet judged; one partly unmapped is not to be unmapped whole.
-            if let Some(j) = judging.filter(|j| j.unmapped) {
-                self.judged(t, j.entry, false);
-            }
-            return false;
+            return None;
         }
         // The rest have no mapping left at their end: lost munmaps took it.
         while let Some(j) = judging {
@@ -115,7 +128,7 @@ impl Engine {
             self.forget(t, 0, usize::MAX, epoch, false);
             self.stop_queueing(os, t);
         }
-        true
+        Some(())
     }
 
     /// Unmaps `[from, to)`, but for what a call that began at `since` or
@@ -163,7 +176,6 @@ fn next_to_judge(t: &Table, mut from: usize, epoch: u64) -> Option<Judging> {
                 entry,
                 to: entry.start,
                 whole: true,
-                unmapped: false,
             });
         }
         from = entry.end();

@@ -526,20 +526,12 @@ impl Engine {
     }
 
     /// Applies what calls that found the table busy recorded (a lost
-    /// record: `lost.rs`; where another was lost while that was answered,
-    /// the records are left for the next holder, who answers both: what
-    /// they would unmap may be what the lost call replaced).
+    /// record: `lost.rs`).
     #[inline]
     fn drain<O: Os>(&self, os: &O, t: &mut Table) {
         self.dirty.drain(|d| match d {
-            Dirty::Range(start, end, epoch) => {
-                self.release_replaced(os, t, start, end, epoch);
-                true
-            }
-            Dirty::Changed(start, end, epoch) => {
-                self.release_changed(os, t, start, end, epoch);
-                true
-            }
+            Dirty::Range(start, end, epoch) => self.release_replaced(os, t, start, end, epoch),
+            Dirty::Changed(start, end, epoch) => self.release_changed(os, t, start, end, epoch),
             Dirty::Upto(epoch) => self.records_lost(os, t, epoch),
         });
     }
