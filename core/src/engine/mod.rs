@@ -475,19 +475,32 @@ impl Engine {
         }
     }
 
-    /// What a call that replaced or unmapped `[start, end)` recorded while
-    /// the table was busy: the entries there inserted at or before `epoch`
-    /// stop being tracked, and of the queued ones, the parts no
-    /// replacement recorded covers (this one is, until the drain frees it)
-    /// are still munmapq's, and are unmapped.
-    fn release_replaced<O: Os>(&self, os: &O, t: &mut Table, start: usize, end: usize, epoch: u64) {
+    /// What a call recorded over `[start, end)` while the table was busy:
+    /// the entries there inserted at or before `epoch` stop being tracked,
+    /// and the queued ones, still munmapq's, are unmapped but for the parts
+    /// a replacement recorded covers ([`crate::queue::Books::unmap`]; this
+    /// record, if it is one, until the drain frees it). A replacement
+    /// counts as released only a window it left wholly munmapq's; a change
+    /// in place leaves every window munmapq's.
+    fn release_recorded<O: Os>(
+        &self,
+        os: &O,
+        t: &mut Table,
+        (start, end, epoch): (usize, usize, u64),
+        replaced: bool,
+    ) {
         let mut hi = end;
         while let Some(e) = t.last_overlap(start, hi) {
             hi = e.start;
             if e.epoch > epoch {
                 continue;
             }
-            if e.state == State::Queued {
+            if e.state != State::Queued {
+                t.remove(e.slot);
+                self.count(Counter::Forgotten);
+            } else if !replaced {
+                self.unmap_queued(os, t, e, Counter::Released);
+            } else {
                 let mut left = false;
                 t.unmap_in_flight(e.start, e.len, || {
                     left = self.books().unmap(os, e.start, e.len);
@@ -497,30 +510,6 @@ impl Engine {
                 if !left {
                     self.count(Counter::Released);
                 }
-            } else {
-                t.remove(e.slot);
-                self.count(Counter::Forgotten);
-            }
-        }
-    }
-
-    /// What a call that changed `[start, end)` in place recorded while the
-    /// table was busy: the entries there inserted at or before `epoch` stop
-    /// being tracked, and the queued ones, still munmapq's, are unmapped
-    /// (but where a replacement recorded since covers them,
-    /// [`crate::queue::Books::unmap`]).
-    fn release_changed<O: Os>(&self, os: &O, t: &mut Table, start: usize, end: usize, epoch: u64) {
-        let mut hi = end;
-        while let Some(e) = t.last_overlap(start, hi) {
-            hi = e.start;
-            if e.epoch > epoch {
-                continue;
-            }
-            if e.state == State::Queued {
-                self.unmap_queued(os, t, e, Counter::Released);
-            } else {
-                t.remove(e.slot);
-                self.count(Counter::Forgotten);
             }
         }
     }
@@ -530,8 +519,12 @@ impl Engine {
     #[inline]
     fn drain<O: Os>(&self, os: &O, t: &mut Table) {
         self.dirty.drain(|d| match d {
-            Dirty::Range(start, end, epoch) => self.release_replaced(os, t, start, end, epoch),
-            Dirty::Changed(start, end, epoch) => self.release_changed(os, t, start, end, epoch),
+            Dirty::Range(start, end, epoch) => {
+                self.release_recorded(os, t, (start, end, epoch), true)
+            }
+            Dirty::Changed(start, end, epoch) => {
+                self.release_recorded(os, t, (start, end, epoch), false)
+            }
             Dirty::Upto(epoch) => self.records_lost(os, t, epoch),
         });
     }
