@@ -81,6 +81,22 @@ fn deferral_and_merging_are_seen_by_the_kernel() {
     assert!(plain >= 20000 && with < 200, "{with}");
 }
 
+/// Busy calls never cost a queued mapping (that would be a leak), unless
+/// they outran the ring of records (a holder preempted while the other
+/// threads kept calling): then, per loss, at most the queue then held is
+/// left mapped, the windows the kernel's list of mappings cannot vouch for
+/// (all of them where queueing stops, `engine/lost.rs`).
+fn forgotten_only_by_losses(with: &Ran) {
+    let (forgotten, lost) = (
+        with.get(Counter::ForgottenQueued),
+        with.get(Counter::LostRecords),
+    );
+    assert!(
+        forgotten <= lost * with.get(Counter::PeakQueued),
+        "{forgotten} queued mappings forgotten, {lost} losses"
+    );
+}
+
 #[test]
 fn threads_see_correct_data() {
     let (_dir, file) = scratch_with_data("threads", 256);
@@ -89,16 +105,16 @@ fn threads_see_correct_data() {
         let ops = if env.is_empty() { "250000" } else { "25000" };
         let with = differential(|| probe_cmd(&["threads", &file, "4", ops]), env);
         println!(
-            "{env:?}: {} reused {} deferred {} flushes {} contention",
+            "{env:?}: {}; reused {}, flushes {}, busy {}, lost records {}",
             with.stdout().trim(),
             with.get(Counter::Reused),
             with.get(Counter::Flushes),
-            with.get(Counter::PassContention)
+            with.get(Counter::PassContention),
+            with.get(Counter::LostRecords)
         );
         assert!(with.stdout().contains(" 0 wrong bytes"));
         assert!(with.get(Counter::Reused) > 0);
-        // Busy calls never cost a queued mapping (that would be a leak).
-        assert_eq!(with.get(Counter::ForgottenQueued), 0);
+        forgotten_only_by_losses(&with);
     }
 }
 
@@ -109,7 +125,7 @@ fn forked_children_work_while_threads_hammer() {
         let with = differential(|| probe_cmd(&["forks", &file, "200"]), env);
         println!("{env:?}: {}", with.stdout().trim());
         assert!(with.stdout().contains("200 of 200 children"));
-        assert_eq!(with.get(Counter::ForgottenQueued), 0);
+        forgotten_only_by_losses(&with);
     }
 }
 
