@@ -30,9 +30,14 @@ use crate::stats::Counter;
 use crate::table::{Entry, State, Table};
 use core::sync::atomic::Ordering::Release;
 
-/// How many times the mappings are read for one answer to lost records
-/// (each further read because a call was lost during the one before).
-const READS: usize = 4;
+/// How many reads of the mappings for one answer to lost records may be
+/// cut short (by a call lost during the read) before it judged a queued
+/// entry more.
+const FRUITLESS_READS: usize = 4;
+/// How many reads one answer makes at most: threads that keep calling
+/// while a preempted holder reads may cut each read short after it judged
+/// a few entries, and the holding must end.
+const MOST_READS: usize = 32;
 
 /// The entry being judged against the kernel's mappings.
 struct Judging {
@@ -59,15 +64,22 @@ impl Engine {
     /// answer stops there and is made again, for both losses, before
     /// anything else is done with the table (an entry it has unmapped some
     /// of stays, for the next read to judge the rest). Where losses keep
-    /// coming, no entry is trusted, as where the mappings cannot be read.
+    /// cutting the reads short before they judge anything more, no entry is
+    /// trusted, as where the mappings cannot be read.
     #[cold]
     #[inline(never)]
     pub(super) fn records_lost<O: Os>(&self, os: &O, t: &mut Table, mut epoch: u64) {
         self.count(Counter::LostRecords);
-        for _ in 0..READS {
-            match self.judge_queued(os, t, epoch) {
-                Some(()) => return,
-                None => epoch = self.dirty.take_loss().unwrap_or(epoch).max(epoch),
+        let mut fruitless = 0;
+        for _ in 0..MOST_READS {
+            let queued = t.queued();
+            if self.judge_queued(os, t, epoch).is_some() {
+                return;
+            }
+            epoch = self.dirty.take_loss().unwrap_or(epoch).max(epoch);
+            fruitless += (t.queued() == queued) as usize;
+            if fruitless == FRUITLESS_READS {
+                break;
             }
         }
         self.forget(t, 0, usize::MAX, epoch, false);
@@ -101,11 +113,15 @@ impl Engine {
                         if lost_again {
                             return;
                         }
-                        self.unmap_piece(os, t, from, to, since);
+                        let left = self.unmap_piece(os, t, from, to, since);
                         lost_again = self.dirty.lost_since(since);
-                        if lost_again {
+                        if left && lost_again {
+                            // What the loss left mapped is judged again.
                             return;
                         }
+                        // A piece unmapped is judged even where a loss
+                        // follows, so that a read cut short still moves on.
+                        j.whole &= !left;
                     }
                     j.to = to;
                     if to < e.end() {
@@ -132,12 +148,22 @@ impl Engine {
     }
 
     /// Unmaps `[from, to)`, but for what a call that began at `since` or
-    /// later, whose record was lost, may have made someone else's.
-    fn unmap_piece<O: Os>(&self, os: &O, t: &mut Table, from: usize, to: usize, since: u64) {
+    /// later, whose record was lost, may have made someone else's (or a
+    /// recorded replacement made the program's): whether some was left.
+    fn unmap_piece<O: Os>(
+        &self,
+        os: &O,
+        t: &mut Table,
+        from: usize,
+        to: usize,
+        since: u64,
+    ) -> bool {
+        let mut left = false;
         t.unmap_in_flight(from, to - from, || {
-            self.books().unmap_since(os, from, to - from, since);
+            left = self.books().unmap_since(os, from, to - from, since);
         });
         t.finish_unmap();
+        left
     }
 
     /// `e` is judged: unmapped whole, or in the pieces that were its own.

@@ -2,6 +2,7 @@
 //! kernel which queued entries are still munmapq's (`engine/lost.rs`).
 
 use super::*;
+use core::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
 /// Far above anything the tests map: records there act on no entry.
 const AWAY: usize = BASE + (1 << 30);
@@ -113,4 +114,46 @@ fn a_lost_record_where_the_kernel_names_the_file_by_another_device_stops_queuein
     assert!(!E.active(), "stopped");
     assert_eq!(os.munmap_count(), 0);
     assert_eq!(E.stats.get(Counter::ForgottenQueued), 1);
+}
+
+#[test]
+fn reads_cut_short_that_judge_a_window_each_go_on_to_the_end() {
+    static E: Engine = Engine::new();
+    static LOSING: AtomicBool = AtomicBool::new(false);
+    // Another thread whose calls are lost (the ring is still full while
+    // the holder answers) each time the holder unmaps a window.
+    fn other_thread(call: &str, _: usize, _: usize) {
+        if call == "munmap" && LOSING.load(SeqCst) {
+            E.dirty.record(AWAY, AWAY + PAGE);
+        }
+    }
+    start_with_byte_cap(&E, 64 << 20);
+    let os = FakeOs {
+        meanwhile: Some(other_thread),
+        ..FakeOs::default()
+    };
+    // Larger than the payoff lets pass: six windows, no reuse.
+    let windows: Vec<usize> = (0..6)
+        .map(|fd| {
+            let a = map_large(&E, &os, 3 + fd, 0);
+            unmap_large(&E, &os, a);
+            a
+        })
+        .collect();
+    assert_eq!(*os.munmaps.borrow(), [], "all queued");
+    lose_records(&E);
+    LOSING.store(true, SeqCst);
+    map(&E, &os, 20, 0);
+    LOSING.store(false, SeqCst);
+    // Each read was cut short after it unmapped a window, and the next went
+    // on from there (a seventh found none left): every window unmapped,
+    // none forgotten, and queueing goes on.
+    let mut munmaps = os.munmaps.borrow().to_vec();
+    munmaps.sort();
+    let all: Vec<_> = windows.iter().map(|&w| (w, LARGE)).collect();
+    assert_eq!(munmaps, all);
+    assert_eq!(*os.region_reads.borrow(), 7);
+    assert_eq!(E.stats.get(Counter::ForgottenQueued), 0);
+    assert_eq!(E.stats.get(Counter::Released), 6);
+    assert!(E.active(), "still queueing");
 }
