@@ -140,3 +140,51 @@ fn doctor_git_reads_gits_own_options() {
     );
     println!("doctor git: -c windows read with -C, --git-dir=, --git-dir DIR and in the repository: thrashing named; without -c: none; outside a repository: check skipped");
 }
+
+/// Whether the file system holding `dir` ignores set-id bits (nosuid).
+fn nosuid(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path and a zeroed struct the call fills.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        libc::statvfs(c.as_ptr(), &mut st) == 0 && st.f_flag & libc::ST_NOSUID != 0
+    }
+}
+
+/// Linux ignores LD_PRELOAD (secure mode) only where the exec changes the
+/// ids: a set-user-ID program owned by the caller (root's own, run by root)
+/// gets the library, and the launcher must not say it will not; one owned
+/// by another user does not, and the launcher and the doctor say so.
+#[test]
+fn set_id_programs_are_refused_only_where_the_exec_changes_the_ids() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("doctor-setid");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || nosuid(&dir) {
+        println!("SKIPPED: set-id programs need root and a file system without nosuid");
+        return;
+    }
+    let cat = dir.join("cat");
+    std::fs::copy("/bin/cat", &cat).unwrap();
+    std::fs::set_permissions(&cat, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let maps = |out: &Output| text(&out.stdout).contains("libmunmapq");
+    let own = munmapq_in(&dir, &["./cat", "/proc/self/maps"]);
+    assert!(maps(&own), "root's own set-user-ID program: loaded");
+    assert!(
+        !text(&own.stderr).contains("will not load"),
+        "{}",
+        text(&own.stderr)
+    );
+    let said = munmapq_in(&dir, &["doctor", "./cat"]);
+    assert_contains(&said.stdout, "the library would load");
+    // Another owner: the exec changes the effective user.
+    std::os::unix::fs::chown(&cat, Some(65534), None).unwrap();
+    std::fs::set_permissions(&cat, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let other = munmapq_in(&dir, &["./cat", "/proc/self/maps"]);
+    assert!(!maps(&other), "secure mode: not loaded");
+    assert_contains(&other.stderr, "the library will not load: it is setuid");
+    let said = munmapq_in(&dir, &["doctor", "./cat"]);
+    assert_contains(&said.stdout, "setuid");
+    println!("set-user-ID cat: root's own run by root gets the library and no warning; owned by uid 65534, the launcher and the doctor say it will not load, and it does not");
+}
