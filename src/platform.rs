@@ -7,7 +7,8 @@
 //! `munmapq-check`'s, which the tests share.)
 
 use crate::macho;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
 pub use munmapq_check::platform::{LIB_NAME, PRELOAD_VAR};
@@ -39,26 +40,38 @@ impl PreloadList {
         }
     }
 
-    /// The entries of a list, as the dynamic linker reads them.
-    pub fn split(self, list: &str) -> Vec<&str> {
-        let parts: Vec<&str> = match self {
-            PreloadList::Colons => list.split(':').collect(),
-            PreloadList::SpacesAndColons => list.split([':', ' ']).collect(),
-        };
-        parts.into_iter().filter(|p| !p.is_empty()).collect()
+    /// Whether the dynamic linker cuts lists at this byte.
+    fn separates(self, b: u8) -> bool {
+        b == b':' || (self == PreloadList::SpacesAndColons && b == b' ')
+    }
+
+    /// The entries of a list, as the dynamic linker reads them: bytes, as
+    /// it does (an entry need not be UTF-8).
+    pub fn split(self, list: &OsStr) -> Vec<&OsStr> {
+        list.as_bytes()
+            .split(|&b| self.separates(b))
+            .filter(|p| !p.is_empty())
+            .map(OsStr::from_bytes)
+            .collect()
+    }
+
+    /// Entries joined as the list is written.
+    pub fn join<'a>(self, parts: impl IntoIterator<Item = &'a OsStr>) -> OsString {
+        let mut v = Vec::new();
+        for (i, part) in parts.into_iter().enumerate() {
+            if i > 0 {
+                v.push(self.separator() as u8);
+            }
+            v.extend_from_slice(part.as_bytes());
+        }
+        OsString::from_vec(v)
     }
 
     /// `lib` first, then what was already preloaded (without a second copy).
     pub fn prepend(self, lib: &Path, existing: Option<OsString>) -> OsString {
-        let mut v = lib.as_os_str().to_owned();
-        if let Some(old) = existing.filter(|o| !o.is_empty()) {
-            let old = old.to_string_lossy().into_owned();
-            for part in self.split(&old).into_iter().filter(|p| Path::new(p) != lib) {
-                v.push(self.separator().to_string());
-                v.push(part);
-            }
-        }
-        v
+        let old = existing.unwrap_or_default();
+        let rest = self.split(&old).into_iter().filter(|p| Path::new(p) != lib);
+        self.join(std::iter::once(lib.as_os_str()).chain(rest))
     }
 }
 
@@ -121,7 +134,7 @@ mod tests {
             mac,
             "/c/libmunmapq.dylib:/Users/me/Library/Application Support/x.dylib:/opt/y.dylib"
         );
-        assert_eq!(PreloadList::Colons.split(&mac.to_string_lossy()).len(), 3);
+        assert_eq!(PreloadList::Colons.split(&mac).len(), 3);
         // No second copy, empty entries dropped.
         let again =
             PreloadList::Colons.prepend(lib, Some("/c/libmunmapq.dylib::/opt/y.dylib".into()));
@@ -135,6 +148,23 @@ mod tests {
             PreloadList::SpacesAndColons.prepend(lib, Some("".into())),
             "/c/libmunmapq.so"
         );
+    }
+
+    /// An entry that is not UTF-8 is kept byte for byte: the dynamic
+    /// linker opens it as it is, so a lossy copy would lose the library.
+    #[test]
+    fn entries_that_are_not_utf8_are_kept_byte_for_byte() {
+        let old = OsString::from_vec(b"/tmp/caf\xe9/a.so:/b\xff.so".to_vec());
+        for list in [PreloadList::Colons, PreloadList::SpacesAndColons] {
+            let sep = list.separator() as u8;
+            let mut want = b"/c/libmunmapq.so".to_vec();
+            for part in [&b"/tmp/caf\xe9/a.so"[..], b"/b\xff.so"] {
+                want.push(sep);
+                want.extend_from_slice(part);
+            }
+            let got = list.prepend(Path::new("/c/libmunmapq.so"), Some(old.clone()));
+            assert_eq!(got.as_bytes(), want, "{list:?}");
+        }
     }
 
     #[test]

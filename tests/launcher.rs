@@ -177,6 +177,37 @@ fn keeps_what_was_already_preloaded() {
     println!("launcher: LD_PRELOAD keeps what was there, after libmunmapq");
 }
 
+/// ld.so opens an `LD_PRELOAD` entry as bytes: one that is not UTF-8
+/// (a Latin-1 directory name) reaches the command exactly as it was.
+#[test]
+fn keeps_a_preloaded_path_that_is_not_utf8_byte_for_byte() {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let theirs = b"/tmp/caf\xe9/a.so".to_vec();
+    let out = output_within(
+        Command::new(launcher())
+            .args(["printenv", "LD_PRELOAD"])
+            .env("LD_PRELOAD", std::ffi::OsString::from_vec(theirs.clone())),
+        MINUTE,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut want = lib()
+        .canonicalize()
+        .unwrap()
+        .as_os_str()
+        .as_bytes()
+        .to_vec();
+    want.push(b' ');
+    want.extend_from_slice(&theirs);
+    want.push(b'\n');
+    assert_eq!(
+        out.stdout,
+        want,
+        "{:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    println!("launcher: a non-UTF-8 LD_PRELOAD entry kept byte for byte");
+}
+
 #[test]
 fn print_lib_names_the_library() {
     let out = munmapq(&["--print-lib"]);

@@ -124,8 +124,7 @@ fn without_library(cmd: &mut Command) {
     let Some(list) = std::env::var_os(PRELOAD_VAR) else {
         return;
     };
-    let list = list.to_string_lossy().into_owned();
-    let kept: Vec<&str> = PRELOAD_LIST
+    let kept: Vec<&std::ffi::OsStr> = PRELOAD_LIST
         .split(&list)
         .into_iter()
         .filter(|p| Path::new(p).file_name().is_none_or(|n| n != LIB_NAME))
@@ -133,10 +132,7 @@ fn without_library(cmd: &mut Command) {
     if kept.is_empty() {
         cmd.env_remove(PRELOAD_VAR);
     } else {
-        cmd.env(
-            PRELOAD_VAR,
-            kept.join(&PRELOAD_LIST.separator().to_string()),
-        );
+        cmd.env(PRELOAD_VAR, PRELOAD_LIST.join(kept));
     }
 }
 
