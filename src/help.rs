@@ -83,7 +83,8 @@ pub const OPTIONS: [Opt; 12] = [
         short: None,
         takes: Takes::File("PATH"),
         help: "use this libmunmapq (default: $MUNMAPQ_LIB, else next to munmapq or in \
-               ../lib, else the one built in; never the current directory)",
+               ../lib, else the one built in; never the current directory); a path the \
+               preload variable would split (a space or a colon; on macOS a colon) is refused",
     },
     Opt {
         long: "--print-lib",
@@ -190,12 +191,14 @@ files:
   $XDG_CACHE_HOME/munmapq (if absolute), else ~/.cache/munmapq (the home
   from /etc/passwd if HOME is unset), else $TMPDIR/munmapq-UID (/tmp by
   default): the first of them this user can write to, in directories that
-  belong to the user alone. If none can be written, COMMAND runs without
-  the library, after one line saying why. Versions no munmapq has used for
-  30 days are removed from there. With --stats, the processes' reports and
-  counters go to a private directory in $TMPDIR that munmapq removes when
-  it ends (or, if munmapq is killed, a helper does, even when the whole
-  process group is): nothing is written otherwise.
+  belong to the user alone, and whose path the preload variable would not
+  split (no space or colon; on macOS no colon). If none can be written,
+  COMMAND runs without the library, after one line saying why. Versions no
+  munmapq has used for 30 days are removed from there. With --stats, the
+  processes' reports and counters go to a private directory in $TMPDIR
+  that munmapq removes when it ends (or, if munmapq is killed, a helper
+  does, even when the whole process group is): nothing is written
+  otherwise.
 
 signals:
   Without --stats, COMMAND is munmapq (an exec): nothing stands between.

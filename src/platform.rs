@@ -45,6 +45,23 @@ impl PreloadList {
         b == b':' || (self == PreloadList::SpacesAndColons && b == b' ')
     }
 
+    /// What cuts a list, as messages say it.
+    pub fn separators(self) -> &'static str {
+        match self {
+            PreloadList::Colons => "colons",
+            PreloadList::SpacesAndColons => "spaces or colons",
+        }
+    }
+
+    /// Whether the dynamic linker would read `path` as more than one entry:
+    /// the list has no quoting, so such a library never loads.
+    pub fn would_split(self, path: &Path) -> bool {
+        path.as_os_str()
+            .as_bytes()
+            .iter()
+            .any(|&b| self.separates(b))
+    }
+
     /// The entries of a list, as the dynamic linker reads them: bytes, as
     /// it does (an entry need not be UTF-8).
     pub fn split(self, list: &OsStr) -> Vec<&OsStr> {
@@ -165,6 +182,19 @@ mod tests {
             let got = list.prepend(Path::new("/c/libmunmapq.so"), Some(old.clone()));
             assert_eq!(got.as_bytes(), want, "{list:?}");
         }
+    }
+
+    /// A path is split where the dynamic linker cuts the list: ld.so at
+    /// spaces and colons, dyld at colons only.
+    #[test]
+    fn a_path_is_split_at_the_platforms_own_separators() {
+        let (ld_so, dyld) = (PreloadList::SpacesAndColons, PreloadList::Colons);
+        for p in ["/home/my home/x.so", "/c:d/x.so"] {
+            assert!(ld_so.would_split(Path::new(p)), "{p}");
+        }
+        assert!(dyld.would_split(Path::new("/c:d/x.dylib")));
+        assert!(!dyld.would_split(Path::new("/Library/Application Support/x.dylib")));
+        assert!(!ld_so.would_split(Path::new("/home/me/.cache/munmapq/libmunmapq.so")));
     }
 
     #[test]

@@ -132,6 +132,44 @@ fn no_usable_cache_is_one_line_with_the_cause_and_the_fix() {
     }
 }
 
+/// ld.so cuts `LD_PRELOAD` at spaces and colons, with no quoting: a cache
+/// directory whose path holds either is passed over for the next one, so
+/// the library still loads (and nothing is written where it would not).
+#[test]
+fn a_cache_path_with_a_space_or_a_colon_is_passed_over() {
+    let (dir, exe) = lone_launcher("cache-space");
+    let tmp = shared_tmp(&dir.join("tmp"));
+    let spaced_home = dir.join("my home");
+    let home = dir.join("home");
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let in_tmp = tmp.join(format!("munmapq-{uid}/"));
+    let in_home = home.join(".cache/munmapq/");
+    let (spaced_xdg, colon_xdg) = (dir.join("x y/c"), dir.join("x:y"));
+    for (env, want) in [
+        (vec![("HOME", &*spaced_home), ("TMPDIR", &*tmp)], &in_tmp),
+        (
+            vec![("XDG_CACHE_HOME", &*spaced_xdg), ("HOME", &*home)],
+            &in_home,
+        ),
+        (
+            vec![("XDG_CACHE_HOME", &*colon_xdg), ("HOME", &*home)],
+            &in_home,
+        ),
+    ] {
+        let out = run_as(false, &exe, &["--stats=json", "true"], &env);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{env:?}: {err}");
+        assert!(err.contains("\"loaded\":1"), "{env:?}: {err}");
+        let lib = text(&run_as(false, &exe, &["--print-lib"], &env).stdout);
+        assert!(lib.starts_with(want.to_str().unwrap()), "{env:?}: {lib}");
+        println!("{env:?}: ran with {}", lib.trim());
+    }
+    for unused in [&spaced_home, &spaced_xdg, &colon_xdg] {
+        assert!(!unused.exists(), "{} was written", unused.display());
+    }
+}
+
 #[test]
 fn versions_unused_for_a_month_are_removed() {
     let (dir, exe) = lone_launcher("cache-prune");

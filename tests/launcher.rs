@@ -144,6 +144,58 @@ fn launcher_errors_are_one_line_with_conventional_status() {
     println!("launcher: 7 errors, one line each (and where help is), exit 127/125");
 }
 
+/// ld.so cuts `LD_PRELOAD` at spaces and colons, with no quoting: a
+/// library named with either would never load, so `--lib` and
+/// `MUNMAPQ_LIB` refuse it in one line before the command starts, and
+/// `preload-env` and the doctor say the same.
+#[test]
+fn a_library_path_with_a_space_is_refused_in_one_line() {
+    let dir = scratch("launcher-lib-space");
+    let spaced = dir.join("sp dir");
+    std::fs::create_dir_all(&spaced).unwrap();
+    let lib_path = spaced.join(LIB_NAME);
+    std::fs::copy(lib(), &lib_path).unwrap();
+    let accepts = "accepts a path without spaces or colons";
+    let marker = dir.join("ran");
+    let touch = ["touch", marker.to_str().unwrap()];
+    let mut by_option = vec!["--lib", lib_path.to_str().unwrap()];
+    by_option.extend(touch);
+    let by_variable = || {
+        let mut c = Command::new(launcher());
+        c.env("MUNMAPQ_LIB", &lib_path);
+        c
+    };
+    for (what, out) in [
+        ("--lib", munmapq(&by_option)),
+        (
+            "MUNMAPQ_LIB",
+            output_within(by_variable().args(touch), MINUTE),
+        ),
+        (
+            "MUNMAPQ_LIB",
+            output_within(by_variable().arg("preload-env"), MINUTE),
+        ),
+    ] {
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{what}: {err}");
+        assert_eq!(err.lines().count(), 1, "{what}: {err}");
+        assert!(err.starts_with(&format!("munmapq: {what}")), "{err}");
+        assert!(err.contains(accepts), "{err}");
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    }
+    assert!(!marker.exists(), "the command ran");
+    let out = output_within(by_variable().args(["doctor", "true"]), MINUTE);
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("would NOT load") && said.contains(accepts),
+        "{said}"
+    );
+    println!(
+        "launcher: a library path with a space refused (--lib, MUNMAPQ_LIB, preload-env, doctor)"
+    );
+}
+
 #[test]
 fn stats_sum_over_child_processes() {
     let (_dir, file) = scratch_with_data("launcher-stats", 64);

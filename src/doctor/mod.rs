@@ -143,6 +143,18 @@ pub fn run(command: &[OsString]) -> u8 {
     let via_script = program != path && !crate::git::locate::is_me(&path);
     match judge(&f) {
         Verdict::Loads => {
+            // The launcher refuses a library it cannot preload (an
+            // `MUNMAPQ_LIB` the preload list would split, one that is
+            // missing), or runs without one when no cache directory takes
+            // its own: then nothing loads, whatever the program.
+            if let Err(e) = crate::library::find_library(None) {
+                say!(
+                    "munmapq doctor: {}: the library would NOT load: {}",
+                    quote_path(&program),
+                    e.msg
+                );
+                return 1;
+            }
             if let Ok(Some(note)) = crate::program::asan::judge(f.asan.as_ref(), f.asan_check_off) {
                 say!("munmapq doctor: {}: {note}", quote_path(&program));
             }

@@ -11,7 +11,7 @@
 //! [`UNUSED_DAYS`] is removed (see [`prune`]).
 
 use crate::out::why;
-use crate::platform::LIB_NAME;
+use crate::platform::{LIB_NAME, PRELOAD_VAR};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -121,7 +121,20 @@ fn passwd_home() -> Option<PathBuf> {
 /// `Some`: build.rs fails rather than build a launcher without a library.)
 pub fn library() -> Option<Result<PathBuf, String>> {
     let mut failed = Vec::new();
+    let list = crate::platform::PRELOAD_LIST;
     for (root, strict) in cache_roots() {
+        // The library's path goes into the preload list, which has no
+        // quoting: under a root the list would split, it never loads.
+        // (What write_once adds, the version and the file name, holds no
+        // separator.)
+        if list.would_split(&root) {
+            failed.push(format!(
+                "{}: {PRELOAD_VAR} would split its path (at {}), not used",
+                root.display(),
+                list.separators()
+            ));
+            continue;
+        }
         match write_once(BYTES, ID, &root, strict) {
             Ok(p) => return Some(Ok(p)),
             Err(e) => failed.push(e),

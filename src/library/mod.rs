@@ -3,7 +3,7 @@
 mod embedded;
 
 use crate::out::why;
-use crate::platform::{self, LIB_NAME};
+use crate::platform::{self, LIB_NAME, PRELOAD_VAR};
 use crate::quote::quote_path;
 use std::path::{Path, PathBuf};
 
@@ -63,13 +63,22 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, LibError> {
                     .to_string(),
             )
         };
-        let real = check_explicit(&p).and_then(|()| p.canonicalize().map_err(|e| why(&e)));
+        let real = check_explicit(&p)
+            .and_then(|()| p.canonicalize().map_err(|e| why(&e)))
+            .and_then(|real| unsplit(real, &p));
         return real.map_err(|e| LibError::from(format!("{what}: {e}{fix}")));
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
     let dir = exe.parent().unwrap_or(Path::new("/"));
     let beside = [dir.join(LIB_NAME), dir.join("../lib").join(LIB_NAME)];
-    if let Some(p) = beside.iter().find(|p| p.is_file()) {
+    // One the preload list would split (munmapq installed under a
+    // directory with a space) gives way to the embedded one, whose cache
+    // directory is chosen so that it is not split.
+    let splits = |p: &Path| {
+        let real = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        platform::PRELOAD_LIST.would_split(&real)
+    };
+    if let Some(p) = beside.iter().find(|p| p.is_file() && !splits(p)) {
         // macOS: `cargo build` leaves a library of the build's one
         // architecture beside munmapq; the embedded one is universal
         // (build.rs), so it serves more programs.
@@ -98,6 +107,26 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, LibError> {
             beside[0].display()
         ))),
     }
+}
+
+/// `real`, the library named `given`, unless the preload list would cut
+/// its path into pieces: the dynamic linker has no quoting, and would try
+/// to load each piece instead.
+fn unsplit(real: PathBuf, given: &Path) -> Result<PathBuf, String> {
+    let list = platform::PRELOAD_LIST;
+    if !list.would_split(&real) {
+        return Ok(real);
+    }
+    let resolved = if real != given {
+        format!(" (it resolves to {})", quote_path(&real))
+    } else {
+        String::new()
+    };
+    Err(format!(
+        "accepts a path without {}{resolved} ({PRELOAD_VAR} is split at them, with no quoting: \
+         the library would never load)",
+        list.separators()
+    ))
 }
 
 /// A library named by `--lib` or `$MUNMAPQ_LIB` must be a readable file
