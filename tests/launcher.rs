@@ -35,32 +35,13 @@ fn doctor_verdicts() {
     assert_contains(&out.stdout, "statically linked");
     assert!(text(&out.stdout).contains("instead:"));
 
-    let dir = scratch("doctor-suid");
-    let copy = dir.join("suid-git");
-    let git = common_git_path();
-    std::fs::copy(&git, &copy).unwrap();
-    let ok = Command::new("chmod")
-        .arg("u+s")
-        .arg(&copy)
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    let out = munmapq(&["doctor", copy.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert_contains(&out.stdout, "setuid");
+    // Set-id programs: tests/doctor.rs (the verdict depends on who owns
+    // them and who runs them).
 
     let out = munmapq(&["doctor", "no-such-command-here"]);
     assert_eq!(out.status.code(), Some(127));
     assert!(text(&out.stdout).contains("command not found"));
-    println!("doctor: git would load; static, setuid and missing programs: why not, exit 1/1/127");
-}
-
-fn common_git_path() -> std::path::PathBuf {
-    let out = Command::new("sh")
-        .args(["-c", "command -v git"])
-        .output()
-        .unwrap();
-    std::path::PathBuf::from(text(&out.stdout).trim())
+    println!("doctor: git would load; static and missing programs: why not, exit 1/127");
 }
 
 #[test]
