@@ -119,3 +119,25 @@ fn damaged_thin_macho_files() {
 fn damaged_universal_macho_files() {
     doctor_never_panics("macho-universal", &universal_macho());
 }
+
+/// An ELF program cut inside its program headers is no program to the
+/// kernel (ENOEXEC), and execvp runs it with /bin/sh, which fails on it:
+/// munmapq runs it as env does (same status, same output) and does not warn
+/// that the library will not load into a "statically linked" program.
+#[test]
+fn a_cut_elf_program_runs_as_env_runs_it() {
+    let dir = scratch("elf-cut");
+    let p = dir.join("cut");
+    std::fs::write(&p, &std::fs::read("/bin/true").unwrap()[..100]).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let with = output_within(Command::new(launcher()).arg(&p), MINUTE);
+    let env = output_within(Command::new("env").arg(&p), MINUTE);
+    assert_eq!(with.status.code(), env.status.code());
+    assert_eq!(text(&with.stderr), text(&env.stderr));
+    let said = output_within(Command::new(launcher()).arg("doctor").arg(&p), MINUTE);
+    assert_contains(&said.stdout, "not an ELF program the kernel can load");
+    println!(
+        "a 100-byte cut of /bin/true: exit {:?} and stderr as under env; doctor: run by /bin/sh",
+        with.status.code()
+    );
+}

@@ -26,6 +26,7 @@ type Data<'a> = &'a ReadCache<File>;
 
 /// What is read of one ELF file, 32- or 64-bit.
 trait Reader {
+    fn has_program_headers(&self, data: Data) -> Option<bool>;
     fn interpreter(&self, data: Data) -> Option<Vec<u8>>;
     fn needed(&self, data: Data) -> Option<Vec<String>>;
     fn defines(&self, data: Data, kind: SectionType, name: &[u8]) -> Option<bool>;
@@ -33,6 +34,11 @@ trait Reader {
 }
 
 impl<H: FileHeader<Endian = Endianness>> Reader for H {
+    fn has_program_headers(&self, data: Data) -> Option<bool> {
+        let endian = self.endian().ok()?;
+        Some(!self.program_headers(endian, data).ok()?.is_empty())
+    }
+
     fn interpreter(&self, data: Data) -> Option<Vec<u8>> {
         let endian = self.endian().ok()?;
         let headers = self.program_headers(endian, data).ok()?;
@@ -99,6 +105,14 @@ fn read<T>(path: &Path, read: impl FnOnce(&dyn Reader, Data) -> Option<T>) -> Op
         return None;
     }
     read(elf, data)
+}
+
+/// Whether the kernel can load the file as an ELF program: its header and
+/// program headers read whole. Linux answers ENOEXEC for one whose headers
+/// it cannot read (fs/binfmt_elf.c `load_elf_phdrs`), and execvp then runs
+/// the file with /bin/sh, as for any file it refuses.
+pub fn loadable(path: &Path) -> bool {
+    read(path, |elf, data| elf.has_program_headers(data)).unwrap_or(false)
 }
 
 /// The program interpreter (PT_INTERP); None for a static program or a

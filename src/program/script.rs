@@ -103,7 +103,7 @@ pub fn follow(path: &Path) -> Result<Chain, String> {
     let mut current = path.to_path_buf();
     for depth in 0..=MAX_DEPTH {
         let head = head(&current)?;
-        if head.starts_with(b"\x7fELF") {
+        if head.starts_with(b"\x7fELF") && super::elf::loadable(&current) {
             return Ok(Chain {
                 steps,
                 program: current,
@@ -137,7 +137,7 @@ pub fn follow(path: &Path) -> Result<Chain, String> {
             // an interpreter must itself be a program or a script.
             None if depth == 0 => {
                 steps.push(format!(
-                    "{shown}: no #! line and not an ELF program: execvp (and munmapq) run it with /bin/sh"
+                    "{shown}: no #! line and not an ELF program the kernel can load: execvp (and munmapq) run it with /bin/sh"
                 ));
                 PathBuf::from("/bin/sh")
             }
