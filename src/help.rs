@@ -237,7 +237,7 @@ Would the library load into COMMAND, and if not, why and what to do
 instead (static, setuid, restricted, a #! interpreter that cannot take it).
 Exit status: 0 it would load, 1 it would not, 2 it would but git itself
 fails here, 125 its report could not be written, 126 not runnable, 127
-not found. For git (munmapq doctor git
+not found (COMMAND or its #! interpreter). For git (munmapq doctor git
 [-C DIR ...]) it also says whether git's pack settings make it map and
 unmap its packs over and over, what the git wrapper would do here and
 why, and whether the git wrapper is installed as far as it can see: a

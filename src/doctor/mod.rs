@@ -85,8 +85,9 @@ fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
             Ok(chain.program)
         }
         Err(e) => {
-            say(&format!("{e}; the library would NOT load"));
-            Err(1)
+            say(&format!("{}; the library would NOT load", e.why));
+            // As the launcher answers: a missing interpreter is not found.
+            Err(if e.not_found { 127 } else { 1 })
         }
     }
 }
@@ -95,6 +96,11 @@ fn program_of(path: PathBuf) -> Result<PathBuf, u8> {
 /// -c ... log` reads git's options as git would); answers the exit status
 /// (0: the library would load).
 pub fn run(command: &[OsString]) -> u8 {
+    // `doctor -- COMMAND`, as the launcher takes `munmapq -- COMMAND`.
+    let command = match command {
+        [dashes, rest @ ..] if dashes == "--" && !rest.is_empty() => rest,
+        all => all,
+    };
     let cmd = command[0].to_string_lossy();
     let Some(path) = resolve(&cmd) else {
         if cmd.contains('/') {

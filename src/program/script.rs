@@ -96,9 +96,25 @@ fn head(path: &Path) -> Result<Vec<u8>, String> {
     Ok(v)
 }
 
-/// Follows `#!` lines from `path` to the program that runs. Err: one line
-/// saying why the file would not run at all.
-pub fn follow(path: &Path) -> Result<Chain, String> {
+/// Why a file would not run at all: one line, and whether it is because
+/// something is not there (the launcher's 127) rather than not runnable.
+#[derive(Debug)]
+pub struct CannotRun {
+    pub why: String,
+    pub not_found: bool,
+}
+
+impl From<String> for CannotRun {
+    fn from(why: String) -> Self {
+        CannotRun {
+            why,
+            not_found: false,
+        }
+    }
+}
+
+/// Follows `#!` lines from `path` to the program that runs.
+pub fn follow(path: &Path) -> Result<Chain, CannotRun> {
     let mut steps = Vec::new();
     let mut current = path.to_path_buf();
     for depth in 0..=MAX_DEPTH {
@@ -122,9 +138,12 @@ pub fn follow(path: &Path) -> Result<Chain, String> {
                         PathBuf::from(p)
                     }
                     Shebang::Env(name) => {
-                        let found = resolve(&name).ok_or(format!(
-                            "{shown}: a script ({line}): {name} is not in PATH, so it does not run"
-                        ))?;
+                        let found = resolve(&name).ok_or(CannotRun {
+                            why: format!(
+                                "{shown}: a script ({line}): {name} is not in PATH, so it does not run"
+                            ),
+                            not_found: true,
+                        })?;
                         steps.push(format!(
                             "{shown}: a script ({line}): env runs {name}, {} in PATH, and passes the library on",
                             found.display()
@@ -141,21 +160,25 @@ pub fn follow(path: &Path) -> Result<Chain, String> {
                 ));
                 PathBuf::from("/bin/sh")
             }
-            None => return Err(format!("{shown}: an interpreter that is neither an ELF program nor a script: the script does not run")),
+            None => return Err(format!("{shown}: an interpreter that is neither an ELF program nor a script: the script does not run").into()),
         };
         if !next.is_file() {
-            return Err(format!(
-                "{}: its interpreter {} does not exist, so it does not run",
-                shown,
-                next.display()
-            ));
+            return Err(CannotRun {
+                why: format!(
+                    "{}: its interpreter {} does not exist, so it does not run",
+                    shown,
+                    next.display()
+                ),
+                not_found: !next.exists(),
+            });
         }
         current = next;
     }
     Err(format!(
         "{}: more than {MAX_DEPTH} interpreters of interpreters: the kernel refuses it",
         path.display()
-    ))
+    )
+    .into())
 }
 
 #[cfg(test)]
