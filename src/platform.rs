@@ -84,10 +84,19 @@ impl PreloadList {
         OsString::from_vec(v)
     }
 
-    /// `lib` first, then what was already preloaded (without a second copy).
-    pub fn prepend(self, lib: &Path, existing: Option<OsString>) -> OsString {
+    /// `lib` first, then what was already preloaded, without a second copy
+    /// of it or another libmunmapq (`other_copy`).
+    pub fn prepend(
+        self,
+        lib: &Path,
+        existing: Option<OsString>,
+        other_copy: impl Fn(&Path) -> bool,
+    ) -> OsString {
         let old = existing.unwrap_or_default();
-        let rest = self.split(&old).into_iter().filter(|p| Path::new(p) != lib);
+        let rest = self
+            .split(&old)
+            .into_iter()
+            .filter(|p| Path::new(p) != lib && !other_copy(Path::new(p)));
         self.join(std::iter::once(lib.as_os_str()).chain(rest))
     }
 }
@@ -146,23 +155,33 @@ mod tests {
     fn dyld_splits_on_colons_only_ld_so_on_spaces_too() {
         let lib = Path::new("/c/libmunmapq.dylib");
         let existing = "/Users/me/Library/Application Support/x.dylib:/opt/y.dylib";
-        let mac = PreloadList::Colons.prepend(lib, Some(existing.into()));
+        let mac = PreloadList::Colons.prepend(lib, Some(existing.into()), |_| false);
         assert_eq!(
             mac,
             "/c/libmunmapq.dylib:/Users/me/Library/Application Support/x.dylib:/opt/y.dylib"
         );
         assert_eq!(PreloadList::Colons.split(&mac).len(), 3);
         // No second copy, empty entries dropped.
-        let again =
-            PreloadList::Colons.prepend(lib, Some("/c/libmunmapq.dylib::/opt/y.dylib".into()));
+        let again = PreloadList::Colons.prepend(
+            lib,
+            Some("/c/libmunmapq.dylib::/opt/y.dylib".into()),
+            |_| false,
+        );
         assert_eq!(again, "/c/libmunmapq.dylib:/opt/y.dylib");
         // Linux keeps splitting on both, and joins with spaces.
         let lib = Path::new("/c/libmunmapq.so");
-        let linux =
-            PreloadList::SpacesAndColons.prepend(lib, Some("/a.so /b.so:/c/libmunmapq.so".into()));
+        let linux = PreloadList::SpacesAndColons.prepend(
+            lib,
+            Some("/a.so /b.so:/c/libmunmapq.so".into()),
+            |_| false,
+        );
         assert_eq!(linux, "/c/libmunmapq.so /a.so /b.so");
+        // Another libmunmapq (another build, another name) gives way.
+        let other = Some("/a.so /old/lib-test.so".into());
+        let one = PreloadList::SpacesAndColons.prepend(lib, other, |p| p.ends_with("lib-test.so"));
+        assert_eq!(one, "/c/libmunmapq.so /a.so");
         assert_eq!(
-            PreloadList::SpacesAndColons.prepend(lib, Some("".into())),
+            PreloadList::SpacesAndColons.prepend(lib, Some("".into()), |_| false),
             "/c/libmunmapq.so"
         );
     }
@@ -179,7 +198,7 @@ mod tests {
                 want.push(sep);
                 want.extend_from_slice(part);
             }
-            let got = list.prepend(Path::new("/c/libmunmapq.so"), Some(old.clone()));
+            let got = list.prepend(Path::new("/c/libmunmapq.so"), Some(old.clone()), |_| false);
             assert_eq!(got.as_bytes(), want, "{list:?}");
         }
     }

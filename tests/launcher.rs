@@ -241,6 +241,34 @@ fn keeps_a_preloaded_path_that_is_not_utf8_byte_for_byte() {
     println!("launcher: a non-UTF-8 LD_PRELOAD entry kept byte for byte");
 }
 
+/// Another libmunmapq already in LD_PRELOAD (another build, under another
+/// name) gives way to the launcher's: both would hook every call, the
+/// second under the first.
+#[test]
+fn another_libmunmapq_in_ld_preload_gives_way() {
+    let dir = scratch("other-copy");
+    let other = dir.join("lib-other-build.so");
+    std::fs::copy(lib(), &other).unwrap();
+    let out = output_within(
+        Command::new(launcher())
+            .args([
+                "sh",
+                "-c",
+                "printenv LD_PRELOAD; grep -c lib-other-build /proc/self/maps",
+            ])
+            .env("LD_PRELOAD", &other),
+        MINUTE,
+    );
+    let ours = lib().canonicalize().unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        format!("{}\n0\n", ours.display()),
+        "{}",
+        text(&out.stderr)
+    );
+    println!("launcher: another libmunmapq in LD_PRELOAD left out, one copy loaded");
+}
+
 #[test]
 fn print_lib_names_the_library() {
     let out = munmapq(&["--print-lib"]);

@@ -94,7 +94,11 @@ fn preload(git: &Path) {
             // In this process, as GUARD_VAR (see run).
             std::env::set_var(
                 PRELOAD_VAR,
-                PRELOAD_LIST.prepend(&lib, std::env::var_os(PRELOAD_VAR)),
+                PRELOAD_LIST.prepend(
+                    &lib,
+                    std::env::var_os(PRELOAD_VAR),
+                    crate::library::is_a_munmapq,
+                ),
             );
         }
         Err(e) if e.no_cache => {

@@ -195,3 +195,17 @@ fn elf_mismatch(head: &[u8]) -> Option<String> {
     (mine.len() >= 20 && mine[18..20] != head[18..20])
         .then(|| format!("for another machine (ELF e_machine {})", half(18)))
 }
+
+/// Whether the preloaded file at `path` is a libmunmapq, of any version or
+/// build (another install's, an older cache's, a test build under another
+/// name): it names the variables every libmunmapq reads. Two copies in one
+/// list would both hook every call, the second under the first. Only
+/// regular files are opened (a list may name a FIFO), and only small ones
+/// read.
+pub fn is_a_munmapq(path: &Path) -> bool {
+    const MARK: &[u8] = b"MUNMAPQ_MAX_ENTRIES";
+    const MOST: u64 = 32 << 20;
+    let small_file = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MOST);
+    small_file
+        && std::fs::read(path).is_ok_and(|bytes| bytes.windows(MARK.len()).any(|w| w == MARK))
+}

@@ -140,7 +140,11 @@ pub fn library_vars(lib: Option<&Path>, sandbox: Sandbox) -> Vec<(OsString, OsSt
     if let Some(lib) = lib {
         vars.push((
             PRELOAD_VAR.into(),
-            PRELOAD_LIST.prepend(lib, std::env::var_os(PRELOAD_VAR)),
+            PRELOAD_LIST.prepend(
+                lib,
+                std::env::var_os(PRELOAD_VAR),
+                crate::library::is_a_munmapq,
+            ),
         ));
     }
     if sandbox == Sandbox::Allows && std::env::var_os(VAR_SECCOMP).is_none() {
