@@ -247,3 +247,72 @@ fn a_terminal_interrupt_reaches_the_command_once() {
     }
     println!("Ctrl-C on the launcher's terminal: the command got one SIGINT");
 }
+
+/// `args` run directly, or through the launcher with `launcher_args`
+/// first, started with SIGCHLD ignored (as a daemon that never waits, or
+/// Python's `signal(SIGCHLD, SIG_IGN)`, may leave it to what it execs).
+fn with_sigchld_ignored(launcher_args: Option<&[&str]>, args: &[&str]) -> std::process::Output {
+    let mut c = match launcher_args {
+        Some(first) => {
+            let mut c = Command::new(launcher());
+            c.args(first).args(args);
+            c
+        }
+        None => {
+            let mut c = Command::new(args[0]);
+            c.args(&args[1..]);
+            c
+        }
+    };
+    // SAFETY: only signal(2) between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    output_within(&mut c, MINUTE)
+}
+
+#[test]
+fn a_sigchld_ignored_by_the_caller_neither_hangs_the_report_nor_reaches_the_command_changed() {
+    // Ignored, SIGCHLD makes the kernel reap the command unasked and send
+    // no SIGCHLD: the launcher that stays its parent must still see it end,
+    // and the command must still start with SIGCHLD ignored, as without
+    // munmapq (exec mode too).
+    let status = |out: &std::process::Output| {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let hex = text
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .unwrap_or_else(|| panic!("no SigIgn in {text:?}"));
+        u64::from_str_radix(hex.trim(), 16).unwrap()
+    };
+    let cat = ["cat", "/proc/self/status"];
+    let direct = with_sigchld_ignored(None, &cat);
+    assert!(direct.status.success());
+    let direct = status(&direct);
+    let chld = 1u64 << (libc::SIGCHLD - 1);
+    assert_eq!(direct & chld, chld, "{direct:#x}");
+    for first in [&["--stats-out", "/dev/null"][..], &[]] {
+        let out = with_sigchld_ignored(Some(first), &["sh", "-c", "exit 3"]);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "munmapq {first:?} sh -c 'exit 3': {:?} {}",
+            out.status,
+            text(&out.stderr)
+        );
+        let out = with_sigchld_ignored(Some(first), &cat);
+        assert!(
+            out.status.success(),
+            "munmapq {first:?} cat: {:?} {}",
+            out.status,
+            text(&out.stderr)
+        );
+        assert_eq!(status(&out), direct, "SigIgn through munmapq {first:?}");
+    }
+    println!(
+        "SIGCHLD ignored by the caller: --stats-out exits 3 as the command did; SigIgn {direct:#x} in the command, as without munmapq"
+    );
+}

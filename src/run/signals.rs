@@ -9,7 +9,11 @@
 //!   %1`) is not, as the command has it already (the sentinel tells which,
 //!   sentinel.rs); one the command sent to its parent is not either.
 //! - What the caller ignored stays ignored, in the command too, and the
-//!   command starts with the caller's signal mask.
+//!   command starts with the caller's signal mask. SIGCHLD is the one the
+//!   launcher cannot leave ignored for itself (the kernel would reap the
+//!   command unasked and send no SIGCHLD): it takes the default action
+//!   back, as `timeout` installs its own, and the command gets it ignored
+//!   again.
 //! - When the command stops by job control (SIGTSTP, SIGTTIN, SIGTTOU, or
 //!   any stop after one of these reached the launcher), the launcher stops
 //!   (so the shell sees the job stopped); SIGTSTP sent to the launcher is
@@ -79,6 +83,9 @@ pub struct Relay {
     set: libc::sigset_t,
     /// The caller's signal mask, the command's at its start.
     mask: libc::sigset_t,
+    /// The caller ignored SIGCHLD: the launcher no longer does, the
+    /// command does again.
+    chld_ignored: bool,
     /// The last of INT, TERM, HUP, QUIT the launcher got while the command
     /// ran.
     pub interrupted: Option<libc::c_int>,
@@ -86,8 +93,17 @@ pub struct Relay {
 
 impl Relay {
     /// Blocks every signal to relay (and SIGCHLD): from now on they wait
-    /// for `run`.
+    /// for `run`. A SIGCHLD the caller ignored gets its default action
+    /// back first: ignored, the command's end would be reaped by the
+    /// kernel and never signalled, and `run` would wait for it forever or
+    /// find no child to wait for.
     pub fn block() -> Relay {
+        let chld_ignored = ignored(libc::SIGCHLD);
+        if chld_ignored {
+            // SAFETY: signal(2) with a valid disposition; no child is
+            // running yet.
+            unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+        }
         let mut relayed: Vec<libc::c_int> =
             catchable().into_iter().filter(|&s| !ignored(s)).collect();
         relayed.push(libc::SIGCHLD);
@@ -98,20 +114,27 @@ impl Relay {
         Relay {
             set,
             mask,
+            chld_ignored,
             interrupted: None,
         }
     }
 
-    /// Makes `cmd` start with the caller's signal state, and on Linux die
-    /// with the launcher.
+    /// Makes `cmd` start with the caller's signal state (SIGCHLD ignored
+    /// again if it was), and on Linux die with the launcher.
     pub fn prepare(&self, cmd: &mut Command) {
         let restore = inherited::restore(self.mask);
+        let chld_ignored = self.chld_ignored;
         // SAFETY: getpid has no preconditions.
         let launcher = unsafe { libc::getpid() };
         // SAFETY: between fork and exec only async-signal-safe calls
         // (signal, sigprocmask, close, prctl, getppid, raise).
         unsafe {
             cmd.pre_exec(move || {
+                // exec keeps an ignored signal ignored: the command sees
+                // SIGCHLD as the caller left it, not as the launcher needs it.
+                if chld_ignored {
+                    libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+                }
                 restore.apply();
                 #[cfg(target_os = "linux")]
                 {
