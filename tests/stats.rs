@@ -183,3 +183,74 @@ fn no_counters_no_table_of_zeros() {
     assert_eq!(json_field(&json, "counters"), "null", "{json}");
     println!("nothing loaded: one line, counters null");
 }
+
+#[test]
+fn a_report_to_a_pipe_is_written_and_a_file_is_still_replaced() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    // `--stats-out /dev/fd/3 ... 3>&1 | cat`, as `time -o` allows: the
+    // report goes down a pipe, which cannot seek.
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two new descriptors into `fds`; close-on-exec,
+    // so no other test's command holds the write end.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are new and ours.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let reader = {
+        let mut r = std::fs::File::from(r);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut v = String::new();
+            let _ = std::io::Read::read_to_string(&mut r, &mut v);
+            let _ = tx.send(v);
+        });
+        rx
+    };
+    let mut c = munmapq_cmd();
+    c.args(["--stats-out", "/dev/fd/3", "sh", "-c", "exit 3"]);
+    let w_fd = w.as_raw_fd();
+    // SAFETY: only dup2 and fcntl between fork and exec; descriptor 3 is
+    // left open across exec (dup2 onto itself would keep close-on-exec).
+    unsafe {
+        c.pre_exec(move || {
+            let r = if w_fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(w_fd, 3)
+            };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = output_within(&mut c, MINUTE);
+    drop(w);
+    let report = reader
+        .recv_timeout(MINUTE)
+        .expect("the pipe was still open a minute after munmapq ended");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    assert!(
+        report.contains("munmapq: sh: ") && report.contains("1 process loaded"),
+        "{report:?}"
+    );
+    // A regular file is still truncated once the command has started: the
+    // report replaces what was there, however long.
+    let dir = scratch("stats-out-replaced");
+    let file = dir.join("report");
+    std::fs::write(&file, "earlier figures\n".repeat(1000)).unwrap();
+    let out = output_within(
+        munmapq_cmd().args(["--stats-out", file.to_str().unwrap(), "true"]),
+        MINUTE,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let kept = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        kept.starts_with("munmapq: true: ") && !kept.contains("earlier figures"),
+        "{kept}"
+    );
+    println!(
+        "--stats-out /dev/fd/3 on a pipe: the report went down it, exit 3; a file is replaced"
+    );
+}

@@ -310,10 +310,15 @@ impl Parent<'_> {
     /// Writes the report where it was asked for; what failed.
     fn write_report(&mut self, t: &str) -> Result<(), String> {
         match (&mut self.outputs.stats_out, &self.o.stats_out) {
-            (Some((f, path, _)), _) => f
-                .rewind()
-                .and_then(|()| f.write_all(t.as_bytes()))
-                .map_err(|e| format!("--stats-out {}: {}", path.display(), why(&e))),
+            // A file is written from its start (truncated once the command
+            // started); a pipe, FIFO or terminal cannot seek, and is just
+            // written to, as `time -o` does.
+            (Some((f, path, _)), _) => match f.rewind() {
+                Err(e) if e.raw_os_error() == Some(libc::ESPIPE) => Ok(()),
+                r => r,
+            }
+            .and_then(|()| f.write_all(t.as_bytes()))
+            .map_err(|e| format!("--stats-out {}: {}", path.display(), why(&e))),
             (None, Some(StatsOut::Stdout)) => {
                 if inherited::was_closed(1) {
                     return Err("--stats-out -: bad file descriptor".into());
