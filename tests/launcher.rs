@@ -269,6 +269,60 @@ fn another_libmunmapq_in_ld_preload_gives_way() {
     println!("launcher: another libmunmapq in LD_PRELOAD left out, one copy loaded");
 }
 
+/// The command gets the environment as munmapq got it, entry for entry
+/// (but for the variables munmapq sets), with `--stats` as when munmapq
+/// execs: an entry without `=`, a name given twice (getenv reads the
+/// first), the order (tests/c/rawenv.c makes them). And where the preload
+/// variable is given twice, the dynamic linker reads the last: the library
+/// is in the one it reads.
+#[test]
+fn the_command_gets_the_environment_entry_for_entry() {
+    let dir = scratch("rawenv");
+    let rawenv = c_program("rawenv", &dir);
+    let entries = [
+        "PATH=/usr/bin:/bin",
+        "NOEQUALS",
+        "DUP=1",
+        "DUP=2",
+        "ZZ=z",
+        "AA=a",
+    ];
+    let env_seen = |before: &[&std::ffi::OsStr]| {
+        let out = output_within(
+            Command::new(&rawenv)
+                .args(entries)
+                .arg("--")
+                .args(before)
+                .arg("/usr/bin/env"),
+            MINUTE,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with("LD_PRELOAD=") && !l.starts_with("MUNMAPQ_"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let plain = env_seen(&[]);
+    assert_eq!(plain, entries, "env prints what it got");
+    let l = launcher();
+    for stats in [&[][..], &["--stats-out", "/dev/null"][..]] {
+        let mut before = vec![l.as_os_str()];
+        before.extend(stats.iter().map(std::ffi::OsStr::new));
+        assert_eq!(env_seen(&before), plain, "{stats:?}");
+    }
+    let out = output_within(
+        Command::new(&rawenv)
+            .args(["PATH=/usr/bin:/bin", "LD_PRELOAD=", "LD_PRELOAD="])
+            .arg("--")
+            .arg(&l)
+            .args(["/bin/grep", "-c", "libmunmapq", "/proc/self/maps"]),
+        MINUTE,
+    );
+    assert_ne!(text(&out.stdout).trim(), "0", "{}", text(&out.stderr));
+    println!("launcher: an entry without =, a name twice and the order reach the command as given, with --stats too; LD_PRELOAD twice: the library loads");
+}
+
 #[test]
 fn print_lib_names_the_library() {
     let out = munmapq(&["--print-lib"]);

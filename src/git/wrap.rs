@@ -92,14 +92,12 @@ fn preload(git: &Path) {
                 return;
             }
             // In this process, as GUARD_VAR (see run).
-            std::env::set_var(
-                PRELOAD_VAR,
-                PRELOAD_LIST.prepend(
-                    &lib,
-                    std::env::var_os(PRELOAD_VAR),
-                    crate::library::is_a_munmapq,
-                ),
+            let list = PRELOAD_LIST.prepend(
+                &lib,
+                crate::run::preloaded_now(),
+                crate::library::is_a_munmapq,
             );
+            crate::run::put_in_environment(&[(PRELOAD_VAR.into(), list)]);
         }
         Err(e) if e.no_cache => {
             if super::cache::first_warning() {
