@@ -6,7 +6,7 @@
 use crate::help::{USAGE, USAGE_END, USAGE_ENVIRONMENT};
 use crate::quote::quote;
 use munmapq_core::config::{self, System, VARIABLES};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,7 +19,7 @@ pub struct Options {
     /// `-q`: no warning that the library will not load.
     pub quiet: bool,
     /// `MUNMAPQ_*` variables to set for the command.
-    pub vars: Vec<(&'static str, String)>,
+    pub vars: Vec<(&'static str, OsString)>,
     pub command: Vec<OsString>,
 }
 
@@ -164,17 +164,26 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, BadArgs> {
             o.command.push(arg);
             break;
         }
-        let a = arg.to_string_lossy().into_owned();
-        let (name, inline) = match a.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
+        // The name and an inline value as bytes: messages quote what is
+        // not UTF-8 as a shell would ($'\xff'), never as U+FFFD.
+        let (name, inline) = match bytes.iter().position(|&b| b == b'=') {
+            Some(at) if bytes.starts_with(b"--") => (
+                OsStr::from_bytes(&bytes[..at]),
+                Some(OsStr::from_bytes(&bytes[at + 1..]).to_os_string()),
+            ),
+            _ => (arg.as_os_str(), None),
         };
+        let Some(name) = name.to_str() else {
+            return Err(usage(format!("unknown option {}", quote(&arg))));
+        };
+        let name = name.to_string();
         // An option that takes no value refuses one (`--disable=0` must
         // not disable).
         let flag = |what: &str| -> Result<(), BadArgs> {
             match &inline {
-                Some(v) => Err(usage(format!(
-                    "{name} takes no value ({name}={v} given){what}"
+                Some(_) => Err(usage(format!(
+                    "{name} takes no value ({} given){what}",
+                    quote(&arg)
                 ))),
                 None => Ok(()),
             }
@@ -182,14 +191,9 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, BadArgs> {
         let mut value = |what: &str| -> Result<OsString, BadArgs> {
             inline
                 .clone()
-                .map(OsString::from)
                 .or_else(|| it.next())
                 .filter(|v| !v.is_empty())
                 .ok_or(usage(format!("{name} needs {what}")))
-        };
-        let text = |v: OsString, what: &str| -> Result<String, BadArgs> {
-            v.into_string()
-                .map_err(|v| usage(format!("{name} {}: accepts {what}", quote(&v))))
         };
         match name.as_str() {
             "--" => {
@@ -213,11 +217,11 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, BadArgs> {
                 o.quiet = true
             }
             "--stats" => {
-                o.stats = Some(match inline.as_deref() {
-                    None | Some("short") | Some("text") => StatsFormat::Short,
-                    Some("full") => StatsFormat::Full,
-                    Some("json") => StatsFormat::Json,
-                    Some(v) => return Err(usage(format!("--stats={v}: accepts full or json"))),
+                o.stats = Some(match inline.as_deref().map(|v| v.to_str()) {
+                    None | Some(Some("short")) | Some(Some("text")) => StatsFormat::Short,
+                    Some(Some("full")) => StatsFormat::Full,
+                    Some(Some("json")) => StatsFormat::Json,
+                    Some(_) => return Err(usage(format!("{}: accepts full or json", quote(&arg)))),
                 })
             }
             "--lib" => o.lib = Some(PathBuf::from(value("a path")?)),
@@ -230,16 +234,17 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, BadArgs> {
                 });
                 o.stats.get_or_insert(StatsFormat::Short);
             }
+            // Checked as the library reads them (check_values), bytes.
             "--max-entries" => {
-                let v = text(value("a number")?, "a number")?;
+                let v = value("a number")?;
                 o.vars.push((config::VAR_MAX_ENTRIES, v))
             }
             "--max-bytes" => {
-                let v = text(value("a size")?, "a size")?;
+                let v = value("a size")?;
                 o.vars.push((config::VAR_MAX_BYTES, v))
             }
             "--evict" => {
-                let v = text(value("aged, oldest or all")?, "aged, oldest or all")?;
+                let v = value("aged, oldest or all")?;
                 o.vars.push((config::VAR_EVICT, v))
             }
             "--no-reuse" => {
@@ -252,7 +257,8 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Parsed, BadArgs> {
             }
             _ => {
                 return Err(usage(format!(
-                    "unknown option {name}{}",
+                    "unknown option {}{}",
+                    quote(OsStr::new(&name)),
                     hint(&name, &crate::help::option_names(), "")
                 )))
             }
@@ -309,8 +315,10 @@ fn misspelt(name: &str) -> Vec<&'static str> {
             .to_ascii_lowercase()
     };
     let typed = norm(name);
-    let known: Vec<(String, &'static str)> =
-        known_names().into_iter().map(|k| (norm(k), k)).collect();
+    // Only the names a user sets are suggested (not the report directory
+    // or the git wrapper's guard, which munmapq hands its children).
+    let public = VARIABLES.iter().map(|(var, _)| *var).chain(["MUNMAPQ_LIB"]);
+    let known: Vec<(String, &'static str)> = public.map(|k| (norm(k), k)).collect();
     let norms: Vec<&str> = known.iter().map(|(n, _)| n.as_str()).collect();
     let mut close = crate::help::similar(&typed, &norms);
     if close.is_empty() && typed.len() >= 3 {
@@ -354,8 +362,17 @@ fn check_names(names: impl Iterator<Item = OsString>) -> Result<(), BadArgs> {
 /// command would inherit (`env`) where no option replaces them, with the
 /// library's own parser: the launcher refuses exactly what the library
 /// would, before the command starts.
+/// A value as messages show it: in double quotes where it is UTF-8, else
+/// quoted as a shell would ($'\xff').
+fn shown(v: &[u8]) -> String {
+    match std::str::from_utf8(v) {
+        Ok(s) => format!("{s:?}"),
+        Err(_) => quote(OsStr::from_bytes(v)),
+    }
+}
+
 fn check_values(
-    vars: &[(&'static str, String)],
+    vars: &[(&'static str, OsString)],
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<(), BadArgs> {
     let sys = System {
@@ -389,15 +406,17 @@ fn check_values(
             _ => "option",
         };
         return Err(BadArgs::Usage(format!(
-            "{name} {value:?} ({}): accepts {}",
-            e.var, e.accepts
+            "{name} {} ({}): accepts {}",
+            shown(value.as_bytes()),
+            e.var,
+            e.accepts
         )));
     }
     let value = get(e.var).unwrap_or_default();
     Err(BadArgs::Env(format!(
-        "{}={:?} (from the environment) is not valid: it accepts {}; nothing was run",
+        "{}={} (from the environment) is not valid: it accepts {}; nothing was run",
         e.var,
-        String::from_utf8_lossy(value),
+        shown(value),
         e.accepts
     )))
 }

@@ -125,6 +125,66 @@ fn inherited_variables_are_checked_before_the_command_starts() {
     println!("bad MUNMAPQ_* from the environment: refused with status 125 before the command");
 }
 
+/// A value or an option that is not UTF-8 is shown as a shell would quote
+/// it ($'\xff'), never as U+FFFD, in the same line a UTF-8 one gets (the
+/// variable and all it accepts); and a misspelt variable is never told
+/// one of munmapq's own (the report directory it hands its children).
+#[test]
+fn values_that_are_not_utf8_are_quoted_as_a_shell_would() {
+    use std::os::unix::ffi::OsStrExt;
+    let ff = |s: &[u8]| std::ffi::OsStr::from_bytes(s).to_os_string();
+    /// Arguments, variables, what the one line says.
+    type Case<'a> = (
+        Vec<std::ffi::OsString>,
+        &'a [(&'a str, &'a str)],
+        &'a [&'a str],
+    );
+    let cases: [Case; 5] = [
+        (
+            vec![ff(b"--stats=\xff")],
+            &[],
+            &["--stats=", "$'\\xff'", "full or json"],
+        ),
+        (vec![ff(b"--\xff")], &[], &["unknown option", "$'\\xff'"]),
+        (
+            vec![ff(b"--max-bytes"), ff(b"\xff")],
+            &[],
+            &["$'\\xff'", "(MUNMAPQ_MAX_BYTES)", "from 1 byte to 1T"],
+        ),
+        (
+            vec![ff(b"--max-entries"), ff(b"1\xff")],
+            &[],
+            &["$'\\xff'", "(MUNMAPQ_MAX_ENTRIES)", "from 1 to"],
+        ),
+        (
+            vec![],
+            &[("MUNMAPQ_STAT", "1")],
+            &["did you mean MUNMAPQ_STATS"],
+        ),
+    ];
+    for (args, env, said) in cases {
+        let mut c = Command::new(launcher());
+        c.args(&args)
+            .args(["sh", "-c", "echo ran"])
+            .envs(env.iter().copied());
+        let err = refused(&mut c, &format!("{args:?}"));
+        assert!(!err.contains('\u{fffd}'), "{err}");
+        assert!(!err.contains("STATS_DIR"), "{err}");
+        for s in said {
+            assert!(err.contains(s), "{s}: {err}");
+        }
+    }
+    let mut c = Command::new(launcher());
+    c.args(["sh", "-c", "echo ran"])
+        .env("MUNMAPQ_EVICT", ff(b"\xff"));
+    let err = refused(&mut c, "MUNMAPQ_EVICT");
+    assert!(
+        err.starts_with("munmapq: MUNMAPQ_EVICT=$'\\xff' (from"),
+        "{err}"
+    );
+    println!("values and options that are not UTF-8: quoted as $'\\xff' in the one line a UTF-8 one gets");
+}
+
 #[test]
 fn files_are_opened_before_the_command_starts() {
     let dir = scratch("cli-files");
