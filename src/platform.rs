@@ -101,6 +101,28 @@ impl PreloadList {
     }
 }
 
+/// Sets `vars` in this process's own environment, for the command it
+/// execs or spawns next: a Command with variables of its own copies the
+/// environment into a map first, which drops entries without `=`, keeps
+/// one of each name (the last, where getenv reads the first) and sorts
+/// them. Each is set once (the dynamic linker reads the last of a name,
+/// getenv the first). The launcher is single-threaded here.
+pub fn put_in_environment(vars: &[(OsString, OsString)]) {
+    for (k, v) in vars {
+        std::env::remove_var(k);
+        std::env::set_var(k, v);
+    }
+}
+
+/// What the dynamic linker reads of the preload variable: its last entry
+/// (glibc's rtld takes each in turn; getenv the first).
+pub fn preloaded_now() -> Option<OsString> {
+    std::env::vars_os()
+        .filter(|(k, _)| k == PRELOAD_VAR)
+        .map(|(_, v)| v)
+        .last()
+}
+
 /// The library's Mach-O architectures; empty when unreadable or not Mach-O.
 pub fn library_archs(lib: &Path) -> Vec<macho::Arch> {
     macho::head(lib)

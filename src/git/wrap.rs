@@ -94,10 +94,10 @@ fn preload(git: &Path) {
             // In this process, as GUARD_VAR (see run).
             let list = PRELOAD_LIST.prepend(
                 &lib,
-                crate::run::preloaded_now(),
+                crate::platform::preloaded_now(),
                 crate::library::is_a_munmapq,
             );
-            crate::run::put_in_environment(&[(PRELOAD_VAR.into(), list)]);
+            crate::platform::put_in_environment(&[(PRELOAD_VAR.into(), list)]);
         }
         Err(e) if e.no_cache => {
             if super::cache::first_warning() {

@@ -13,7 +13,7 @@ use crate::cli::{fail, Options, StatsFormat, StatsOut, OWN_FAILURE};
 use crate::inherited;
 use crate::library::find_library;
 use crate::out::why;
-use crate::platform::{LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
+use crate::platform::{self, LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
 pub mod outputs;
 pub mod report;
 pub mod sentinel;
@@ -107,7 +107,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
         vars.push((k.into(), v.into()));
     }
     let (Some(format), Some(dir)) = (o.stats, dir) else {
-        put_in_environment(&vars);
+        platform::put_in_environment(&vars);
         let err = inherited::exec(&mut cmd);
         return cannot_run(&o.command[0], program.as_deref(), &err);
     };
@@ -126,28 +126,6 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     parent.run(cmd, advice)
 }
 
-/// Sets `vars` in this process's own environment, for the command it
-/// execs or spawns next: a Command with variables of its own copies the
-/// environment into a map first, which drops entries without `=`, keeps
-/// one of each name (the last, where getenv reads the first) and sorts
-/// them. Each is set once (the dynamic linker reads the last of a name,
-/// getenv the first). The launcher is single-threaded here.
-pub fn put_in_environment(vars: &[(OsString, OsString)]) {
-    for (k, v) in vars {
-        std::env::remove_var(k);
-        std::env::set_var(k, v);
-    }
-}
-
-/// What the dynamic linker reads of the preload variable: its last entry
-/// (glibc's rtld takes each in turn; getenv the first).
-pub fn preloaded_now() -> Option<OsString> {
-    std::env::vars_os()
-        .filter(|(k, _)| k == PRELOAD_VAR)
-        .map(|(_, v)| v)
-        .last()
-}
-
 /// The variables that preload `lib` into a command, before what the
 /// caller preloads; and under a seccomp filter that allows the library's
 /// calls, the one that says so (else it passes everything through,
@@ -157,7 +135,7 @@ pub fn library_vars(lib: Option<&Path>, sandbox: Sandbox) -> Vec<(OsString, OsSt
     if let Some(lib) = lib {
         vars.push((
             PRELOAD_VAR.into(),
-            PRELOAD_LIST.prepend(lib, preloaded_now(), crate::library::is_a_munmapq),
+            PRELOAD_LIST.prepend(lib, platform::preloaded_now(), crate::library::is_a_munmapq),
         ));
     }
     if sandbox == Sandbox::Allows && std::env::var_os(VAR_SECCOMP).is_none() {
@@ -245,7 +223,7 @@ impl Parent<'_> {
         let mut vars = std::mem::take(&mut self.vars);
         vars.push((VAR_STATS_FILE.into(), report_path.clone().into()));
         vars.push((VAR_STATS_DIR.into(), dir.clone().into()));
-        put_in_environment(&vars);
+        platform::put_in_environment(&vars);
         relay.prepare(&mut cmd);
         let started = std::time::Instant::now();
         let child = match cmd.spawn() {
