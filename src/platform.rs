@@ -106,11 +106,30 @@ impl PreloadList {
 /// environment into a map first, which drops entries without `=`, keeps
 /// one of each name (the last, where getenv reads the first) and sorts
 /// them. Each is set once (the dynamic linker reads the last of a name,
-/// getenv the first). The launcher is single-threaded here.
-pub fn put_in_environment(vars: &[(OsString, OsString)]) {
+/// getenv the first). The launcher is single-threaded here. Answers what
+/// they were, for [`restore_environment`] once that command has started
+/// (what the launcher runs itself after, git for its advice, must not
+/// get them).
+pub fn put_in_environment(vars: &[(OsString, OsString)]) -> Vec<(OsString, Option<OsString>)> {
+    let mut before = Vec::new();
     for (k, v) in vars {
+        if !before.iter().any(|(b, _)| b == k) {
+            before.push((k.clone(), std::env::var_os(k)));
+        }
         std::env::remove_var(k);
         std::env::set_var(k, v);
+    }
+    before
+}
+
+/// Puts back what [`put_in_environment`] replaced (a name given twice
+/// comes back once).
+pub fn restore_environment(before: Vec<(OsString, Option<OsString>)>) {
+    for (k, v) in before {
+        std::env::remove_var(&k);
+        if let Some(v) = v {
+            std::env::set_var(&k, v);
+        }
     }
 }
 

@@ -254,3 +254,58 @@ fn a_report_to_a_pipe_is_written_and_a_file_is_still_replaced() {
         "--stats-out /dev/fd/3 on a pipe: the report went down it, exit 3; a file is replaced"
     );
 }
+
+/// The git calls the launcher makes itself after a `--stats git ...` run
+/// (its advice about pack windows) get the launcher's environment, not the
+/// command's: no library, no report file of a run that is over.
+#[test]
+fn the_launchers_own_git_calls_after_the_command_get_none_of_its_variables() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("stats-own-git");
+    let repo = repo::small_repo(&dir, "repo");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.join("git.log");
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let fake = bin.join("git");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho \"$1|${{LD_PRELOAD-}}|${{MUNMAPQ_STATS_FILE-}}\" >> '{}'\nexec {} \"$@\"\n",
+            log.display(),
+            real.trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = output_within(
+        std::process::Command::new(launcher())
+            .args(["--stats", "git", "status"])
+            .current_dir(&repo)
+            .env("PATH", path)
+            .stdout(Stdio::null()),
+        MINUTE,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let (command, own): (Vec<&str>, Vec<&str>) =
+        calls.lines().partition(|l| l.starts_with("status|"));
+    assert_eq!(command.len(), 1, "{calls}");
+    assert!(command[0].contains("libmunmapq"), "{calls}");
+    assert!(!own.is_empty(), "the launcher asked git nothing: {calls}");
+    for call in &own {
+        assert!(call.ends_with("||"), "{call}");
+    }
+    println!(
+        "--stats git status: the command preloaded, the launcher's own {} git calls after it plain",
+        own.len()
+    );
+}

@@ -223,10 +223,12 @@ impl Parent<'_> {
         let mut vars = std::mem::take(&mut self.vars);
         vars.push((VAR_STATS_FILE.into(), report_path.clone().into()));
         vars.push((VAR_STATS_DIR.into(), dir.clone().into()));
-        platform::put_in_environment(&vars);
+        let before = platform::put_in_environment(&vars);
         relay.prepare(&mut cmd);
         let started = std::time::Instant::now();
-        let child = match cmd.spawn() {
+        let spawned = cmd.spawn();
+        platform::restore_environment(before);
+        let child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 sentinel.finish();
