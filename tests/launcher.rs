@@ -266,7 +266,35 @@ fn another_libmunmapq_in_ld_preload_gives_way() {
         "{}",
         text(&out.stderr)
     );
-    println!("launcher: another libmunmapq in LD_PRELOAD left out, one copy loaded");
+    // A library that only names munmapq's variable stays, and so does an
+    // entry the dynamic linker cannot use (a /proc file says it is empty:
+    // it is not read to its end).
+    let src = dir.join("shim.c");
+    std::fs::write(
+        &src,
+        "const char *munmapq_var = \"MUNMAPQ_MAX_ENTRIES\";\nint mmap_shim(void) { return 0; }\n",
+    )
+    .unwrap();
+    let shim = dir.join("libshim.so");
+    let cc = std::env::var("MUNMAPQ_TEST_CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&shim)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let list = format!("{} /proc/self/pagemap", shim.display());
+    let started = std::time::Instant::now();
+    let out = output_within(
+        Command::new(launcher())
+            .args(["printenv", "LD_PRELOAD"])
+            .env("LD_PRELOAD", &list),
+        MINUTE,
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(text(&out.stdout), format!("{} {list}\n", ours.display()));
+    println!("launcher: another libmunmapq in LD_PRELOAD left out, one copy loaded; a library naming its variable and a /proc file kept");
 }
 
 /// The command gets the environment as munmapq got it, entry for entry

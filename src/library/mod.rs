@@ -196,16 +196,28 @@ fn elf_mismatch(head: &[u8]) -> Option<String> {
         .then(|| format!("for another machine (ELF e_machine {})", half(18)))
 }
 
-/// Whether the preloaded file at `path` is a libmunmapq, of any version or
+/// Whether the preloaded entry `path` is a libmunmapq, of any version or
 /// build (another install's, an older cache's, a test build under another
-/// name): it names the variables every libmunmapq reads. Two copies in one
-/// list would both hook every call, the second under the first. Only
-/// regular files are opened (a list may name a FIFO), and only small ones
-/// read.
+/// name): two copies in one list would both hook every call, the second
+/// under the first. A libmunmapq exports the calls only it replaces
+/// together (`closefrom`, `close_range`, `mseal` beside `mmap` and
+/// `munmap`) and names the variables it reads; the file is read only once
+/// its exports say so, and only a regular, non-empty file of at most
+/// 32 MiB (a `/proc` file says it is empty). An entry the dynamic linker
+/// looks up itself (a bare name, searched in its paths) or expands (`$LIB`,
+/// `$ORIGIN`) is left as it is.
 pub fn is_a_munmapq(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
     const MARK: &[u8] = b"MUNMAPQ_MAX_ENTRIES";
+    const EXPORTS: [&[u8]; 5] = [b"mmap", b"munmap", b"closefrom", b"close_range", b"mseal"];
     const MOST: u64 = 32 << 20;
-    let small_file = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MOST);
-    small_file
+    let raw = path.as_os_str().as_bytes();
+    if !raw.contains(&b'/') || raw.contains(&b'$') {
+        return false;
+    }
+    let plain_file =
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0 && m.len() <= MOST);
+    plain_file
+        && crate::program::elf::exports_all(path, &EXPORTS)
         && std::fs::read(path).is_ok_and(|bytes| bytes.windows(MARK.len()).any(|w| w == MARK))
 }

@@ -152,6 +152,19 @@ pub fn asan(path: &Path) -> Option<Asan> {
     .then_some(Asan::Static)
 }
 
+/// Whether the ELF file at `path` exports a definition of every one of
+/// `names` (its dynamic symbol table).
+pub fn exports_all(path: &Path, names: &[&[u8]]) -> bool {
+    read(path, |elf, data| {
+        Some(
+            names
+                .iter()
+                .all(|n| elf.defines(data, SHT_DYNSYM, n) == Some(true)),
+        )
+    })
+    .unwrap_or(false)
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
