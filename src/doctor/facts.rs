@@ -12,6 +12,8 @@ pub struct Facts {
     pub path: PathBuf,
     pub setuid: bool,
     pub setgid: bool,
+    /// Linux: why running it would be in secure mode (`secure.rs`).
+    pub secure: Option<String>,
     /// Linux: an ELF file.
     pub elf: bool,
     /// Linux: the program interpreter (PT_INTERP), none for static binaries.
@@ -60,13 +62,16 @@ pub enum Verdict {
 /// What the file itself says: set-id bits, script or ELF, interpreter,
 /// AddressSanitizer.
 pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
+    use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path)?;
-    let (setuid, setgid) = set_ids(path, &meta);
+    let mode = meta.permissions().mode();
     let data = macho::head(path)?;
     let mut f = Facts {
         path: path.to_path_buf(),
-        setuid,
-        setgid,
+        setuid: mode & 0o4000 != 0,
+        setgid: mode & 0o2000 != 0,
+        #[cfg(target_os = "linux")]
+        secure: super::secure::why(path, &meta),
         ..Facts::default()
     };
     if let Some(interp) = shebang(&data) {
@@ -80,53 +85,6 @@ pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
         (f.asan, f.asan_check_off) = crate::program::asan::facts(path);
     }
     Ok(f)
-}
-
-/// Whether running the file makes the process set-user-ID, set-group-ID.
-/// Linux runs a program in secure mode (`AT_SECURE`, which makes ld.so
-/// ignore `LD_PRELOAD`) only where the exec changes the ids: the file's
-/// owner is not the caller's real user (a set-user-ID-root program run by
-/// root is not), a set-group-ID file (with group execute, else the bit means
-/// mandatory locking) names another group than the caller's real one, and
-/// its file system is not mounted nosuid (fs/exec.c `bprm_fill_uid`,
-/// security/commoncap.c `cap_bprm_creds_from_file`).
-#[cfg(target_os = "linux")]
-fn set_ids(path: &Path, meta: &std::fs::Metadata) -> (bool, bool) {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::MetadataExt;
-    let mode = meta.mode();
-    if mode & 0o6000 == 0 {
-        return (false, false);
-    }
-    let nosuid = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .ok()
-        .and_then(|c| {
-            // SAFETY: a NUL-terminated path and a zeroed struct the call
-            // fills; it has no other effect.
-            unsafe {
-                let mut st: libc::statvfs = std::mem::zeroed();
-                (libc::statvfs(c.as_ptr(), &mut st) == 0).then_some(st.f_flag)
-            }
-        })
-        .is_some_and(|flags| flags & libc::ST_NOSUID != 0);
-    if nosuid {
-        return (false, false);
-    }
-    // SAFETY: getuid and getgid have no preconditions.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    (
-        mode & 0o4000 != 0 && meta.uid() != uid,
-        mode & 0o2010 == 0o2010 && meta.gid() != gid,
-    )
-}
-
-/// Elsewhere (macOS) the bits as they are: a set-id program is taken to
-/// be one dyld restricts.
-#[cfg(not(target_os = "linux"))]
-fn set_ids(_: &Path, meta: &std::fs::Metadata) -> (bool, bool) {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = meta.permissions().mode();
-    (mode & 0o4000 != 0, mode & 0o2000 != 0)
 }
 
 #[cfg(all(test, target_os = "linux"))]

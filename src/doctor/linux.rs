@@ -6,10 +6,11 @@ use super::facts::{Facts, Verdict};
 /// The Linux rules.
 pub fn judge_linux(f: &Facts) -> Verdict {
     let no = |why: &str, instead: &str| Verdict::WontLoad(why.into(), instead.into());
-    if f.setuid || f.setgid {
-        return no(
-            "it is setuid/setgid: the dynamic linker runs it in secure mode and ignores LD_PRELOAD",
-            "run an ordinary (not set-id) copy of the program",
+    if let Some(why) = &f.secure {
+        return Verdict::WontLoad(
+            format!("it would run in secure mode ({why}): the dynamic linker ignores LD_PRELOAD"),
+            "run an ordinary (not set-id, no capabilities) copy of the program, with your own ids"
+                .into(),
         );
     }
     // `run` follows #! lines to the program first; facts of a script
@@ -75,10 +76,15 @@ mod tests {
             matches!(judge_linux(&linux(Some("/lib/ld-musl-x86_64.so.1"))), Verdict::WontLoad(w, _) if w.contains("musl"))
         );
         let suid = Facts {
-            setuid: true,
+            secure: Some("it is setuid, and the exec changes your ids".into()),
             ..linux(Some("/lib64/ld-linux-x86-64.so.2"))
         };
         assert!(matches!(judge_linux(&suid), Verdict::WontLoad(w, _) if w.contains("setuid")));
+        let own = Facts {
+            setuid: true,
+            ..linux(Some("/lib64/ld-linux-x86-64.so.2"))
+        };
+        assert_eq!(judge_linux(&own), Verdict::Loads, "the exec changes no id");
         let script = Facts {
             shebang: Some("/bin/sh".into()),
             ..Facts::default()

@@ -11,6 +11,8 @@ pub mod launcher;
 mod linux;
 mod macos;
 mod macos_facts;
+#[cfg(target_os = "linux")]
+mod secure;
 
 use crate::macho;
 #[cfg(target_os = "macos")]
