@@ -145,6 +145,7 @@ fn launcher() -> ExitCode {
             )),
         },
         ("version", []) => print(Ok(cli::version())),
+        ("doctor", [dashes]) if dashes == "--" => usage_error(word),
         ("doctor", [_, ..]) => out::checked(ExitCode::from(doctor::run(&args[1..]))),
         ("bench", [_, ..]) => bench::run(&args[1..]),
         ("selftest", []) => out::checked(selftest::run(None)),

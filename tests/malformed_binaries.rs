@@ -143,3 +143,59 @@ fn a_cut_elf_program_runs_as_env_runs_it() {
         with.status.code()
     );
 }
+
+/// What the kernel does with an ELF file decides what the launcher says
+/// before it runs it: one for a machine no emulator takes is refused
+/// (ENOEXEC) and run by /bin/sh, as under env, unwarned; the dynamic
+/// linker run as a program preloads the library into the program it runs;
+/// a file that cannot be executed gets the exec's one line (126) alone.
+#[test]
+fn what_runs_an_elf_file_decides_the_warning() {
+    let dir = scratch("elf-kinds");
+    let run = |args: &[&std::ffi::OsStr], via: &str| {
+        let mut c = Command::new(via);
+        c.args(args).current_dir(&dir);
+        output_within(&mut c, MINUTE)
+    };
+    let l = launcher();
+    let l = l.to_str().unwrap();
+    // e_machine 0x1234: no kernel runs it.
+    let mut bytes = std::fs::read("/bin/true").unwrap();
+    bytes[18..20].copy_from_slice(&0x1234u16.to_le_bytes());
+    let other = dir.join("other-machine");
+    std::fs::write(&other, &bytes).unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (with, env) = (
+        run(&[other.as_os_str()], l),
+        run(&[other.as_os_str()], "env"),
+    );
+    assert_eq!(with.status.code(), env.status.code());
+    assert_eq!(text(&with.stderr), text(&env.stderr));
+    // The dynamic linker as the program.
+    let ld_so = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap();
+    let args =
+        [ld_so, "/bin/grep", "-c", "libmunmapq", "/proc/self/maps"].map(std::ffi::OsStr::new);
+    let out = run(&args, l);
+    assert!(
+        !text(&out.stderr).contains("will not load"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_ne!(text(&out.stdout).trim(), "0");
+    // Not executable: permission denied, one line.
+    let lib = dir.join("not-executable.so");
+    std::fs::copy("/bin/true", &lib).unwrap();
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(&[lib.as_os_str()], l);
+    assert_eq!(out.status.code(), Some(126));
+    assert_eq!(
+        text(&out.stderr).lines().count(),
+        1,
+        "{}",
+        text(&out.stderr)
+    );
+    println!("an ELF file for no machine here: as under env; ld.so as the program: loaded, unwarned; not executable: 126, one line");
+}

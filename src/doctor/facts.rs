@@ -18,6 +18,14 @@ pub struct Facts {
     pub elf: bool,
     /// Linux: the program interpreter (PT_INTERP), none for static binaries.
     pub interpreter: Option<String>,
+    /// Linux: the interpreter named is not there (the exec fails, ENOENT).
+    pub interpreter_missing: bool,
+    /// Linux: the dynamic linker itself, run as a program (it takes
+    /// LD_PRELOAD for the program it is given).
+    pub dynamic_linker: bool,
+    /// Linux: a program for another machine or word size (run by an
+    /// emulator), by name.
+    pub foreign: Option<String>,
     /// A script: its `#!` interpreter.
     pub shebang: Option<String>,
     /// Linux: built with AddressSanitizer, and how.
@@ -82,6 +90,23 @@ pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
     } else if data.starts_with(b"\x7fELF") {
         f.elf = true;
         f.interpreter = crate::program::elf::interpreter(path);
+        let header = crate::program::elf::header(path);
+        f.foreign = header
+            .as_ref()
+            .filter(|h| !h.native())
+            .map(|h| h.machine_name());
+        // An emulator finds a foreign program's dynamic linker elsewhere
+        // (qemu-user: under QEMU_LD_PREFIX).
+        f.interpreter_missing = f.foreign.is_none()
+            && f.interpreter
+                .as_ref()
+                .is_some_and(|i| !Path::new(i).exists());
+        // A shared object without an interpreter named as glibc names its
+        // dynamic linker (a static-pie program is a shared object too).
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        f.dynamic_linker = f.interpreter.is_none()
+            && header.is_some_and(|h| h.shared_object())
+            && (name.starts_with("ld-linux") || name.starts_with("ld64.so"));
         (f.asan, f.asan_check_off) = crate::program::asan::facts(path);
     }
     Ok(f)

@@ -27,6 +27,24 @@ pub fn judge_linux(f: &Facts) -> Verdict {
             "point munmapq at the real program",
         );
     }
+    if let Some(machine) = &f.foreign {
+        return Verdict::WontLoad(
+            format!(
+                "it is a program for {machine}, and the library is built for {}: that machine's dynamic linker cannot load it",
+                std::env::consts::ARCH
+            ),
+            format!("run a build of the program for {}, or munmapq built for {machine}", std::env::consts::ARCH),
+        );
+    }
+    if let (Some(i), true) = (&f.interpreter, f.interpreter_missing) {
+        return Verdict::WontLoad(
+            format!("its dynamic linker {i} was not found: it does not run"),
+            "install what provides it, or run a build of the program for this system".into(),
+        );
+    }
+    if f.dynamic_linker {
+        return Verdict::Loads;
+    }
     match &f.interpreter {
         None => no(
             "it is statically linked: there is no dynamic linker to preload anything",
@@ -85,6 +103,22 @@ mod tests {
             ..linux(Some("/lib64/ld-linux-x86-64.so.2"))
         };
         assert_eq!(judge_linux(&own), Verdict::Loads, "the exec changes no id");
+        let foreign = Facts {
+            foreign: Some("arm64".into()),
+            ..linux(Some("/lib/ld-linux-aarch64.so.1"))
+        };
+        assert!(
+            matches!(judge_linux(&foreign), Verdict::WontLoad(w, _) if w.contains("a program for arm64"))
+        );
+        let ld_so = Facts {
+            dynamic_linker: true,
+            ..linux(None)
+        };
+        assert_eq!(
+            judge_linux(&ld_so),
+            Verdict::Loads,
+            "ld.so takes LD_PRELOAD"
+        );
         let script = Facts {
             shebang: Some("/bin/sh".into()),
             ..Facts::default()

@@ -218,7 +218,10 @@ pub fn predict(program: &Path, lib: &Path) -> Option<String> {
     }
     let end = crate::program::script::follow(program).ok()?.program;
     let f = file_facts(&end).ok()?;
-    if f.asan.is_some() {
+    // A shared ASan runtime: asan.rs says it. A program that will not run
+    // at all (not executable, its dynamic linker missing): the exec's own
+    // error says why, alone.
+    if f.asan.is_some() || f.interpreter_missing || !executable(&end) {
         return None;
     }
     match judge(&f) {
@@ -229,4 +232,14 @@ pub fn predict(program: &Path, lib: &Path) -> Option<String> {
         )),
         Verdict::WontLoad(why, _) => Some(format!("the library will not load: {why}")),
     }
+}
+
+/// Whether this process may execute `path` (the exec fails with EACCES
+/// otherwise).
+fn executable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes()).is_ok_and(|c| {
+        // SAFETY: a NUL-terminated path; access only reads it.
+        unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
+    })
 }

@@ -107,12 +107,131 @@ fn read<T>(path: &Path, read: impl FnOnce(&dyn Reader, Data) -> Option<T>) -> Op
     read(elf, data)
 }
 
-/// Whether the kernel can load the file as an ELF program: its header and
-/// program headers read whole. Linux answers ENOEXEC for one whose headers
-/// it cannot read (fs/binfmt_elf.c `load_elf_phdrs`), and execvp then runs
-/// the file with /bin/sh, as for any file it refuses.
+/// Whether the kernel can load the file as an ELF program: an executable
+/// or a shared object (`e_type`), for this machine or one a binfmt_misc
+/// handler takes, its program headers read whole. Linux answers ENOEXEC
+/// for anything else (fs/binfmt_elf.c `load_elf_binary`,
+/// `load_elf_phdrs`), and execvp then runs the file with /bin/sh, as for
+/// any file it refuses.
 pub fn loadable(path: &Path) -> bool {
-    read(path, |elf, data| elf.has_program_headers(data)).unwrap_or(false)
+    let kind_ok = header(path)
+        .is_some_and(|h| matches!(h.e_type, ET_EXEC | ET_DYN) && (h.native() || emulated(path)));
+    kind_ok && read(path, |elf, data| elf.has_program_headers(data)).unwrap_or(false)
+}
+
+// The header's values read here (elf.h).
+const ET_EXEC: u16 = 2;
+const ET_DYN: u16 = 3;
+const ELFCLASS32: u8 = 1;
+const ELFCLASS64: u8 = 2;
+const ELFDATA2LSB: u8 = 1;
+const EM_386: u16 = 3;
+const EM_ARM: u16 = 40;
+const EM_X86_64: u16 = 62;
+const EM_AARCH64: u16 = 183;
+
+/// The fields of an ELF header that say what runs it.
+pub struct Header {
+    /// `ELFCLASS32` or `ELFCLASS64`.
+    pub class: u8,
+    pub e_type: u16,
+    pub machine: u16,
+}
+
+impl Header {
+    /// A program for the machine and word size this launcher (and its
+    /// library) is built for.
+    pub fn native(&self) -> bool {
+        let class = if cfg!(target_pointer_width = "64") {
+            ELFCLASS64
+        } else {
+            ELFCLASS32
+        };
+        let machine = if cfg!(target_arch = "x86_64") {
+            EM_X86_64
+        } else if cfg!(target_arch = "aarch64") {
+            EM_AARCH64
+        } else {
+            self.machine
+        };
+        self.class == class && self.machine == machine
+    }
+
+    /// A shared object (`ET_DYN`): a library, a PIE or static-pie program.
+    pub fn shared_object(&self) -> bool {
+        self.e_type == ET_DYN
+    }
+
+    /// The machine, as a user would name it.
+    pub fn machine_name(&self) -> String {
+        match (self.machine, self.class) {
+            (EM_X86_64, _) => "x86_64".into(),
+            (EM_AARCH64, _) => "arm64".into(),
+            (EM_386, _) => "i386".into(),
+            (EM_ARM, _) => "32-bit ARM".into(),
+            (m, ELFCLASS32) => format!("machine {m} (32-bit)"),
+            (m, _) => format!("machine {m}"),
+        }
+    }
+}
+
+/// The header of a little-endian ELF file (the only kind this launcher
+/// runs on).
+pub fn header(path: &Path) -> Option<Header> {
+    use std::io::Read;
+    let mut h = [0u8; 20];
+    File::open(path).ok()?.read_exact(&mut h).ok()?;
+    (h.starts_with(b"\x7fELF") && h[5] == ELFDATA2LSB).then(|| Header {
+        class: h[4],
+        e_type: u16::from_le_bytes([h[16], h[17]]),
+        machine: u16::from_le_bytes([h[18], h[19]]),
+    })
+}
+
+/// Whether an enabled binfmt_misc handler takes the file by its magic
+/// (qemu-user for another machine's programs, say): the kernel runs such a
+/// program through it (fs/binfmt_misc.c `check_file`: the bytes at the
+/// entry's offset, masked, equal its magic).
+fn emulated(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let read = File::open(path).and_then(|f| f.take(256).read_to_end(&mut head));
+    if read.is_err() {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc/sys/fs/binfmt_misc") else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+        };
+        let hex = |h: &str| -> Option<Vec<u8>> {
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+                .collect()
+        };
+        let (Some(magic), Some(offset)) = (
+            field("magic ").and_then(hex),
+            field("offset ").and_then(|o| o.parse::<usize>().ok()),
+        ) else {
+            return false;
+        };
+        let mask = field("mask ")
+            .and_then(hex)
+            .unwrap_or(vec![0xff; magic.len()]);
+        text.starts_with("enabled")
+            && head.len() >= offset + magic.len()
+            && magic
+                .iter()
+                .zip(&mask)
+                .zip(&head[offset..])
+                .all(|((m, k), b)| b & k == m & k)
+    })
 }
 
 /// The program interpreter (PT_INTERP); None for a static program or a
