@@ -5,7 +5,9 @@
 //! Layout, little-endian, 80 bytes: kind u32, pid u32, addr u64, len u64,
 //! prot i32, flags i32, fd i32, pad u32, dev u64, ino u64, off i64, result
 //! i64 (address or 0; `-errno` on failure), RSS in bytes u64 (munmap records
-//! only: what the sizing rule would have read at that call).
+//! only: what the sizing rule would have read at that call; 0 where it
+//! could not be read, as in a fork child before it execs, and a replay then
+//! keeps the last).
 
 pub const RECORD_BYTES: usize = 80;
 

@@ -19,9 +19,7 @@
 //!
 //! The record and its layout: `munmapq_core::trace`.
 
-use crate::platform::os::RealOs;
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering::Relaxed};
-use munmapq_core::os::Os;
 
 pub use munmapq_core::config::VAR_TRACE;
 pub use munmapq_core::trace::{
@@ -48,6 +46,8 @@ pub fn open(path: &[u8]) {
     };
     if fd >= 0 {
         refresh_pid();
+        #[cfg(target_os = "linux")]
+        crate::platform::proc::keep_statm();
         FD.store(fd, Relaxed);
         crate::ENGINE.trace_every_call();
     }
@@ -57,9 +57,12 @@ pub fn enabled() -> bool {
     FD.load(Relaxed) >= 0
 }
 
-/// In a child after fork: its records carry its own pid.
+/// In a child after fork: its records carry its own pid (and no resident
+/// set: the file kept to read it is the parent's).
 pub fn refresh_pid() {
     PID.store(crate::selfio::getpid() as u32, Relaxed);
+    #[cfg(target_os = "linux")]
+    crate::platform::proc::forget_kept_statm();
 }
 
 /// Appends one record (a no-op unless tracing).
@@ -80,8 +83,17 @@ pub fn write(r: &Record) {
 
 /// Resident set in bytes now, for munmap records (only asked when
 /// tracing): what the sizing rule reads (see `munmapq_core::sizing`).
+/// Linux reads it through a file kept open (`proc::kept_resident`); 0 in a
+/// fork child, whose kept file is its parent's.
 pub fn current_rss() -> u64 {
-    RealOs.usage().map_or(0, |u| u.resident) as u64
+    #[cfg(target_os = "linux")]
+    let rss = crate::platform::proc::kept_resident();
+    #[cfg(not(target_os = "linux"))]
+    let rss = {
+        use munmapq_core::os::Os;
+        crate::platform::os::RealOs.usage().map(|u| u.resident)
+    };
+    rss.unwrap_or(0) as u64
 }
 
 /// A range call's record.

@@ -18,7 +18,7 @@ pub mod lastclose;
 mod maps;
 pub mod os;
 mod policy;
-mod proc;
+pub(crate) mod proc;
 pub mod real;
 mod sandbox;
 mod shm;

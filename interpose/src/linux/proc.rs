@@ -5,7 +5,7 @@
 //! Each read opens the file, reads it and closes it: no descriptor is kept
 //! between reads (a program would see it in `/proc/self/fd`, could close it
 //! or reuse its number, and a fork child would inherit the parent's
-//! `/proc/self`). That costs more than a read through a kept descriptor,
+//! `/proc/self`), but for the trace's (`KEPT_STATM`, below). That costs more than a read through a kept descriptor,
 //! and reads are rare (a `statm` about once per 16 deferrals while the
 //! queue is longer than its budget, the map count every few thousand
 //! deferrals, `max_map_count` once).
@@ -17,6 +17,7 @@
 //! from `/proc/self/maps` (`maps.rs`).
 
 use core::ffi::CStr;
+use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
 use munmapq_core::config::parse_uint;
 use munmapq_core::os::Usage;
 
@@ -169,4 +170,66 @@ pub(super) fn write_decimal(mut v: u32, out: &mut [u8]) -> usize {
         out[i] = digits[n - 1 - i];
     }
     n
+}
+
+/// `/proc/self/statm`, kept open for the trace's munmap records, or -1.
+/// The trace alone keeps it (as it keeps its own file): a traced program's
+/// threads would otherwise open and close it at every munmap, and under
+/// qemu-user 7.2 (which runs the arm64 tests) a fork child then now and
+/// then blocked for good in its own first open or close, on a lock of
+/// qemu's another thread held at the fork.
+static KEPT_STATM: AtomicI32 = AtomicI32::new(-1);
+
+/// Opens `/proc/self/statm` for [`kept_resident`] (the trace's, from the
+/// constructor: one thread).
+pub fn keep_statm() {
+    let flags = (libc::O_RDONLY | libc::O_CLOEXEC) as libc::c_long;
+    let path = c"/proc/self/statm";
+    // SAFETY: a NUL-terminated path; openat has no other preconditions.
+    let fd = unsafe {
+        super::sys::call(
+            libc::SYS_openat,
+            &[
+                libc::AT_FDCWD as libc::c_long,
+                path.as_ptr() as libc::c_long,
+                flags,
+            ],
+        )
+    };
+    if fd >= 0 {
+        KEPT_STATM.store(fd as i32, Relaxed);
+    }
+}
+
+/// In a fork child: the kept file is the parent's (`/proc/self` was read
+/// at the open). It is left open: a close here is what keeping it avoids.
+pub fn forget_kept_statm() {
+    KEPT_STATM.store(-1, Relaxed);
+}
+
+/// The resident set in bytes, read through the kept file: None without
+/// one, or where the number no longer names a file of `/proc` (the program
+/// closed it, or put a file of its own there). Read at an offset, which
+/// moves no offset of whatever the number names.
+pub fn kept_resident() -> Option<usize> {
+    let fd = KEPT_STATM.load(Relaxed);
+    if fd < 0 || super::sys::file_system(fd).is_none_or(|(m, _)| m != PROC_SUPER_MAGIC) {
+        return None;
+    }
+    let mut buf = [0u8; 128];
+    // SAFETY: `buf` is valid for its length.
+    let n = unsafe {
+        super::sys::call(
+            libc::SYS_pread64,
+            &[
+                fd as libc::c_long,
+                buf.as_mut_ptr() as libc::c_long,
+                buf.len() as libc::c_long,
+                0,
+            ],
+        )
+    };
+    let text = buf.get(..usize::try_from(n).ok()?)?;
+    let pages = text.split(|&c| c == b' ').nth(1).and_then(parse_uint)?;
+    Some((pages as usize).saturating_mul(super::real::page_size()))
 }
