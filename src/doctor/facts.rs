@@ -18,8 +18,6 @@ pub struct Facts {
     pub elf: bool,
     /// Linux: the program interpreter (PT_INTERP), none for static binaries.
     pub interpreter: Option<String>,
-    /// Linux: the interpreter named is not there (the exec fails, ENOENT).
-    pub interpreter_missing: bool,
     /// Linux: the dynamic linker itself, run as a program (it takes
     /// LD_PRELOAD for the program it is given).
     pub dynamic_linker: bool,
@@ -93,14 +91,8 @@ pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
         let header = crate::program::elf::header(path);
         f.foreign = header
             .as_ref()
-            .filter(|h| !h.native())
+            .filter(|h| h.foreign())
             .map(|h| h.machine_name());
-        // An emulator finds a foreign program's dynamic linker elsewhere
-        // (qemu-user: under QEMU_LD_PREFIX).
-        f.interpreter_missing = f.foreign.is_none()
-            && f.interpreter
-                .as_ref()
-                .is_some_and(|i| !Path::new(i).exists());
         // A shared object without an interpreter named as glibc names its
         // dynamic linker (a static-pie program is a shared object too).
         let name = path.file_name().unwrap_or_default().to_string_lossy();

@@ -36,12 +36,6 @@ pub fn judge_linux(f: &Facts) -> Verdict {
             format!("run a build of the program for {}, or munmapq built for {machine}", std::env::consts::ARCH),
         );
     }
-    if let (Some(i), true) = (&f.interpreter, f.interpreter_missing) {
-        return Verdict::WontLoad(
-            format!("its dynamic linker {i} was not found: it does not run"),
-            "install what provides it, or run a build of the program for this system".into(),
-        );
-    }
     if f.dynamic_linker {
         return Verdict::Loads;
     }

@@ -218,10 +218,9 @@ pub fn predict(program: &Path, lib: &Path) -> Option<String> {
     }
     let end = crate::program::script::follow(program).ok()?.program;
     let f = file_facts(&end).ok()?;
-    // A shared ASan runtime: asan.rs says it. A program that will not run
-    // at all (not executable, its dynamic linker missing): the exec's own
-    // error says why, alone.
-    if f.asan.is_some() || f.interpreter_missing || !executable(&end) {
+    // A shared ASan runtime: asan.rs says it. A file that cannot be
+    // executed: the exec's own error says why, alone.
+    if f.asan.is_some() || !executable(&end) {
         return None;
     }
     match judge(&f) {

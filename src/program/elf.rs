@@ -114,8 +114,9 @@ fn read<T>(path: &Path, read: impl FnOnce(&dyn Reader, Data) -> Option<T>) -> Op
 /// `load_elf_phdrs`), and execvp then runs the file with /bin/sh, as for
 /// any file it refuses.
 pub fn loadable(path: &Path) -> bool {
-    let kind_ok = header(path)
-        .is_some_and(|h| matches!(h.e_type, ET_EXEC | ET_DYN) && (h.native() || emulated(path)));
+    let kind_ok = header(path).is_some_and(|h| {
+        matches!(h.e_type, ET_EXEC | ET_DYN) && (h.kernel_runs() || emulated(path))
+    });
     kind_ok && read(path, |elf, data| elf.has_program_headers(data)).unwrap_or(false)
 }
 
@@ -160,6 +161,33 @@ impl Header {
     /// A shared object (`ET_DYN`): a library, a PIE or static-pie program.
     pub fn shared_object(&self) -> bool {
         self.e_type == ET_DYN
+    }
+
+    /// Whether the kernel runs it itself: its own machine, or the 32-bit
+    /// one it runs beside it (x86_64 runs i386, arm64 32-bit ARM). The
+    /// kernel's machine is `kernel.arch` (which qemu-user, running this
+    /// launcher for another machine, does not change), else this build's.
+    pub fn kernel_runs(&self) -> bool {
+        let arch = std::fs::read_to_string("/proc/sys/kernel/arch").unwrap_or_default();
+        let kernel = match arch.trim() {
+            "x86_64" => EM_X86_64,
+            "aarch64" => EM_AARCH64,
+            _ if cfg!(target_arch = "x86_64") => EM_X86_64,
+            _ if cfg!(target_arch = "aarch64") => EM_AARCH64,
+            _ => return true,
+        };
+        let compat = match kernel {
+            EM_X86_64 => EM_386,
+            _ => EM_ARM,
+        };
+        self.machine == kernel || self.machine == compat
+    }
+
+    /// A program only an emulator runs, for another machine than the
+    /// library's: that machine's dynamic linker cannot load it. One the
+    /// kernel runs itself is judged as before (its dynamic linker's name).
+    pub fn foreign(&self) -> bool {
+        !self.native() && !self.kernel_runs()
     }
 
     /// The machine, as a user would name it.
