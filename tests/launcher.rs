@@ -307,13 +307,16 @@ fn another_libmunmapq_in_ld_preload_gives_way() {
 fn the_command_gets_the_environment_entry_for_entry() {
     let dir = scratch("rawenv");
     let rawenv = c_program("rawenv", &dir);
-    // Under emulation (scripts/arm64-test.sh) the emulator's own variables
-    // go along, or it cannot start the launcher.
-    let qemu: Vec<String> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("QEMU_"))
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let mut entries = vec![
+    if std::env::vars().any(|(k, _)| k.starts_with("QEMU_")) {
+        // qemu-user starts every program with an environment it rebuilt
+        // (an entry without = dropped, a name once, the order reversed),
+        // whatever launched it: there is nothing to compare.
+        println!(
+            "launcher: the environment entry for entry: not under qemu-user, which rebuilds it"
+        );
+        return;
+    }
+    let entries = [
         "PATH=/usr/bin:/bin",
         "NOEQUALS",
         "DUP=1",
@@ -321,11 +324,10 @@ fn the_command_gets_the_environment_entry_for_entry() {
         "ZZ=z",
         "AA=a",
     ];
-    entries.extend(qemu.iter().map(String::as_str));
     let env_seen = |before: &[&std::ffi::OsStr]| {
         let out = output_within(
             Command::new(&rawenv)
-                .args(&entries)
+                .args(entries)
                 .arg("--")
                 .args(before)
                 .arg("/usr/bin/env"),
@@ -346,19 +348,15 @@ fn the_command_gets_the_environment_entry_for_entry() {
         before.extend(stats.iter().map(std::ffi::OsStr::new));
         assert_eq!(env_seen(&before), plain, "{stats:?}");
     }
-    // The library loads only into programs of its own machine: not into
-    // the host's grep under emulation.
-    if qemu.is_empty() {
-        let out = output_within(
-            Command::new(&rawenv)
-                .args(["PATH=/usr/bin:/bin", "LD_PRELOAD=", "LD_PRELOAD="])
-                .arg("--")
-                .arg(&l)
-                .args(["/bin/grep", "-c", "libmunmapq", "/proc/self/maps"]),
-            MINUTE,
-        );
-        assert_ne!(text(&out.stdout).trim(), "0", "{}", text(&out.stderr));
-    }
+    let out = output_within(
+        Command::new(&rawenv)
+            .args(["PATH=/usr/bin:/bin", "LD_PRELOAD=", "LD_PRELOAD="])
+            .arg("--")
+            .arg(&l)
+            .args(["/bin/grep", "-c", "libmunmapq", "/proc/self/maps"]),
+        MINUTE,
+    );
+    assert_ne!(text(&out.stdout).trim(), "0", "{}", text(&out.stderr));
     println!("launcher: an entry without =, a name twice and the order reach the command as given, with --stats too; LD_PRELOAD twice: the library loads");
 }
 
