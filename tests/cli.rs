@@ -139,7 +139,7 @@ fn values_that_are_not_utf8_are_quoted_as_a_shell_would() {
         &'a [(&'a str, &'a str)],
         &'a [&'a str],
     );
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         (
             vec![ff(b"--stats=\xff")],
             &[],
@@ -155,6 +155,11 @@ fn values_that_are_not_utf8_are_quoted_as_a_shell_would() {
             vec![ff(b"--max-entries"), ff(b"1\xff")],
             &[],
             &["$'\\xff'", "(MUNMAPQ_MAX_ENTRIES)", "from 1 to"],
+        ),
+        (
+            vec![ff(b"--stats-out"), ff(b"/nonexistent/\xff/stats")],
+            &[],
+            &["--stats-out '/nonexistent/'$'\\xff''/stats': "],
         ),
         (
             vec![],

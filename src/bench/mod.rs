@@ -14,6 +14,7 @@ mod seed;
 use crate::cli::OWN_FAILURE;
 use crate::library::find_library;
 use crate::platform::{LIB_NAME, PRELOAD_LIST, PRELOAD_VAR};
+use crate::quote::quote_path;
 use crate::seccomp::Sandbox;
 use options::BenchOptions;
 use report::{Outcome, Problem};
@@ -363,7 +364,7 @@ fn header_text(setup: &Setup) -> String {
         "munmapq bench: munmapq {} on {}\nlibrary:  {} ({size} bytes, FNV-1a {hash})\n",
         env!("CARGO_PKG_VERSION"),
         platform(),
-        setup.lib.display()
+        quote_path(&setup.lib)
     )
 }
 

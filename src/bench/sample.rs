@@ -5,6 +5,7 @@
 //! them (run/report.rs).
 
 use crate::out::why;
+use crate::quote::quote_path;
 use crate::run::report::Report;
 use munmapq_core::config::VAR_STATS_FILE;
 use std::io::Read;
@@ -65,10 +66,10 @@ pub fn run_once(cmd: &mut Command, scratch: &Path, stats: bool) -> Result<Sample
     let report_file = scratch.join("report");
     let err_file = scratch.join("stderr");
     let err = std::fs::File::create(&err_file)
-        .map_err(|e| format!("{}: {}", err_file.display(), why(&e)))?;
+        .map_err(|e| format!("{}: {}", quote_path(&err_file), why(&e)))?;
     if stats {
         std::fs::write(&report_file, "")
-            .map_err(|e| format!("{}: {}", report_file.display(), why(&e)))?;
+            .map_err(|e| format!("{}: {}", quote_path(&report_file), why(&e)))?;
         cmd.env(VAR_STATS_FILE, &report_file);
     } else {
         cmd.env_remove(VAR_STATS_FILE);

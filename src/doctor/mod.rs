@@ -227,7 +227,7 @@ pub fn predict(program: &Path, lib: &Path) -> Option<String> {
         Verdict::Loads => None,
         Verdict::WontLoad(why, _) if end != program => Some(format!(
             "the library will not load into {}: {why}",
-            end.display()
+            quote_path(&end)
         )),
         Verdict::WontLoad(why, _) => Some(format!("the library will not load: {why}")),
     }

@@ -12,6 +12,7 @@
 
 use crate::out::why;
 use crate::platform::{LIB_NAME, PRELOAD_VAR};
+use crate::quote::quote_path;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -42,7 +43,7 @@ fn create_dirs(p: &Path) -> Result<(), String> {
         match std::fs::DirBuilder::new().mode(0o700).create(dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("{}: {}", dir.display(), why(&e))),
+            Err(e) => return Err(format!("{}: {}", quote_path(dir), why(&e))),
         }
     }
     Ok(())
@@ -53,14 +54,14 @@ fn create_dirs(p: &Path) -> Result<(), String> {
 /// access at all, for the one in a shared temporary directory).
 fn private_dir(p: &Path, strict: bool) -> Result<std::fs::Metadata, String> {
     create_dirs(p)?;
-    let m = std::fs::symlink_metadata(p).map_err(|e| format!("{}: {}", p.display(), why(&e)))?;
+    let m = std::fs::symlink_metadata(p).map_err(|e| format!("{}: {}", quote_path(p), why(&e)))?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     let forbidden = if strict { 0o077 } else { 0o022 };
     if !m.is_dir() || m.uid() != me || m.permissions().mode() & forbidden != 0 {
         return Err(format!(
             "{}: not a private directory of uid {me} (owner {}, mode {:o}), not used",
-            p.display(),
+            quote_path(p),
             m.uid(),
             m.permissions().mode() & 0o7777
         ));
@@ -130,7 +131,7 @@ pub fn library() -> Option<Result<PathBuf, String>> {
         if list.would_split(&root) {
             failed.push(format!(
                 "{}: {PRELOAD_VAR} would split its path (at {}), not used",
-                root.display(),
+                quote_path(&root),
                 list.separators()
             ));
             continue;
@@ -176,11 +177,11 @@ pub fn write_once(bytes: &[u8], id: &str, root: &Path, strict: bool) -> Result<P
         .create_new(true)
         .mode(0o500)
         .open(&tmp)
-        .map_err(|e| format!("{}: {}", tmp.display(), why(&e)))?;
+        .map_err(|e| format!("{}: {}", quote_path(&tmp), why(&e)))?;
     f.write_all(bytes)
-        .map_err(|e| format!("{}: {}", tmp.display(), why(&e)))?;
+        .map_err(|e| format!("{}: {}", quote_path(&tmp), why(&e)))?;
     drop(f);
-    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {}", path.display(), why(&e)))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {}", quote_path(&path), why(&e)))?;
     Ok(path)
 }
 

@@ -95,7 +95,7 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, LibError> {
         }
         return Ok(p
             .canonicalize()
-            .map_err(|e| format!("{}: {e}", p.display()))?);
+            .map_err(|e| format!("{}: {e}", quote_path(p)))?);
     }
     match embedded::library() {
         Some(r) => r.map_err(|msg| LibError {
@@ -104,7 +104,7 @@ pub fn find_library(explicit: Option<PathBuf>) -> Result<PathBuf, LibError> {
         }),
         None => Err(LibError::from(format!(
             "{LIB_NAME} not found next to munmapq ({}) and none is built in; build it (cargo build --release) or give --lib PATH",
-            beside[0].display()
+            quote_path(&beside[0])
         ))),
     }
 }

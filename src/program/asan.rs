@@ -9,6 +9,7 @@
 //! default, gcc's `-static-libasan`) has no such check.
 
 use crate::program::elf::{self, Asan};
+use crate::quote::quote_path;
 use std::path::Path;
 
 /// Whether `ASAN_OPTIONS` turns the link order check off
@@ -74,10 +75,10 @@ pub fn launcher_warning(program: &Path) -> Option<String> {
     let lib = elf::shared_asan(program)?;
     Some(format!(
         "warning: {}: {}; {} (see munmapq doctor {})",
-        program.display(),
+        quote_path(program),
         why(&lib),
         INSTEAD,
-        program.display()
+        quote_path(program)
     ))
 }
 

@@ -6,6 +6,7 @@
 //! follows) then runs it with `/bin/sh`.
 
 use super::resolve;
+use crate::quote::quote_path;
 use std::path::{Path, PathBuf};
 
 /// The kernel follows at most this many interpreters of interpreters.
@@ -92,7 +93,7 @@ fn head(path: &Path) -> Result<Vec<u8>, String> {
     let mut v = Vec::with_capacity(256);
     std::fs::File::open(path)
         .and_then(|f| f.take(256).read_to_end(&mut v))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| format!("{}: {e}", quote_path(path)))?;
     Ok(v)
 }
 
@@ -125,7 +126,7 @@ pub fn follow(path: &Path) -> Result<Chain, CannotRun> {
                 program: current,
             });
         }
-        let shown = current.display().to_string();
+        let shown = quote_path(&current);
         let next = match shebang_line(&head) {
             Some((interp, arg)) => {
                 let line = match &arg {
@@ -146,7 +147,7 @@ pub fn follow(path: &Path) -> Result<Chain, CannotRun> {
                         })?;
                         steps.push(format!(
                             "{shown}: a script ({line}): env runs {name}, {} in PATH, and passes the library on",
-                            found.display()
+                            quote_path(&found)
                         ));
                         found
                     }
@@ -167,7 +168,7 @@ pub fn follow(path: &Path) -> Result<Chain, CannotRun> {
                 why: format!(
                     "{}: its interpreter {} does not exist, so it does not run",
                     shown,
-                    next.display()
+                    quote_path(&next)
                 ),
                 not_found: !next.exists(),
             });
@@ -176,7 +177,7 @@ pub fn follow(path: &Path) -> Result<Chain, CannotRun> {
     }
     Err(format!(
         "{}: more than {MAX_DEPTH} interpreters of interpreters: the kernel refuses it",
-        path.display()
+        quote_path(path)
     )
     .into())
 }

@@ -22,6 +22,7 @@ pub mod summary;
 pub mod units;
 pub mod usage;
 
+use crate::quote::quote_path;
 use crate::seccomp::Sandbox;
 use munmapq_core::config::{VAR_SECCOMP, VAR_STATS_DIR, VAR_STATS_FILE};
 use outputs::{discard, open_outputs, Outputs};
@@ -316,7 +317,7 @@ impl Parent<'_> {
                 r => r,
             }
             .and_then(|()| f.write_all(t.as_bytes()))
-            .map_err(|e| format!("--stats-out {}: {}", path.display(), why(&e))),
+            .map_err(|e| format!("--stats-out {}: {}", quote_path(path), why(&e))),
             (None, Some(StatsOut::Stdout)) => {
                 if inherited::was_closed(1) {
                     return Err("--stats-out -: bad file descriptor".into());

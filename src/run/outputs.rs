@@ -6,6 +6,7 @@
 
 use crate::cli::{Options, StatsOut};
 use crate::out::why;
+use crate::quote::quote_path;
 use munmapq_core::config::{VAR_STATS_FILE, VAR_TRACE};
 use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
@@ -42,7 +43,7 @@ pub fn open_outputs(o: &Options) -> Result<Outputs, String> {
                 .create(true)
                 .truncate(false)
                 .open(p)
-                .map_err(|e| format!("--stats-out {}: {}", p.display(), why(&e)))?;
+                .map_err(|e| format!("--stats-out {}: {}", quote_path(p), why(&e)))?;
             Some((f, p.clone(), !existed))
         }
         _ => None,
@@ -78,7 +79,7 @@ pub fn inherited_files() -> Result<Vec<(&'static str, File)>, String> {
             let cwd = std::env::current_dir().map_err(|e| {
                 format!(
                     "{var}={} (from the environment) is relative, and the current directory is unknown: {}",
-                    path.display(),
+                    quote_path(&path),
                     why(&e)
                 )
             })?;
@@ -90,7 +91,7 @@ pub fn inherited_files() -> Result<Vec<(&'static str, File)>, String> {
         let f = open_append(&path).map_err(|e| {
             format!(
                 "{var}={} (from the environment): {}",
-                path.display(),
+                quote_path(&path),
                 why(&e)
             )
         })?;

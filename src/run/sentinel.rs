@@ -28,6 +28,7 @@
 //! while the command runs.
 
 use crate::out::why;
+use crate::quote::quote_path;
 use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
@@ -99,7 +100,7 @@ pub fn stats_dir() -> Result<PathBuf, String> {
                 return Err(format!(
                     "--stats: cannot create a directory for the reports in {}: {} \
                      (set TMPDIR to a directory you can write to)",
-                    base.display(),
+                    quote_path(&base),
                     why(&e)
                 ))
             }
@@ -107,7 +108,7 @@ pub fn stats_dir() -> Result<PathBuf, String> {
     }
     Err(format!(
         "--stats: cannot create a directory for the reports in {}",
-        base.display()
+        quote_path(&base)
     ))
 }
 

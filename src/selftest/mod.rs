@@ -10,6 +10,7 @@ mod checks;
 mod child;
 
 use crate::platform::LIB_NAME;
+use crate::quote::quote_path;
 use checks::{checks, Selftest, CHECKS};
 pub use child::child;
 use std::path::{Path, PathBuf};
@@ -99,7 +100,7 @@ pub fn run(lib: Option<PathBuf>) -> ExitCode {
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return crate::cli::fail(
-            &format!("selftest: {}: {e}", dir.display()),
+            &format!("selftest: {}: {e}", quote_path(&dir)),
             crate::cli::OWN_FAILURE,
         );
     }
@@ -119,7 +120,11 @@ pub fn run(lib: Option<PathBuf>) -> ExitCode {
     println!("munmapq selftest report (paste this into a bug report)");
     println!("  munmapq     {}", env!("CARGO_PKG_VERSION"));
     println!("  system      {}", system());
-    println!("  library     {} ({})", lib.display(), library_kind(&lib));
+    println!(
+        "  library     {} ({})",
+        quote_path(&lib),
+        library_kind(&lib)
+    );
     if !vars.is_empty() {
         println!("  variables   {}", vars.join(" "));
     }
