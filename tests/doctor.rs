@@ -76,6 +76,41 @@ fn doctor_follows_scripts_to_the_program_that_runs_them() {
 }
 
 #[test]
+fn a_program_whose_dynamic_linker_is_missing_is_said_not_to_run() {
+    let dir = scratch("doctor-linker");
+    // A copy of `true` whose PT_INTERP names a linker that is not there.
+    let mut elf = std::fs::read("/bin/true").unwrap();
+    let at = elf
+        .windows(9)
+        .position(|w| w == b"/ld-linux")
+        .expect("an interpreter");
+    let end = at + elf[at..].iter().position(|&b| b == 0).unwrap();
+    elf[end - 1] = b'Z';
+    let gone = String::from_utf8_lossy(&elf[at..end]).into_owned();
+    let prog = dir.join("prog");
+    std::fs::write(&prog, &elf).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = munmapq_in(&dir, &["doctor", "./prog"]);
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("would NOT load"), "{said}");
+    assert!(said.contains(&format!("{gone} does not exist")), "{said}");
+    // The launcher adds no warning of its own before the exec's 127,
+    // which names the linker (where the kernel runs the program itself:
+    // qemu-user reports a missing linker in its own way).
+    let out = munmapq_in(&dir, &["./prog"]);
+    let err = text(&out.stderr);
+    assert!(!err.contains("will not load"), "{err}");
+    if !under_qemu() {
+        assert_eq!(out.status.code(), Some(127), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("was not found"), "{err}");
+    }
+    println!("a missing dynamic linker: the doctor says the program does not run (1), the launcher 127 in one line");
+}
+
+#[test]
 fn a_library_path_that_is_no_library_is_one_line() {
     let dir = scratch("doctor-lib");
     let out = munmapq_in(&dir, &["--lib", "/tmp", "true"]);

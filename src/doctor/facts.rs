@@ -18,6 +18,8 @@ pub struct Facts {
     pub elf: bool,
     /// Linux: the program interpreter (PT_INTERP), none for static binaries.
     pub interpreter: Option<String>,
+    /// Linux: the interpreter is not there, so the exec fails (ENOENT).
+    pub interpreter_missing: bool,
     /// Linux: the dynamic linker itself, run as a program (it takes
     /// LD_PRELOAD for the program it is given).
     pub dynamic_linker: bool,
@@ -88,6 +90,10 @@ pub fn file_facts(path: &Path) -> std::io::Result<Facts> {
     } else if data.starts_with(b"\x7fELF") {
         f.elf = true;
         f.interpreter = crate::program::elf::interpreter(path);
+        f.interpreter_missing = f
+            .interpreter
+            .as_deref()
+            .is_some_and(|i| !crate::program::elf::linker_exists(i));
         let header = crate::program::elf::header(path);
         f.foreign = header
             .as_ref()

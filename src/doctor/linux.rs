@@ -40,6 +40,10 @@ pub fn judge_linux(f: &Facts) -> Verdict {
         return Verdict::Loads;
     }
     match &f.interpreter {
+        Some(i) if f.interpreter_missing => Verdict::WontLoad(
+            format!("its dynamic linker {i} does not exist, so the program does not run at all (the exec fails: 127)"),
+            format!("install what provides {i}, or run a build of the program for this system"),
+        ),
         None => no(
             "it is statically linked: there is no dynamic linker to preload anything",
             "use a dynamically linked build of the program (e.g. your distribution's package)",
@@ -86,6 +90,13 @@ mod tests {
         );
         assert!(
             matches!(judge_linux(&linux(Some("/lib/ld-musl-x86_64.so.1"))), Verdict::WontLoad(w, _) if w.contains("musl"))
+        );
+        let gone = Facts {
+            interpreter_missing: true,
+            ..linux(Some("/lib64/ld-linux-x86-64.so.2"))
+        };
+        assert!(
+            matches!(judge_linux(&gone), Verdict::WontLoad(w, _) if w.contains("does not exist"))
         );
         let suid = Facts {
             secure: Some("it is setuid, and the exec changes your ids".into()),

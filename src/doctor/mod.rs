@@ -219,8 +219,9 @@ pub fn predict(program: &Path, lib: &Path) -> Option<String> {
     let end = crate::program::script::follow(program).ok()?.program;
     let f = file_facts(&end).ok()?;
     // A shared ASan runtime: asan.rs says it. A file that cannot be
-    // executed: the exec's own error says why, alone.
-    if f.asan.is_some() || !executable(&end) {
+    // executed, or whose dynamic linker is missing: the exec's own error
+    // says why, alone.
+    if f.asan.is_some() || !executable(&end) || f.interpreter_missing {
         return None;
     }
     match judge(&f) {

@@ -269,6 +269,18 @@ pub fn interpreter(path: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&s).into_owned())
 }
 
+/// Whether the dynamic linker `interp` (a program's PT_INTERP) is there
+/// for the exec to load. Under qemu-user the emulator finds it below
+/// `QEMU_LD_PREFIX` first, where a `stat` of the name alone does not look.
+pub fn linker_exists(interp: &str) -> bool {
+    Path::new(interp).exists()
+        || std::env::var_os("QEMU_LD_PREFIX").is_some_and(|prefix| {
+            let mut p = std::path::PathBuf::from(prefix);
+            p.push(interp.trim_start_matches('/'));
+            p.exists()
+        })
+}
+
 /// The DT_NEEDED libraries, in order.
 pub fn needed(path: &Path) -> Vec<String> {
     read(path, |elf, data| elf.needed(data)).unwrap_or_default()

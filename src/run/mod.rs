@@ -188,7 +188,8 @@ fn missing_interpreter(path: &Path) -> Option<String> {
             .then(|| format!("its #! interpreter {interp} was not found"));
     }
     let interp = crate::program::elf::interpreter(path)?;
-    (!Path::new(&interp).exists()).then(|| format!("its dynamic linker {interp} was not found"))
+    (!crate::program::elf::linker_exists(&interp))
+        .then(|| format!("its dynamic linker {interp} was not found"))
 }
 
 /// A run that reports: the launcher stays the command's parent.

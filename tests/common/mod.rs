@@ -677,3 +677,11 @@ pub fn spawn_copied(cmd: &mut Command) -> std::process::Child {
         }
     }
 }
+
+/// Whether the tests run under qemu-user (`scripts/arm64-test.sh`), which
+/// rebuilds every program's environment and reports some failures of
+/// its own in its own way.
+pub fn under_qemu() -> bool {
+    std::env::var_os("MUNMAPQ_TEST_QEMU").is_some()
+        || std::env::vars_os().any(|(k, _)| k.as_encoded_bytes().starts_with(b"QEMU_"))
+}
