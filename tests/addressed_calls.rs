@@ -1,7 +1,8 @@
 //! mmap at an address over what the library tracks: the range the kernel
 //! takes is released first (queued windows unmapped, live ones forgotten),
 //! whether the address is 0 (`MAP_FIXED`) or the call takes whole huge
-//! pages beyond its length (`MAP_HUGETLB`). Each C program runs without and
+//! pages beyond its length (`MAP_HUGETLB`); a region that grows down stops
+//! the queue. Each C program runs without and
 //! with the library (`common::same_as_without`) and must end the same, the
 //! queue reached; it prints SKIPPED where the system refuses the mapping
 //! it needs.
@@ -74,5 +75,17 @@ fn a_huge_page_hint_over_a_queued_window_is_taken() {
 fn a_dontunmap_move_hinted_at_a_queued_window_lands_there() {
     for via in ["libc", "syscall"] {
         program_mode("dontunmap", via, "mremap: ok, at the hint: yes, reads 'Z'");
+    }
+}
+
+/// A region that grows down (`MAP_GROWSDOWN`) grows into room the program
+/// unmapped, as without the library, whether it was mapped before the
+/// window below it or after (`tests/c/growsdown.c`): the kernel grows it
+/// only where no mapping lies within its guard gap, and a queued window
+/// there stopped it with SIGSEGV.
+#[test]
+fn a_region_that_grows_down_grows_into_room_the_program_unmapped() {
+    for mode in ["before", "after"] {
+        program_mode("growsdown", mode, "to 64 KiB above the window's range: yes");
     }
 }

@@ -30,6 +30,16 @@ const AT_ADDRESS: i32 = libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE;
 #[cfg(not(target_os = "linux"))]
 const AT_ADDRESS: i32 = libc::MAP_FIXED;
 
+/// A region the kernel grows down on a fault below it (Linux's
+/// `MAP_GROWSDOWN`), up to the stack limit, only where no mapping lies
+/// within its guard gap (`mm/mmap.c`: `expand_downwards`,
+/// `stack_guard_gap`, 1 MiB by default): a queued range there would stop
+/// a growth the program's own unmap allowed.
+#[cfg(target_os = "linux")]
+const GROWSDOWN: i32 = libc::MAP_GROWSDOWN;
+#[cfg(not(target_os = "linux"))]
+const GROWSDOWN: i32 = 0;
+
 /// Anonymous huge pages (Linux's `MAP_HUGETLB`), with the page size's
 /// log2 in the `MAP_HUGE_*` bits (0: the system's default size).
 #[cfg(target_os = "linux")]
@@ -164,8 +174,8 @@ impl Engine {
         let (len, fd, off) = (call.len, call.fd, call.off);
         if (call.prot ^ libc::PROT_READ) | (call.flags ^ libc::MAP_PRIVATE) != 0 || fd < 0 {
             // At address 0 as at any other: what it replaces is looked at
-            // first.
-            if call.flags & AT_ADDRESS != 0 {
+            // first. A region that grows down stops the queue.
+            if call.flags & (AT_ADDRESS | GROWSDOWN) != 0 {
                 return Told::Considered;
             }
             return Told::Straight(Straight::Mmap);
@@ -193,8 +203,11 @@ impl Engine {
     #[inline(never)]
     fn mmap_considered<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
         let (addr, len, fd, off) = (call.addr, call.len, call.fd, call.off);
-        let fixed = call.flags & libc::MAP_FIXED != 0;
-        if addr != 0 || call.flags & AT_ADDRESS != 0 {
+        if addr != 0 || call.flags & (AT_ADDRESS | GROWSDOWN) != 0 {
+            if call.flags & GROWSDOWN != 0 {
+                return self.map_growing_down(os, call);
+            }
+            let fixed = call.flags & libc::MAP_FIXED != 0;
             let effect = if fixed {
                 Effect::Modify
             } else {
@@ -247,6 +260,16 @@ impl Engine {
             return self.map_eligible(os, key, len, fd, off, seen);
         }
         self.pass_ineligible(os, call)
+    }
+
+    /// A region that grows down: its growth may reach any range below it
+    /// the stack limit allows (and the limit may be raised), so every
+    /// range the program unmaps from now on must be free at once.
+    #[cold]
+    #[inline(never)]
+    fn map_growing_down<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
+        self.stop_for_good(os);
+        os.mmap(call)
     }
 
     /// The range an mmap at an address may take: `len` bytes from there;

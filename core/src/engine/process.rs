@@ -28,9 +28,10 @@ impl Engine {
     }
 
     /// A seccomp filter is about to be installed (it may kill the process
-    /// on any system call munmapq makes, and cannot be removed): every
-    /// queued mapping is unmapped now and every later call passes straight
-    /// through, whether the filter is installed or not.
+    /// on any system call munmapq makes, and cannot be removed), or the
+    /// program maps a region that grows down: every queued mapping is
+    /// unmapped now and every later call passes straight through, whether
+    /// the filter is installed (the region mapped) or not.
     pub fn stop_for_good<O: Os>(&self, os: &O) {
         if self.state.swap(OFF, AcqRel) != ACTIVE {
             return;

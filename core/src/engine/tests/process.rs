@@ -87,6 +87,26 @@ fn seccomp_flushes_and_passes_through_for_good() {
     assert_eq!(os.mapped(b), None, "passed through");
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn a_region_that_grows_down_flushes_and_passes_through_for_good() {
+    for addr in [0, 64 << 30] {
+        let (e, os) = fresh();
+        let a = map(e, &os, 3, 0);
+        let b = map(e, &os, 3, 2 * PAGE as i64);
+        unmap(e, &os, a);
+        assert_eq!(os.mapped(a), Some((3, 0)), "queued");
+        let fixed = if addr == 0 { 0 } else { libc::MAP_FIXED };
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_GROWSDOWN | fixed;
+        let call = Mmap::new(addr, PAGE, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0);
+        assert!(e.mmap(&os, call).is_ok());
+        assert_ne!(os.mapped(a), Some((3, 0)), "flushed");
+        assert!(!e.active());
+        unmap(e, &os, b);
+        assert_eq!(os.mapped(b), None, "passed through");
+    }
+}
+
 #[test]
 fn lower_address_space_limit_flushes_and_reuse_respects_it() {
     static E: Engine = Engine::new();
