@@ -2,13 +2,15 @@
 //! (`prctl(PR_SET_SECCOMP)`, or the `seccomp` system call through libc's
 //! `syscall`) and `RLIMIT_AS` (`setrlimit`, `prlimit` and their 64-bit
 //! names). Each is rare. libc's `syscall` asks `installs_seccomp` first
-//! (`syscall.rs`).
+//! (`syscall.rs`). `prctl` also names ranges of anonymous mappings.
 
 use super::os::RealOs;
 use super::real::{self, prlimit_raw};
 use super::signatures::{args, ret};
+use crate::hooks::on_range;
 use crate::ENGINE;
-use libc::{c_int, c_long, rlimit};
+use libc::{c_int, c_long, c_void, rlimit, size_t};
+use munmapq_core::engine::Effect;
 
 /// A seccomp filter (or strict mode) can kill the process on any system
 /// call munmapq makes: before it is installed, the queue is unmapped and
@@ -44,8 +46,21 @@ pub unsafe fn prctl(
     if option == libc::PR_SET_SECCOMP {
         seccomp_coming();
     }
+    if names_a_range(option as c_long, a2 as c_long) {
+        // SAFETY: the caller's own arguments.
+        let call = || unsafe { real::prctl(option, a2, a3, a4, a5) };
+        return on_range(a3 as *const c_void, a4 as size_t, Effect::Inspect, call);
+    }
     // SAFETY: the caller's own arguments.
     unsafe { real::prctl(option, a2, a3, a4, a5) }
+}
+
+/// Whether `prctl(option, a2, ...)` names the anonymous mappings of a range
+/// (`PR_SET_VMA_ANON_NAME`): the kernel walks the range and refuses a file
+/// mapping in it (EBADF) where a hole is ENOMEM, so a queued range there
+/// must be a hole again first (`mm/madvise.c`, `madvise_vma_anon_name`).
+pub(super) fn names_a_range(option: c_long, a2: c_long) -> bool {
+    option == libc::PR_SET_VMA as c_long && a2 == libc::PR_SET_VMA_ANON_NAME as c_long
 }
 
 /// This process's `RLIMIT_AS` as the kernel has it (None: cannot tell).

@@ -20,7 +20,7 @@ use super::hooks as own;
 use super::lastclose as names;
 use super::policy::{changing, changing_everything, policy_span};
 use super::real;
-use super::sandbox::{installs_seccomp, seccomp_coming};
+use super::sandbox::{installs_seccomp, names_a_range, seccomp_coming};
 use super::signatures::{args, ret};
 use crate::hooks::{self as shared, on_range, protecting};
 use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, off_t, size_t};
@@ -126,6 +126,9 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
                     _ => Effect::Change,
                 };
                 on_range(p(0), n(1), effect, || raw() as c_int) as c_long
+            }
+            libc::SYS_prctl if names_a_range(a[0], a[1]) => {
+                on_range(p(2), n(3), Effect::Inspect, || raw() as c_int) as c_long
             }
             libc::SYS_mlockall => shared::mlockall(args::mlockall { flags: i(0) }) as c_long,
             libc::SYS_munlockall => shared::munlockall(args::munlockall {}) as c_long,

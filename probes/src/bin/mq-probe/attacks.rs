@@ -1,6 +1,6 @@
 //! Ordinary calls that once made a program behave differently with munmapq:
-//! `pkey_mprotect`, SysV `shmat`/`shmdt` on freed ranges and
-//! `mseal`. Each prints `name: result`; the tests require the same output
+//! `pkey_mprotect`, SysV `shmat`/`shmdt` on freed ranges,
+//! `mseal`, and naming anonymous mappings (`prctl(PR_SET_VMA)`). Each prints `name: result`; the tests require the same output
 //! with and without the library, with default and tiny queues.
 
 use munmapq_check::invariants::write_then_map_again;
@@ -37,7 +37,12 @@ pub fn run(file: &str, group: Option<&str>) {
     let fd = open(file, libc::O_RDONLY);
     assert!(fd >= 0, "open {file}");
     let say = |name: &str, what: String| println!("{name}: {what}");
-    let groups: [(&str, Group); 3] = [("pkey", pkeys), ("shm", sysv_shm), ("mseal", seals)];
+    let groups: [(&str, Group); 4] = [
+        ("pkey", pkeys),
+        ("shm", sysv_shm),
+        ("mseal", seals),
+        ("name", names),
+    ];
     for (name, f) in groups {
         if group.is_none_or(|g| g == name) {
             f(fd, pg, &say);
@@ -205,4 +210,41 @@ fn seals(fd: i32, pg: usize, say: &dyn Fn(&str, String)) {
         "map noreplace onto freed after mseal",
         show(mmap(b, pg, R, anon, -1, 0, false).map(|x| x == b), true),
     );
+}
+
+/// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, name)`, through
+/// libc's `prctl` or its `syscall`.
+fn name(addr: usize, len: usize, raw: bool) -> Result<i32, i32> {
+    let (option, what) = (libc::PR_SET_VMA, libc::PR_SET_VMA_ANON_NAME);
+    let label = c"mq-probe".as_ptr();
+    // SAFETY: naming the probe's own (or freed) range, with a C string.
+    let r = unsafe {
+        if raw {
+            libc::syscall(libc::SYS_prctl, option, what, addr, len, label) as i32
+        } else {
+            libc::prctl(option, what, addr, len, label)
+        }
+    };
+    int(r)
+}
+
+/// Naming walks its range: a file mapping in it is refused (EBADF), a
+/// hole is ENOMEM. A range the program freed is a hole. Kernels without
+/// `CONFIG_ANON_VMA_NAME` refuse the option itself (EINVAL).
+fn names(fd: i32, pg: usize, say: &dyn Fn(&str, String)) {
+    let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let a = mmap(0, pg, R | libc::PROT_WRITE, anon, -1, 0, false).unwrap();
+    say("name anonymous", show(name(a, pg, false), true));
+    munmap(a, pg).unwrap();
+    let live = map_file(fd, 54 * pg, pg).unwrap();
+    say("name live", show(name(live, pg, false), true));
+    munmap(live, pg).unwrap();
+    for (how, raw, at) in [("prctl", false, 56), ("syscall", true, 58)] {
+        let b = map_file(fd, at * pg, pg).unwrap();
+        munmap(b, pg).unwrap();
+        say(
+            &format!("name freed via {how}"),
+            show(name(b, pg, raw), true),
+        );
+    }
 }
