@@ -242,8 +242,8 @@ fn keeps_a_preloaded_path_that_is_not_utf8_byte_for_byte() {
 }
 
 /// Another libmunmapq already in LD_PRELOAD (another build, under another
-/// name) gives way to the launcher's: both would hook every call, the
-/// second under the first.
+/// name; by path, by bare name, through `$LIB`) gives way to the
+/// launcher's: both would hook every call, the second under the first.
 #[test]
 fn another_libmunmapq_in_ld_preload_gives_way() {
     let dir = scratch("other-copy");
@@ -266,6 +266,36 @@ fn another_libmunmapq_in_ld_preload_gives_way() {
         "{}",
         text(&out.stderr)
     );
+    // The same copy named as the dynamic linker finds it: a bare name in
+    // LD_LIBRARY_PATH, and a path through `$LIB` (each value it takes).
+    let libs = dir.join("libs");
+    for sub in [
+        format!("lib/{}-linux-gnu", std::env::consts::ARCH),
+        "lib64".into(),
+        "lib".into(),
+    ] {
+        std::fs::create_dir_all(libs.join(&sub)).unwrap();
+        std::fs::copy(lib(), libs.join(&sub).join("lib-other-build.so")).unwrap();
+    }
+    let through_lib = format!("{}/$LIB/lib-other-build.so", libs.display());
+    for (entry, search) in [
+        ("lib-other-build.so", libs.join("lib")),
+        (through_lib.as_str(), dir.to_path_buf()),
+    ] {
+        let out = output_within(
+            Command::new(launcher())
+                .args(["printenv", "LD_PRELOAD"])
+                .env("LD_PRELOAD", entry)
+                .env("LD_LIBRARY_PATH", &search),
+            MINUTE,
+        );
+        assert_eq!(
+            text(&out.stdout),
+            format!("{}\n", ours.display()),
+            "{entry}: {}",
+            text(&out.stderr)
+        );
+    }
     // A library that only names munmapq's variable stays, and so does an
     // entry the dynamic linker cannot use (a /proc file says it is empty:
     // it is not read to its end).
@@ -294,7 +324,7 @@ fn another_libmunmapq_in_ld_preload_gives_way() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert_eq!(text(&out.stdout), format!("{} {list}\n", ours.display()));
-    println!("launcher: another libmunmapq in LD_PRELOAD left out, one copy loaded; a library naming its variable and a /proc file kept");
+    println!("launcher: another libmunmapq in LD_PRELOAD (a path, a bare name, $LIB) left out, one copy loaded; a library naming its variable and a /proc file kept");
 }
 
 /// The command gets the environment as munmapq got it, entry for entry

@@ -1,6 +1,8 @@
 //! Which libmunmapq the launcher preloads.
 
 mod embedded;
+#[cfg(target_os = "linux")]
+mod search;
 
 use crate::out::why;
 use crate::platform::{self, LIB_NAME, PRELOAD_VAR};
@@ -196,25 +198,37 @@ fn elf_mismatch(head: &[u8]) -> Option<String> {
         .then(|| format!("for another machine (ELF e_machine {})", half(18)))
 }
 
-/// Whether the preloaded entry `path` is a libmunmapq, of any version or
+/// Whether the preloaded entry `entry` is a libmunmapq, of any version or
 /// build (another install's, an older cache's, a test build under another
 /// name): two copies in one list would both hook every call, the second
-/// under the first. A libmunmapq exports the calls only it replaces
-/// together (`closefrom`, `close_range`, `mseal` beside `mmap` and
-/// `munmap`) and names the variables it reads; the file is read only once
-/// its exports say so, and only a regular, non-empty file of at most
-/// 32 MiB (a `/proc` file says it is empty). An entry the dynamic linker
-/// looks up itself (a bare name, searched in its paths) or expands (`$LIB`,
-/// `$ORIGIN`) is left as it is.
-pub fn is_a_munmapq(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
+/// under the first. On Linux a bare name is looked up, and `$LIB` and
+/// `$PLATFORM` expanded, as the dynamic linker does (`search.rs`); an
+/// entry with `$ORIGIN` is left as it is.
+pub fn is_a_munmapq(entry: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    let files = search::files(entry.as_os_str());
+    #[cfg(not(target_os = "linux"))]
+    let files = {
+        use std::os::unix::ffi::OsStrExt;
+        let raw = entry.as_os_str().as_bytes();
+        let plain = raw.contains(&b'/') && !raw.contains(&b'$');
+        plain
+            .then(|| entry.to_path_buf())
+            .into_iter()
+            .collect::<Vec<_>>()
+    };
+    files.iter().any(|f| is_a_munmapq_file(f))
+}
+
+/// Whether the file `path` is a libmunmapq: it exports the calls only it
+/// replaces together (`closefrom`, `close_range`, `mseal` beside `mmap`
+/// and `munmap`) and names the variables it reads; the file is read only
+/// once its exports say so, and only a regular, non-empty file of at most
+/// 32 MiB (a `/proc` file says it is empty).
+fn is_a_munmapq_file(path: &Path) -> bool {
     const MARK: &[u8] = b"MUNMAPQ_MAX_ENTRIES";
     const EXPORTS: [&[u8]; 5] = [b"mmap", b"munmap", b"closefrom", b"close_range", b"mseal"];
     const MOST: u64 = 32 << 20;
-    let raw = path.as_os_str().as_bytes();
-    if !raw.contains(&b'/') || raw.contains(&b'$') {
-        return false;
-    }
     let plain_file =
         std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0 && m.len() <= MOST);
     plain_file
