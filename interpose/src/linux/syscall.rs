@@ -58,6 +58,10 @@ pub unsafe fn syscall(
     names::around_syscall(nr, a1, a2, a3, raw)
 }
 
+/// `map_shadow_stack(addr, size, flags)` (Linux 6.6+; the same number on
+/// x86_64 and arm64; the libc crate does not name it).
+const SYS_MAP_SHADOW_STACK: c_long = 453;
+
 /// The hook that serves system call `nr`, if munmapq has one, called with
 /// its arguments; None for any other number.
 ///
@@ -147,6 +151,12 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
                 changing(&[policy_span(a[0] as usize, n(1))], raw)
             }
             libc::SYS_process_madvise => changing_everything(raw),
+            // A shadow stack asked for at an address is mapped there as
+            // MAP_FIXED_NOREPLACE maps (`alloc_shstk`): what is queued in
+            // its range is released first, so that it finds the room free.
+            SYS_MAP_SHADOW_STACK if a[0] != 0 => {
+                on_range(p(0), n(1), Effect::Inspect, || raw() as c_int) as c_long
+            }
             #[cfg(target_arch = "x86_64")]
             libc::SYS_unlink => names::unlink(args::unlink { path: s(0) }) as c_long,
             libc::SYS_unlinkat => {

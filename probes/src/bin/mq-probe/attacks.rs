@@ -1,6 +1,7 @@
 //! Ordinary calls that once made a program behave differently with munmapq:
 //! `pkey_mprotect`, SysV `shmat`/`shmdt` on freed ranges,
-//! `mseal`, and naming anonymous mappings (`prctl(PR_SET_VMA)`). Each prints `name: result`; the tests require the same output
+//! `mseal`, naming anonymous mappings (`prctl(PR_SET_VMA)`) and shadow
+//! stacks at an address (`map_shadow_stack`). Each prints `name: result`; the tests require the same output
 //! with and without the library, with default and tiny queues.
 
 use munmapq_check::invariants::write_then_map_again;
@@ -37,11 +38,12 @@ pub fn run(file: &str, group: Option<&str>) {
     let fd = open(file, libc::O_RDONLY);
     assert!(fd >= 0, "open {file}");
     let say = |name: &str, what: String| println!("{name}: {what}");
-    let groups: [(&str, Group); 4] = [
+    let groups: [(&str, Group); 5] = [
         ("pkey", pkeys),
         ("shm", sysv_shm),
         ("mseal", seals),
         ("name", names),
+        ("shadow", shadow_stacks),
     ];
     for (name, f) in groups {
         if group.is_none_or(|g| g == name) {
@@ -247,4 +249,21 @@ fn names(fd: i32, pg: usize, say: &dyn Fn(&str, String)) {
             show(name(b, pg, raw), true),
         );
     }
+}
+
+/// `map_shadow_stack(addr, size, 0)` (number 453 on x86_64 and arm64)
+/// maps at `addr` as `MAP_FIXED_NOREPLACE` does: over a range the program
+/// freed it succeeds there. Kernels without user shadow stacks answer
+/// ENOSYS (or EOPNOTSUPP where the CPU has none).
+fn shadow_stacks(fd: i32, pg: usize, say: &dyn Fn(&str, String)) {
+    let b = map_file(fd, 60 * pg, pg).unwrap();
+    munmap(b, pg).unwrap();
+    // SAFETY: a new mapping at a range the probe freed, or a refusal.
+    let r = unsafe { libc::syscall(453, b, pg, 0) };
+    let r = if r == -1 {
+        Err(errno())
+    } else {
+        Ok(r as usize == b)
+    };
+    say("map_shadow_stack onto freed", show(r, true));
 }
