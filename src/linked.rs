@@ -10,16 +10,15 @@ use crate::git::locate::{guard_for_children, guarded, past_wrappers, GUARD_VAR};
 use crate::quote::quote;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::process::ExitCode;
 
-/// The name this process was started under (argv[0]'s last part) when it
-/// is not munmapq's own (`munmapq`, or a name starting with it, as a
-/// versioned copy): a link to munmapq named after a program.
+/// The name this process was executed under (`locate::executed_name`:
+/// the file the caller ran, not argv[0], which `exec -a` sets to anything)
+/// when it is not munmapq's own (`munmapq`, or a name starting with it, as
+/// a versioned copy): a link to munmapq named after a program.
 pub fn link_name() -> Option<OsString> {
-    let arg0 = std::env::args_os().next()?;
-    let name = Path::new(&arg0).file_name()?;
-    (!name.as_bytes().starts_with(b"munmapq")).then(|| name.to_os_string())
+    let name = crate::git::locate::executed_name()?;
+    (!name.as_bytes().starts_with(b"munmapq")).then_some(name)
 }
 
 /// Runs the program `name` stands for with the library, as `munmapq --

@@ -4,7 +4,7 @@
 //! to `MUNMAPQ_GIT_WRAPPER`, so a munmapq never runs itself or another
 //! wrapper twice.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -18,10 +18,51 @@ fn file_id(p: &Path) -> Option<FileId> {
     std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// This munmapq's own file, read once (the wrapper asks twice per git).
+/// This munmapq's own file, read once (the wrapper asks twice per git):
+/// where `/proc` is not mounted (a sandbox's mount namespace), the file
+/// the kernel executed.
 fn me() -> Option<FileId> {
     static ME: std::sync::OnceLock<Option<FileId>> = std::sync::OnceLock::new();
-    *ME.get_or_init(|| std::env::current_exe().ok().and_then(|p| file_id(&p)))
+    *ME.get_or_init(|| {
+        let exe = std::env::current_exe().ok().and_then(|p| file_id(&p));
+        exe.or_else(|| executed_path().and_then(|p| file_id(&p)))
+    })
+}
+
+/// The path this process was executed by: the name the caller gave
+/// `execve`, whatever argv[0] says (Linux's `AT_EXECFN`, which needs no
+/// `/proc`); None elsewhere.
+pub fn executed_path() -> Option<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: getauxval only reads the auxiliary vector.
+        let p = unsafe { libc::getauxval(libc::AT_EXECFN) } as *const libc::c_char;
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: AT_EXECFN points to the NUL-terminated name the kernel
+        // copied onto the initial stack, alive as long as the process.
+        let name = unsafe { std::ffi::CStr::from_ptr(p) };
+        Some(PathBuf::from(OsStr::from_bytes(name.to_bytes())))
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// The name this munmapq was executed under, as the caller's shell or
+/// `execvp` found it (`git` for a link named git), whatever argv[0] says
+/// (`exec -a`); argv[0] where the executed file is not this munmapq's
+/// (run through the dynamic linker, `fexecve`) or cannot be told.
+pub fn executed_name() -> Option<OsString> {
+    let name = |p: &OsStr| Path::new(p).file_name().map(OsStr::to_os_string);
+    let arg0 = std::env::args_os().next().and_then(|a| name(&a));
+    match executed_path() {
+        // The common case, told without a system call.
+        Some(p) if name(p.as_os_str()) == arg0 => arg0,
+        Some(p) if is_me(&p) => name(p.as_os_str()),
+        _ => arg0,
+    }
 }
 
 /// The wrappers passed so far, from the guard variable.
@@ -43,9 +84,8 @@ fn find_in(path: &OsStr, name: &OsStr, skip: &[FileId]) -> Option<PathBuf> {
     // One buffer for every candidate (the wrapper looks before each git).
     let mut candidate = Vec::with_capacity(256);
     for dir in path.as_bytes().split(|&b| b == b':') {
-        if dir.is_empty() {
-            continue;
-        }
+        // An empty entry is the current directory, as execvp takes it.
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
         candidate.clear();
         candidate.extend_from_slice(dir);
         if !dir.ends_with(b"/") {
@@ -57,12 +97,22 @@ fn find_in(path: &OsStr, name: &OsStr, skip: &[FileId]) -> Option<PathBuf> {
             m.is_file()
                 && m.permissions().mode() & 0o111 != 0
                 && !skip.contains(&(m.dev(), m.ino()))
+                && may_execute(&candidate)
         });
         if found {
             return Some(p.to_path_buf());
         }
     }
     None
+}
+
+/// Whether this process may execute the file `path` (its effective ids,
+/// as the kernel checks at exec): execvp passes over one it may not.
+fn may_execute(path: &[u8]) -> bool {
+    std::ffi::CString::new(path).is_ok_and(|c| {
+        // SAFETY: a NUL-terminated path; faccessat only reads it.
+        unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::X_OK, libc::AT_EACCESS) == 0 }
+    })
 }
 
 /// The real git: the first in PATH that is not this munmapq nor a
@@ -91,7 +141,16 @@ pub fn is_me(path: &Path) -> bool {
 /// loop, also for the git runs the decision itself makes.
 pub fn guard_for_children() -> String {
     let mut ids = guarded();
-    ids.extend(me());
+    match me() {
+        // Once each: git run again under git (an alias, a hook) passes the
+        // same wrapper again, which is no loop.
+        Some(m) if ids.contains(&m) => {}
+        Some(m) => ids.push(m),
+        // Where this munmapq cannot tell its own file, each pass adds a
+        // mark of its own, so that a wrapper running itself stops after
+        // `MAX_WRAPPERS` passes.
+        None => ids.push((0, ids.iter().filter(|(d, _)| *d == 0).count() as u64 + 1)),
+    }
     let ids: Vec<String> = ids.iter().map(|(d, i)| format!("{d}:{i}")).collect();
     ids.join(",")
 }

@@ -41,7 +41,7 @@ pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
         let path = crate::program::search_path();
         return fail(
             &format!(
-                "git: no git in {} besides munmapq itself (a munmapq linked as git runs the next git in PATH)",
+                "git: command not found (a munmapq linked as git runs the next git in {}, which has none besides munmapq)",
                 match std::env::var_os("PATH") {
                     Some(_) => "PATH".to_string(),
                     None => format!("the default path {} (PATH is unset)", quote(&path)),

@@ -685,3 +685,12 @@ pub fn under_qemu() -> bool {
     std::env::var_os("MUNMAPQ_TEST_QEMU").is_some()
         || std::env::vars_os().any(|(k, _)| k.as_encoded_bytes().starts_with(b"QEMU_"))
 }
+
+/// `dir/bin` with a `git` that is a link to the launcher (the git wrapper,
+/// first in PATH where `dir/bin` is): answers `dir/bin`.
+pub fn git_wrapper_bin(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(launcher(), bin.join("git")).unwrap();
+    bin
+}
