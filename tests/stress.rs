@@ -113,7 +113,12 @@ fn threads_see_correct_data() {
             with.get(Counter::LostRecords)
         );
         assert!(with.stdout().contains(" 0 wrong bytes"));
-        assert!(with.get(Counter::Reused) > 0);
+        assert!(with.get(Counter::Deferred) > 0);
+        // Random windows come back rarely: about 50 reuses with the
+        // default queue, and 0 to 7 with 8 entries (none on a loaded run).
+        if env.is_empty() {
+            assert!(with.get(Counter::Reused) > 0);
+        }
         forgotten_only_by_losses(&with);
     }
 }
