@@ -300,3 +300,22 @@ fn walk_count(dir: &Path) -> usize {
         })
         .sum()
 }
+
+/// A child with a copy of this memory that no atfork handler hears of
+/// (`_Fork`, a fork through `syscall`, `clone` without `CLONE_VM`), made
+/// right after a vfork child: its last close of a file releases the lock,
+/// as any process's (`tests/c/vforkcopy.c`). The library at cf34cdb took
+/// such a child for the vfork child (the thread's mark) and released
+/// nothing at its close: the window it unmapped kept the lock.
+#[test]
+fn a_copy_made_after_a_vfork_is_no_vfork_child_at_its_last_close() {
+    for how in ["_Fork", "syscall", "clone"] {
+        same_and_queued(
+            &format!("vforkcopy-{how}"),
+            "vforkcopy",
+            &[how],
+            "the lock after the child's last close: granted",
+            LIMIT,
+        );
+    }
+}

@@ -110,6 +110,8 @@ impl Engine {
     /// hook to give it back): what another thread queues meanwhile is
     /// copied, and released by the child as it would be without this.
     pub fn before_copy<O: Os>(&self, os: &O) {
+        // As before a fork: the copy must not take itself for a vfork child.
+        let _ = os.fd_table();
         if !self.active() {
             return;
         }
