@@ -280,3 +280,36 @@ fn doctor_explains_the_wrapper() {
     );
     println!("doctor git: the wrapper's decision (with munmapq where git thrashes, without in a small repository) and how to install both forms");
 }
+
+/// Lines of `file` that contain `what`.
+fn count_in(file: &Path, what: &str) -> usize {
+    let text = std::fs::read(file).unwrap_or_default();
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter(|l| l.contains(what))
+        .count()
+}
+
+#[test]
+fn the_decisions_own_gits_stay_out_of_the_users_traces() {
+    let w = World::new("wrapper-trace");
+    let small = repo::small_repo(&w.dir, "small");
+    let (trace, event) = (w.dir.join("trace.log"), w.dir.join("event.log"));
+    // A trace2 target in the global configuration, GIT_TRACE in the
+    // environment; the cache is empty, so the wrapper asks git first.
+    std::fs::write(
+        w.dir.join(".gitconfig"),
+        format!("[trace2]\n\teventTarget = {}\n", event.display()),
+    )
+    .unwrap();
+    let out = output_within(
+        w.git_cmd(&small, &[&w.bin], &["rev-parse", "HEAD"])
+            .env("GIT_TRACE", &trace),
+        MINUTE,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let runs = count_in(&trace, "trace: built-in: git");
+    let starts = count_in(&event, "\"event\":\"start\"");
+    assert_eq!((runs, starts), (1, 1), "git runs traced: GIT_TRACE, trace2");
+    println!("GIT_TRACE and trace2.eventTarget: one git run traced, as without the wrapper");
+}

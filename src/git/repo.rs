@@ -102,21 +102,41 @@ pub fn git_program() -> PathBuf {
 /// Runs the real git with `prefix` and `args`: its stdout, or its first
 /// line of stderr as the error.
 pub fn git(prefix: &[OsString], args: &[&str]) -> Result<String, String> {
-    let out = Command::new(git_program())
-        .args(prefix)
+    git_bytes(prefix, args).map(|out| String::from_utf8_lossy(&out).into_owned())
+}
+
+/// [`git`], its stdout as git wrote it (paths need not be UTF-8).
+pub fn git_bytes(prefix: &[OsString], args: &[&str]) -> Result<Vec<u8>, String> {
+    let mut cmd = Command::new(git_program());
+    cmd.args(prefix)
         .args(args)
         .env(
             crate::git::locate::GUARD_VAR,
             crate::git::locate::guard_for_children(),
         )
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("git: {e}"))?;
+        .stdin(Stdio::null());
+    unseen(&mut cmd);
+    let out = cmd.output().map_err(|e| format!("git: {e}"))?;
     if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        Ok(out.stdout)
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
         Err(err.lines().next().unwrap_or("git failed").to_string())
+    }
+}
+
+/// The gits munmapq asks are not the user's: they stay out of the user's
+/// traces (`GIT_TRACE`, `GIT_TRACE2_EVENT`, ... and trace2 targets set in
+/// the system or global configuration, which trace2's variables override:
+/// "0" turns a target off), where plain git shows one run.
+fn unseen(cmd: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        if name.as_encoded_bytes().starts_with(b"GIT_TRACE") {
+            cmd.env_remove(name);
+        }
+    }
+    for target in ["GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF"] {
+        cmd.env(target, "0");
     }
 }
 
