@@ -313,3 +313,34 @@ fn the_decisions_own_gits_stay_out_of_the_users_traces() {
     assert_eq!((runs, starts), (1, 1), "git runs traced: GIT_TRACE, trace2");
     println!("GIT_TRACE and trace2.eventTarget: one git run traced, as without the wrapper");
 }
+
+/// The decision cache's entries (files), once a first git has stored one:
+/// the repository's files must be older than a second to be stored.
+fn cache_entries(w: &World) -> Vec<PathBuf> {
+    let dir = w.dir.join("cache/munmapq/git");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_cache_entry_that_is_not_a_file_is_passed_over() {
+    let w = World::new("wrapper-cache-fifo");
+    let small = repo::small_repo(&w.dir, "small");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(!w.wrapped(&small, &["status"]));
+    let entry = cache_entries(&w).pop().expect("no cache entry stored");
+    std::fs::remove_file(&entry).unwrap();
+    let path = std::ffi::CString::new(entry.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    // A FIFO no one writes: reading it would wait for good.
+    let out = output_within(
+        &mut w.git_cmd(&small, &[&w.bin], &["log", "-1", "--format=%s"]),
+        std::time::Duration::from_secs(10),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    println!("a FIFO at the cache entry's path: git ran (the entry was asked again)");
+}

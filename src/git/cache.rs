@@ -162,7 +162,7 @@ pub fn cached(git_dir: &Path, compute: impl FnOnce() -> (Settled, Vec<PathBuf>))
         .map(|d| d.join(format!("{:016x}", fnv(key.as_bytes()))));
     if let Some(s) = file
         .as_ref()
-        .and_then(|f| std::fs::read_to_string(f).ok())
+        .and_then(|f| read_regular(f))
         .and_then(|t| parse_keyed(&key, &t))
     {
         return s;
@@ -174,6 +174,28 @@ pub fn cached(git_dir: &Path, compute: impl FnOnce() -> (Settled, Vec<PathBuf>))
         }
     }
     s
+}
+
+/// The text of `file` if it is a regular file: a FIFO or a device there
+/// (or a symbolic link to one) would block the wrapper before git ran, so
+/// it is opened without blocking or following a link, and looked at
+/// before it is read. Larger than any entry: not one.
+fn read_regular(file: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    const MAX: u64 = 1 << 20;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(file)
+        .ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() || m.len() > MAX {
+        return None;
+    }
+    let mut text = String::new();
+    f.take(MAX).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 /// Writes the file whole (a temporary file renamed over it); on any error
