@@ -344,3 +344,56 @@ fn a_cache_entry_that_is_not_a_file_is_passed_over() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     println!("a FIFO at the cache entry's path: git ran (the entry was asked again)");
 }
+
+#[test]
+fn a_git_that_could_not_tell_leaves_no_lasting_answer() {
+    use std::os::unix::process::CommandExt;
+    let w = World::new("wrapper-no-poison");
+    let small = repo::small_repo(&w.dir, "small");
+    w.real_git(&small, &["config", "munmapq.enable", "true"]);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // git fails here (as it does without the wrapper), then runs as asked.
+    let out = w.git(&small, &["-C", "no-such-dir", "status"]);
+    assert_eq!(out.status.code(), Some(128), "{}", text(&out.stderr));
+    assert!(w.wrapped(&small, &["status"]), "after a -C that missed");
+    std::fs::remove_dir_all(w.dir.join("cache")).unwrap();
+    let sub = small.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let out = output_within(
+        w.git_cmd(&sub, &[&w.bin], &["status"])
+            .env("GIT_CEILING_DIRECTORIES", &small),
+        MINUTE,
+    );
+    assert_eq!(out.status.code(), Some(128), "{}", text(&out.stderr));
+    assert!(
+        w.wrapped(&small, &["status"]),
+        "after GIT_CEILING_DIRECTORIES"
+    );
+    // A caller that ignores SIGCHLD: the wrapper still hears git's answer,
+    // and git inherits SIGCHLD ignored, as without the wrapper.
+    std::fs::remove_dir_all(w.dir.join("cache")).unwrap();
+    let ignoring = |head: &[&Path]| {
+        let mut c = w.git_cmd(
+            &small,
+            head,
+            &["-c", "alias.ign=!grep SigIgn /proc/$$/status", "ign"],
+        );
+        // SAFETY: only signal(), async-signal-safe, between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+                Ok(())
+            })
+        };
+        output_within(&mut c, MINUTE)
+    };
+    let (direct, wrapped) = (ignoring(&[]), ignoring(&[&w.bin]));
+    assert!(
+        loaded(&wrapped),
+        "SIGCHLD ignored: {}",
+        text(&wrapped.stderr)
+    );
+    assert_eq!(text(&wrapped.stdout), text(&direct.stdout));
+    assert!(w.wrapped(&small, &["status"]), "after SIGCHLD ignored");
+    println!("munmapq.enable=true: after git -C no-such-dir, GIT_CEILING_DIRECTORIES and a caller ignoring SIGCHLD, git runs with munmapq; SIGCHLD stays ignored for git");
+}

@@ -168,6 +168,12 @@ pub fn cached(git_dir: &Path, compute: impl FnOnce() -> (Settled, Vec<PathBuf>))
         return s;
     }
     let (s, files) = compute();
+    // "git could not tell" says nothing lasting about the repository: a
+    // `-C` that missed, GIT_CEILING_DIRECTORIES, a git that could not be
+    // run. Stored, it would keep munmapq out until a file changed.
+    if s.error.is_some() {
+        return s;
+    }
     if let (Some(dir), Some(file)) = (dir, file) {
         if !racy(&files) {
             store(&dir, &file, &render(git_dir, &s, &files));

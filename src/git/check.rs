@@ -87,7 +87,7 @@ impl Packs {
 /// The repository's packs and git's window settings, as `prefix` sees them.
 pub fn packs(prefix: &[OsString]) -> Result<Packs, String> {
     let repo = repo(prefix)?;
-    Ok(Packs::of(&repo, &repo.config(prefix)))
+    Ok(Packs::of(&repo, &repo.config(prefix)?))
 }
 
 fn mib(n: u64) -> String {

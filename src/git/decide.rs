@@ -186,7 +186,8 @@ fn judge_settings(s: &Settled, loose: u64, rule: LooseRule) -> Decision {
 
 /// Asks git (the slow part), and the files the answer depends on.
 pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
-    let repo = match repo::repo(prefix) {
+    let found = repo::repo(prefix).and_then(|r| r.config(prefix).map(|c| (r, c)));
+    let (repo, entries) = match found {
         Ok(r) => r,
         Err(e) => {
             let s = Settled {
@@ -196,7 +197,6 @@ pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
             return (s, config_candidates(None));
         }
     };
-    let entries = repo.config(prefix);
     let set = last(&entries, "munmapq.enable").map(|e| {
         let at = crate::git::check::describe_origin(&e.origin, "munmapq.enable");
         (

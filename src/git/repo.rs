@@ -116,12 +116,49 @@ pub fn git_bytes(prefix: &[OsString], args: &[&str]) -> Result<Vec<u8>, String> 
         )
         .stdin(Stdio::null());
     unseen(&mut cmd);
-    let out = cmd.output().map_err(|e| format!("git: {e}"))?;
+    let out = {
+        let _reaped = ChildrenWaited::now();
+        cmd.output().map_err(|e| format!("git: {e}"))?
+    };
     if out.status.success() {
         Ok(out.stdout)
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
         Err(err.lines().next().unwrap_or("git failed").to_string())
+    }
+}
+
+/// SIGCHLD back to its default while git runs: a caller that ignores it
+/// (the disposition survives exec) has the kernel reap our children, and
+/// the wait for git's status failed with ECHILD. Put back as it was when
+/// dropped, so the git the wrapper execs inherits what its caller set.
+struct ChildrenWaited(Option<libc::sigaction>);
+
+impl ChildrenWaited {
+    fn now() -> ChildrenWaited {
+        // SAFETY: sigaction with a null new action only reads the current
+        // one into `old`, a zeroed struct of the right type.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::sigaction(libc::SIGCHLD, std::ptr::null(), &mut old) } != 0
+            || old.sa_sigaction != libc::SIG_IGN
+        {
+            return ChildrenWaited(None);
+        }
+        let mut dfl = old;
+        dfl.sa_sigaction = libc::SIG_DFL;
+        // SAFETY: installs the default disposition; no handler runs.
+        unsafe { libc::sigaction(libc::SIGCHLD, &dfl, std::ptr::null_mut()) };
+        ChildrenWaited(Some(old))
+    }
+}
+
+impl Drop for ChildrenWaited {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            // SAFETY: restores the disposition read in `now` (SIG_IGN).
+            unsafe { libc::sigaction(libc::SIGCHLD, old, std::ptr::null_mut()) };
+        }
     }
 }
 
@@ -199,9 +236,10 @@ pub struct Entry {
 impl Repo {
     /// Every configuration entry git reads here, in git's order (the last
     /// one of a key wins), with `file:` origins made absolute.
-    pub fn config(&self, prefix: &[OsString]) -> Vec<Entry> {
-        let out = git(prefix, &["config", "--list", "--show-origin", "-z"]).unwrap_or_default();
-        parse_list(&out)
+    /// Err: git could not list it (an include it cannot read, ...).
+    pub fn config(&self, prefix: &[OsString]) -> Result<Vec<Entry>, String> {
+        let out = git(prefix, &["config", "--list", "--show-origin", "-z"])?;
+        Ok(parse_list(&out)
             .into_iter()
             .map(|mut e| {
                 if let Some(p) = e.origin.strip_prefix("file:") {
@@ -209,7 +247,7 @@ impl Repo {
                 }
                 e
             })
-            .collect()
+            .collect())
     }
 
     fn absolute(&self, p: &Path) -> PathBuf {
