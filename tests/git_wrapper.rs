@@ -397,3 +397,29 @@ fn a_git_that_could_not_tell_leaves_no_lasting_answer() {
     assert!(w.wrapped(&small, &["status"]), "after SIGCHLD ignored");
     println!("munmapq.enable=true: after git -C no-such-dir, GIT_CEILING_DIRECTORIES and a caller ignoring SIGCHLD, git runs with munmapq; SIGCHLD stays ignored for git");
 }
+
+#[test]
+fn a_cache_entry_cut_short_is_no_answer() {
+    let w = World::new("wrapper-cache-cut");
+    let small = repo::small_repo(&w.dir, "small");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(!w.wrapped(&small, &["status"]));
+    let entry = cache_entries(&w).pop().expect("no cache entry stored");
+    let whole = std::fs::read_to_string(&entry).unwrap();
+    // The lines naming the files the answer came from, gone; then the
+    // entry cut inside its first such line.
+    let without: String = whole
+        .lines()
+        .filter(|l| !l.starts_with("file "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let cut = &whole[..whole.find("\nfile ").unwrap() + 8];
+    for (how, text) in [("without its file lines", without.as_str()), ("cut", cut)] {
+        std::fs::write(&entry, text).unwrap();
+        w.real_git(&small, &["config", "munmapq.enable", "true"]);
+        assert!(w.wrapped(&small, &["status"]), "entry {how}: stale answer");
+        w.real_git(&small, &["config", "--unset", "munmapq.enable"]);
+        assert!(!w.wrapped(&small, &["status"]), "entry {how}");
+    }
+    println!("a cache entry without its file lines, or cut short, is asked again: munmapq.enable=true seen");
+}

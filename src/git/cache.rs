@@ -9,7 +9,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-const MAGIC: &str = "munmapq git decision 1";
+const MAGIC: &str = "munmapq git decision 2";
 /// A file changed this recently may change again within the same mtime
 /// tick, unseen: such an answer is not cached.
 const RACY: Duration = Duration::from_secs(1);
@@ -95,6 +95,9 @@ pub fn render(git_dir: &Path, s: &Settled, files: &[PathBuf]) -> String {
     for f in files {
         t.push_str(&format!("file {}\t{}\n", identity(f), f.display()));
     }
+    // The count of files closes the entry: one cut short, or with a line
+    // gone, is no answer (it would outlive every change it missed).
+    t.push_str(&format!("end {}\n", files.len()));
     t
 }
 
@@ -110,6 +113,9 @@ fn parse_keyed(key: &str, text: &str) -> Option<Settled> {
     let body = text.strip_prefix(MAGIC)?.strip_prefix('\n')?;
     let body = body.strip_prefix("key ")?.strip_prefix(key)?;
     let mut s = Settled::default();
+    let (body, end) = body.strip_suffix('\n')?.rsplit_once('\n')?;
+    let count = end.strip_prefix("end ")?.parse::<usize>().ok()?;
+    let mut files = 0;
     for line in body.lines() {
         let (tag, rest) = line.split_once(' ')?;
         let value = (rest != "-").then(|| rest.to_string());
@@ -127,6 +133,7 @@ fn parse_keyed(key: &str, text: &str) -> Option<Settled> {
             "error" => s.error = value,
             "badenable" => s.bad_enable = value,
             "file" => {
+                files += 1;
                 let (id, path) = rest.split_once('\t')?;
                 if !same_identity(Path::new(path), id) {
                     return None;
@@ -135,7 +142,7 @@ fn parse_keyed(key: &str, text: &str) -> Option<Settled> {
             _ => return None,
         }
     }
-    Some(s)
+    (files == count).then_some(s)
 }
 
 /// Whether any of `files` changed within the last `RACY`.
@@ -330,6 +337,14 @@ mod tests {
         assert!(!same_identity(&cfg, &identity(&dir)));
         assert_eq!(parse(&dir, &text), Some(s));
         assert_eq!(parse(&dir.join("other"), &text), None);
+        let cut = text.rsplit_once("file ").unwrap().0;
+        assert_eq!(parse(&dir, cut), None, "cut short");
+        let lost: String = text
+            .lines()
+            .filter(|l| !l.starts_with("file "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(parse(&dir, &lost), None, "a line gone");
         std::fs::write(&cfg, "[core]\n\tx = 1\n").unwrap();
         assert_eq!(parse(&dir, &text), None);
         let text = render(&dir, &Settled::default(), &files);
