@@ -423,3 +423,67 @@ fn a_cache_entry_cut_short_is_no_answer() {
     }
     println!("a cache entry without its file lines, or cut short, is asked again: munmapq.enable=true seen");
 }
+
+/// The processes whose parent is `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+            after.split_whitespace().nth(1) == Some(&pid.to_string())
+        })
+        .collect()
+}
+
+/// Whether `pid` still runs (a zombie no longer does).
+fn running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, a)| a.split_whitespace().next());
+    state.is_some_and(|s| s != "Z" && s != "X")
+}
+
+#[test]
+fn the_decisions_git_dies_with_the_wrapper() {
+    let w = World::new("wrapper-sigterm");
+    let small = repo::small_repo(&w.dir, "small");
+    // An include that blocks the decision's git: a FIFO no one writes.
+    let fifo = w.dir.join("fifo");
+    let path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    w.real_git(&small, &["config", "include.path", fifo.to_str().unwrap()]);
+    let mut wrapper = w
+        .git_cmd(&small, &[&w.bin], &["status"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let child = loop {
+        if let Some(c) = children_of(wrapper.id()).pop() {
+            break c;
+        }
+        assert!(start.elapsed() < MINUTE, "the wrapper started no git");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // SAFETY: kill with a pid of our own child.
+    unsafe { libc::kill(wrapper.id() as i32, libc::SIGTERM) };
+    assert_eq!(wrapper.wait().unwrap().signal(), Some(libc::SIGTERM));
+    let start = std::time::Instant::now();
+    while running(child) && start.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left = running(child);
+    if left {
+        // SAFETY: the orphan is the wrapper's git, ours to end.
+        unsafe { libc::kill(child as i32, libc::SIGKILL) };
+    }
+    assert!(!left, "the decision's git {child} outlived the wrapper");
+    println!("SIGTERM to the wrapper while its git blocks on an include: that git dies too");
+}

@@ -116,6 +116,7 @@ pub fn git_bytes(prefix: &[OsString], args: &[&str]) -> Result<Vec<u8>, String> 
         )
         .stdin(Stdio::null());
     unseen(&mut cmd);
+    dies_with_us(&mut cmd);
     let out = {
         let _reaped = ChildrenWaited::now();
         cmd.output().map_err(|e| format!("git: {e}"))?
@@ -126,6 +127,38 @@ pub fn git_bytes(prefix: &[OsString], args: &[&str]) -> Result<Vec<u8>, String> 
         let err = String::from_utf8_lossy(&out.stderr);
         Err(err.lines().next().unwrap_or("git failed").to_string())
     }
+}
+
+/// The git asked for the decision dies with the wrapper: killed while
+/// git was blocked (an include on a hung file system, a FIFO), the wrapper
+/// left it running, orphaned, where plain git would have died. On Linux it
+/// gets SIGKILL when its parent thread ends (the wrapper asks from its only
+/// thread). macOS has no parent-death signal: there such a git runs on
+/// until what blocks it gives way, and its first write to the pipe no one
+/// reads then ends it (SIGPIPE).
+fn dies_with_us(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: the closure runs in the child between fork and exec and
+        // calls only prctl and getppid, both async-signal-safe; it touches
+        // no memory but the copied pid.
+        unsafe {
+            cmd.pre_exec(move || {
+                // A parent gone before the prctl would send no signal.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0
+                    || libc::getppid() != parent
+                {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            })
+        };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
 }
 
 /// SIGCHLD back to its default while git runs: a caller that ignores it
