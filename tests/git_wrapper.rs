@@ -487,3 +487,36 @@ fn the_decisions_git_dies_with_the_wrapper() {
     assert!(!left, "the decision's git {child} outlived the wrapper");
     println!("SIGTERM to the wrapper while its git blocks on an include: that git dies too");
 }
+
+#[test]
+fn the_cache_follows_what_includes_depend_on() {
+    let w = World::new("wrapper-includes");
+    let small = repo::small_repo(&w.dir, "small");
+    let enable = "[munmapq]\n\tenable = true\n";
+    // munmapq on the branch "big" alone; an include that does not exist yet.
+    let big = w.dir.join("big.cfg");
+    std::fs::write(&big, enable).unwrap();
+    let later = w.dir.join("later.cfg");
+    w.real_git(&small, &["branch", "big"]);
+    w.real_git(
+        &small,
+        &[
+            "config",
+            "includeIf.onbranch:big.path",
+            big.to_str().unwrap(),
+        ],
+    );
+    w.real_git(&small, &["config", "include.path", "../../later.cfg"]);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(!w.wrapped(&small, &["status"]));
+    assert!(!cache_entries(&w).is_empty(), "nothing cached");
+    w.real_git(&small, &["checkout", "-q", "big"]);
+    assert!(w.wrapped(&small, &["status"]), "on branch big");
+    w.real_git(&small, &["checkout", "-q", "-"]);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(!w.wrapped(&small, &["status"]), "back on the first branch");
+    // later.cfg, relative to .git/config, appears.
+    std::fs::write(&later, enable).unwrap();
+    assert!(w.wrapped(&small, &["status"]), "an include that appeared");
+    println!("includeIf onbranch: the branch switched, and an include.path that appeared: the cached answer asked again");
+}

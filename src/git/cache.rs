@@ -161,7 +161,12 @@ fn racy(files: &[PathBuf]) -> bool {
 }
 
 /// The cached answer for `git_dir`, or `compute`'s (stored when it can be).
-pub fn cached(git_dir: &Path, compute: impl FnOnce() -> (Settled, Vec<PathBuf>)) -> Settled {
+/// `compute` gives no files where what the answer hangs on cannot be
+/// watched: then it is not stored.
+pub fn cached(
+    git_dir: &Path,
+    compute: impl FnOnce() -> (Settled, Option<Vec<PathBuf>>),
+) -> Settled {
     let dir = dir();
     let key = key(git_dir);
     let file = dir
@@ -178,9 +183,9 @@ pub fn cached(git_dir: &Path, compute: impl FnOnce() -> (Settled, Vec<PathBuf>))
     // "git could not tell" says nothing lasting about the repository: a
     // `-C` that missed, GIT_CEILING_DIRECTORIES, a git that could not be
     // run. Stored, it would keep munmapq out until a file changed.
-    if s.error.is_some() {
+    let Some(files) = files.filter(|_| s.error.is_none()) else {
         return s;
-    }
+    };
     if let (Some(dir), Some(file)) = (dir, file) {
         if !racy(&files) {
             store(&dir, &file, &render(git_dir, &s, &files));

@@ -24,7 +24,7 @@
 
 use crate::git::cache::Settled;
 use crate::git::check::Packs;
-use crate::git::repo::{self, boolean, global_options, last, sets_config, start_dir, Repo};
+use crate::git::repo::{self, boolean, global_options, last, sets_config, start_dir, Entry, Repo};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -185,7 +185,8 @@ fn judge_settings(s: &Settled, loose: u64, rule: LooseRule) -> Decision {
 }
 
 /// Asks git (the slow part), and the files the answer depends on.
-pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
+/// (None: the answer hangs on what no file's identity shows; not cached.)
+pub fn settle(prefix: &[OsString]) -> (Settled, Option<Vec<PathBuf>>) {
     let found = repo::repo(prefix).and_then(|r| r.config(prefix).map(|c| (r, c)));
     let (repo, entries) = match found {
         Ok(r) => r,
@@ -194,7 +195,7 @@ pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
                 error: Some(e),
                 ..Settled::default()
             };
-            return (s, config_candidates(None));
+            return (s, None);
         }
     };
     let set = last(&entries, "munmapq.enable").map(|e| {
@@ -221,7 +222,17 @@ pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
             .collect::<Vec<_>>()
             .join(" and ")
     });
+    let settled = Settled {
+        enable,
+        thrash,
+        error: None,
+        bad_enable,
+    };
+    let Some(included) = includes(&repo, &entries) else {
+        return (settled, None);
+    };
     let mut files = config_candidates(Some(&repo));
+    files.extend(included);
     files.push(repo.pack_dir.clone());
     files.extend(
         entries
@@ -230,15 +241,48 @@ pub fn settle(prefix: &[OsString]) -> (Settled, Vec<PathBuf>) {
     );
     files.sort();
     files.dedup();
-    (
-        Settled {
-            enable,
-            thrash,
-            error: None,
-            bad_enable,
-        },
-        files,
-    )
+    (settled, Some(files))
+}
+
+/// What the answer depends on beyond the files git read: every file an
+/// include names, resolved as git resolves it (config.c,
+/// `handle_path_include`), whether it exists or not (one created later
+/// changes the answer), and `HEAD` where a condition tests the branch
+/// (`includeIf "onbranch:..."`). None: an include whose file cannot be
+/// told here (`~user/`, `%(prefix)/`): such an answer is not cached.
+fn includes(repo: &Repo, entries: &[Entry]) -> Option<Vec<PathBuf>> {
+    let mut v = Vec::new();
+    for e in entries {
+        let key = e.key.as_str();
+        let Some(what) = key.strip_suffix(".path") else {
+            continue;
+        };
+        match what.strip_prefix("includeif.") {
+            Some(cond) if cond.starts_with("onbranch:") => v.push(repo.git_dir.join("HEAD")),
+            Some(_) => {}
+            None if what == "include" => {}
+            None => continue,
+        }
+        let Some(value) = e.value.as_deref().filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        let path = if let Some(rest) = value.strip_prefix("~/") {
+            PathBuf::from(std::env::var_os("HOME")?).join(rest)
+        } else if value.starts_with('~') || value.starts_with("%(prefix)/") {
+            return None;
+        } else if Path::new(value).is_absolute() {
+            PathBuf::from(value)
+        } else {
+            // Relative to the file that holds the include (an include
+            // from elsewhere, git refuses).
+            match e.origin.strip_prefix("file:") {
+                Some(file) => Path::new(file).parent()?.join(value),
+                None => continue,
+            }
+        };
+        v.push(path);
+    }
+    Some(v)
 }
 
 /// The configuration files git reads or would read if they existed
