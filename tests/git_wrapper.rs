@@ -520,3 +520,43 @@ fn the_cache_follows_what_includes_depend_on() {
     assert!(w.wrapped(&small, &["status"]), "an include that appeared");
     println!("includeIf onbranch: the branch switched, and an include.path that appeared: the cached answer asked again");
 }
+
+#[test]
+fn the_cache_watches_the_system_configuration_git_reads() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new("wrapper-system-config");
+    let small = repo::small_repo(&w.dir, "small");
+    // A git whose system configuration is not /etc/gitconfig (as one built
+    // under /usr/local reads /usr/local/etc/gitconfig): the real git with
+    // its own GIT_CONFIG_SYSTEM, which the wrapper does not see.
+    let system = w.dir.join("etc/gitconfig");
+    std::fs::create_dir_all(system.parent().unwrap()).unwrap();
+    let real = output_within(Command::new("sh").args(["-c", "command -v git"]), MINUTE);
+    let other = w.dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let script = other.join("git");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nGIT_CONFIG_SYSTEM='{}' exec '{}' \"$@\"\n",
+            system.display(),
+            text(&real.stdout).trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wrapped = || {
+        let mut c = w.git_cmd(&small, &[&w.bin, &other], &["status"]);
+        let out = output_within(c.env_remove("GIT_CONFIG_NOSYSTEM"), MINUTE);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        loaded(&out)
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(!wrapped());
+    assert!(!cache_entries(&w).is_empty(), "nothing cached");
+    std::fs::write(&system, "[munmapq]\n\tenable = true\n").unwrap();
+    assert!(wrapped(), "the system configuration git reads, unseen");
+    println!(
+        "a git whose system configuration is elsewhere: munmapq.enable=true set there is seen"
+    );
+}

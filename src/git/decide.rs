@@ -231,7 +231,9 @@ pub fn settle(prefix: &[OsString]) -> (Settled, Option<Vec<PathBuf>>) {
     let Some(included) = includes(&repo, &entries) else {
         return (settled, None);
     };
-    let mut files = config_candidates(Some(&repo));
+    let Some(mut files) = config_candidates(&repo) else {
+        return (settled, None);
+    };
     files.extend(included);
     files.push(repo.pack_dir.clone());
     files.extend(
@@ -286,8 +288,9 @@ fn includes(repo: &Repo, entries: &[Entry]) -> Option<Vec<PathBuf>> {
 }
 
 /// The configuration files git reads or would read if they existed
-/// (git's config.c: system, global, repository, worktree).
-fn config_candidates(repo: Option<&Repo>) -> Vec<PathBuf> {
+/// (git's config.c: system, global, repository, worktree). None: git
+/// would not say which system file it reads.
+fn config_candidates(repo: &Repo) -> Option<Vec<PathBuf>> {
     let var = |v: &str| {
         std::env::var_os(v)
             .filter(|s| !s.is_empty())
@@ -295,7 +298,12 @@ fn config_candidates(repo: Option<&Repo>) -> Vec<PathBuf> {
     };
     let mut v = Vec::new();
     if std::env::var_os("GIT_CONFIG_NOSYSTEM").is_none() {
-        v.push(var("GIT_CONFIG_SYSTEM").unwrap_or_else(|| "/etc/gitconfig".into()));
+        // Not /etc/gitconfig for every git: one built under /usr/local
+        // reads /usr/local/etc/gitconfig.
+        match var("GIT_CONFIG_SYSTEM") {
+            Some(s) => v.push(s),
+            None => v.push(repo::system_config()?),
+        }
     }
     match var("GIT_CONFIG_GLOBAL") {
         Some(g) => v.push(g),
@@ -312,11 +320,9 @@ fn config_candidates(repo: Option<&Repo>) -> Vec<PathBuf> {
             }
         }
     }
-    if let Some(r) = repo {
-        v.push(r.common_dir.join("config"));
-        v.push(r.git_dir.join("config.worktree"));
-    }
-    v
+    v.push(repo.common_dir.join("config"));
+    v.push(repo.git_dir.join("config.worktree"));
+    Some(v)
 }
 
 /// A repository as found without running git.

@@ -107,9 +107,29 @@ pub fn git(prefix: &[OsString], args: &[&str]) -> Result<String, String> {
 
 /// [`git`], its stdout as git wrote it (paths need not be UTF-8).
 pub fn git_bytes(prefix: &[OsString], args: &[&str]) -> Result<Vec<u8>, String> {
+    git_with(prefix, args, &[])
+}
+
+/// The system configuration file this git reads (GIT_CONFIG_SYSTEM, else
+/// where it was built to look: `/etc/gitconfig`, or
+/// `/usr/local/etc/gitconfig` for a git built under /usr/local, ...), as
+/// git itself names it: the file its `config --system --edit` would open,
+/// handed to an "editor" that prints it. None: git would not say.
+pub fn system_config() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let editor = [("GIT_EDITOR", "printf '%s\\0'")];
+    let out = git_with(&[], &["config", "--system", "--edit"], &editor).ok()?;
+    let path = out.strip_suffix(b"\0")?;
+    (!path.is_empty() && !path.contains(&0))
+        .then(|| PathBuf::from(OsString::from_vec(path.to_vec())))
+        .filter(|p| p.is_absolute())
+}
+
+fn git_with(prefix: &[OsString], args: &[&str], env: &[(&str, &str)]) -> Result<Vec<u8>, String> {
     let mut cmd = Command::new(git_program());
     cmd.args(prefix)
         .args(args)
+        .envs(env.iter().copied())
         .env(
             crate::git::locate::GUARD_VAR,
             crate::git::locate::guard_for_children(),
