@@ -560,3 +560,30 @@ fn the_cache_watches_the_system_configuration_git_reads() {
         "a git whose system configuration is elsewhere: munmapq.enable=true set there is seen"
     );
 }
+
+#[test]
+fn paths_that_differ_in_bytes_not_utf8_or_a_newline_are_apart() {
+    use std::os::unix::ffi::OsStrExt;
+    let w = World::new("wrapper-cache-keys");
+    for (a, b) in [(&b"lat\xe9"[..], &b"lat\xe8"[..]), (b"n l", b"n\nl")] {
+        let make = |n: &[u8]| {
+            let dir = w.dir.join(std::ffi::OsStr::from_bytes(n));
+            std::fs::create_dir(&dir).unwrap();
+            repo::small_repo(&dir, "r")
+        };
+        let (a, b) = (make(a), make(b));
+        w.real_git(&b, &["config", "munmapq.enable", "true"]);
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert!(w.wrapped(&b, &["status"]), "{b:?}: munmapq.enable=true");
+        assert!(!w.wrapped(&a, &["status"]), "{a:?} took {b:?}'s answer");
+        // The files of the answer are watched by their own names.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert!(w.wrapped(&b, &["status"]));
+        w.real_git(&b, &["config", "munmapq.enable", "false"]);
+        assert!(
+            !w.wrapped(&b, &["status"]),
+            "{b:?}: a change to its config unseen"
+        );
+    }
+    println!("repositories at lat\\xe9 and lat\\xe8, at 'n l' and 'n\\nl': each its own cached answer, which follows its own configuration");
+}

@@ -9,7 +9,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-const MAGIC: &str = "munmapq git decision 2";
+const MAGIC: &str = "munmapq git decision 3";
 /// A file changed this recently may change again within the same mtime
 /// tick, unseen: such an answer is not cached.
 const RACY: Duration = Duration::from_secs(1);
@@ -60,21 +60,53 @@ fn fnv(bytes: &[u8]) -> u64 {
     })
 }
 
+/// `bytes` as printable ASCII, every other byte (space, backslash, a
+/// newline, one that is not UTF-8) as `\xHH`: two paths never share an
+/// escape, and one is read back byte for byte.
+fn escape(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if b.is_ascii_graphic() && b != b'\\' {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    s
+}
+
+/// A path [`escape`] wrote.
+fn unescape(s: &str) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let mut out = Vec::with_capacity(s.len());
+    let mut rest = s.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'\\' {
+            let hex = std::str::from_utf8(tail.get(1..3)?).ok()?;
+            (tail.first() == Some(&b'x')).then_some(())?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[3..];
+        } else {
+            out.push(b);
+            rest = tail;
+        }
+    }
+    Some(PathBuf::from(std::ffi::OsString::from_vec(out)))
+}
+
+/// The key: the git directory and the variables, each escaped (a space
+/// between them), as git's bytes are: where two paths differ only in
+/// bytes that are not UTF-8, or in a newline and a space, so do the keys.
 fn key(git_dir: &Path) -> String {
-    let mut k = git_dir.as_os_str().as_encoded_bytes().to_vec();
+    let mut k = escape(git_dir.as_os_str().as_encoded_bytes());
     for v in ENV {
-        k.push(b' ');
+        k.push(' ');
         if let Some(val) = std::env::var_os(v) {
-            k.extend_from_slice(val.as_encoded_bytes());
+            k.push_str(&escape(val.as_encoded_bytes()));
         }
     }
-    for b in &mut k {
-        if *b == b'\n' || *b == 0 {
-            *b = b' ';
-        }
-    }
-    k.push(b'\n');
-    String::from_utf8(k).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    k.push('\n');
+    k
 }
 
 fn field(o: Option<&String>) -> String {
@@ -93,7 +125,8 @@ pub fn render(git_dir: &Path, s: &Settled, files: &[PathBuf]) -> String {
         field(s.bad_enable.as_ref())
     );
     for f in files {
-        t.push_str(&format!("file {}\t{}\n", identity(f), f.display()));
+        let path = escape(f.as_os_str().as_encoded_bytes());
+        t.push_str(&format!("file {}\t{path}\n", identity(f)));
     }
     // The count of files closes the entry: one cut short, or with a line
     // gone, is no answer (it would outlive every change it missed).
@@ -135,7 +168,7 @@ fn parse_keyed(key: &str, text: &str) -> Option<Settled> {
             "file" => {
                 files += 1;
                 let (id, path) = rest.split_once('\t')?;
-                if !same_identity(Path::new(path), id) {
+                if !same_identity(&unescape(path)?, id) {
                     return None;
                 }
             }

@@ -236,11 +236,7 @@ pub fn settle(prefix: &[OsString]) -> (Settled, Option<Vec<PathBuf>>) {
     };
     files.extend(included);
     files.push(repo.pack_dir.clone());
-    files.extend(
-        entries
-            .iter()
-            .filter_map(|e| e.origin.strip_prefix("file:").map(PathBuf::from)),
-    );
+    files.extend(entries.iter().filter_map(|e| e.file.clone()));
     files.sort();
     files.dedup();
     (settled, Some(files))
@@ -277,8 +273,8 @@ fn includes(repo: &Repo, entries: &[Entry]) -> Option<Vec<PathBuf>> {
         } else {
             // Relative to the file that holds the include (an include
             // from elsewhere, git refuses).
-            match e.origin.strip_prefix("file:") {
-                Some(file) => Path::new(file).parent()?.join(value),
+            match &e.file {
+                Some(file) => file.parent()?.join(value),
                 None => continue,
             }
         };

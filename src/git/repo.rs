@@ -244,36 +244,72 @@ pub struct Repo {
 /// The repository `prefix` selects. Err: git's reason (usually "not a git
 /// repository").
 pub fn repo(prefix: &[OsString]) -> Result<Repo, String> {
-    let out = git(
-        prefix,
-        &[
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-dir",
-            "--git-common-dir",
-            "--git-path",
-            "objects/pack",
-            "--show-prefix",
-        ],
-    )?;
-    let mut lines = out.lines();
-    let mut next = || lines.next().map(PathBuf::from);
-    let (git_dir, common_dir, pack_dir) = (next(), next(), next());
-    let sub = next().unwrap_or_default();
+    const ASKED: [&str; 4] = [
+        "--git-dir",
+        "--git-common-dir",
+        "--git-path",
+        "--show-prefix",
+    ];
+    let ask = |what: &[&str]| {
+        let mut args = vec!["rev-parse", "--path-format=absolute"];
+        args.extend_from_slice(what);
+        git_bytes(prefix, &args)
+    };
+    let all = [
+        "--git-dir",
+        "--git-common-dir",
+        "--git-path",
+        "objects/pack",
+        "--show-prefix",
+    ];
+    let out = ask(&all)?;
+    // One line each, raw bytes; a path with a newline in it makes more
+    // lines, and then each is asked alone (one answer, one final newline).
+    let answers: Vec<Vec<u8>> = match out.strip_suffix(b"\n").map(|o| o.split(|&b| b == b'\n')) {
+        Some(lines) if out.iter().filter(|&&b| b == b'\n').count() == ASKED.len() => {
+            lines.map(<[u8]>::to_vec).collect()
+        }
+        _ => {
+            let mut v = Vec::new();
+            for what in ASKED {
+                let args: &[&str] = match what {
+                    "--git-path" => &["--git-path", "objects/pack"],
+                    _ => &[what],
+                };
+                let one = ask(args)?;
+                let one = one
+                    .strip_suffix(b"\n")
+                    .ok_or("git rev-parse said nothing")?;
+                v.push(one.to_vec());
+            }
+            v
+        }
+    };
+    let path = |b: &[u8]| {
+        use std::os::unix::ffi::OsStringExt;
+        PathBuf::from(OsString::from_vec(b.to_vec()))
+    };
+    let [git_dir, common_dir, pack_dir, sub] = [0, 1, 2, 3].map(|i| path(&answers[i]));
     let start = start_dir(prefix);
     let base = sub
         .components()
         .try_fold(start.clone(), |d, _| d.parent().map(Path::to_path_buf))
         .unwrap_or(start);
-    match (git_dir, common_dir, pack_dir) {
-        (Some(git_dir), Some(common_dir), Some(pack_dir)) => Ok(Repo {
-            git_dir,
-            common_dir,
-            pack_dir,
-            base,
-        }),
-        _ => Err(format!("git rev-parse said {out:?}")),
+    if [&git_dir, &common_dir, &pack_dir]
+        .iter()
+        .any(|p| p.as_os_str().is_empty())
+    {
+        return Err(format!(
+            "git rev-parse said {:?}",
+            String::from_utf8_lossy(&out)
+        ));
     }
+    Ok(Repo {
+        git_dir,
+        common_dir,
+        pack_dir,
+        base,
+    })
 }
 
 /// One configuration entry: where it comes from (`file:PATH` made
@@ -282,6 +318,9 @@ pub fn repo(prefix: &[OsString]) -> Result<Repo, String> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
     pub origin: String,
+    /// The file of a `file:` origin, absolute, as git named it (its bytes
+    /// need not be UTF-8, unlike `origin`'s).
+    pub file: Option<PathBuf>,
     pub key: String,
     pub value: Option<String>,
 }
@@ -291,12 +330,14 @@ impl Repo {
     /// one of a key wins), with `file:` origins made absolute.
     /// Err: git could not list it (an include it cannot read, ...).
     pub fn config(&self, prefix: &[OsString]) -> Result<Vec<Entry>, String> {
-        let out = git(prefix, &["config", "--list", "--show-origin", "-z"])?;
+        let out = git_bytes(prefix, &["config", "--list", "--show-origin", "-z"])?;
         Ok(parse_list(&out)
             .into_iter()
             .map(|mut e| {
-                if let Some(p) = e.origin.strip_prefix("file:") {
-                    e.origin = format!("file:{}", self.absolute(Path::new(p)).display());
+                if let Some(p) = e.file.take() {
+                    let p = self.absolute(&p);
+                    e.origin = format!("file:{}", p.display());
+                    e.file = Some(p);
                 }
                 e
             })
@@ -329,18 +370,25 @@ impl Repo {
 }
 
 /// `git config --list --show-origin -z`: `ORIGIN\0KEY\nVALUE\0` per entry,
-/// `ORIGIN\0KEY\0` for a key without a value.
-pub fn parse_list(out: &str) -> Vec<Entry> {
-    let mut fields = out.split('\0');
+/// `ORIGIN\0KEY\0` for a key without a value (with `-z` git writes a
+/// `file:` origin's path unquoted, as its bytes).
+pub fn parse_list(out: &[u8]) -> Vec<Entry> {
+    use std::os::unix::ffi::OsStringExt;
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let mut fields = out.split(|&b| b == 0);
     let mut v = Vec::new();
     while let (Some(origin), Some(kv)) = (fields.next(), fields.next()) {
-        let (key, value) = match kv.split_once('\n') {
-            Some((k, val)) => (k, Some(val.to_string())),
+        let (key, value) = match kv.iter().position(|&b| b == b'\n') {
+            Some(i) => (&kv[..i], Some(lossy(&kv[i + 1..]))),
             None => (kv, None),
         };
+        let file = origin
+            .strip_prefix(b"file:")
+            .map(|p| PathBuf::from(OsString::from_vec(p.to_vec())));
         v.push(Entry {
-            origin: origin.to_string(),
-            key: key.to_string(),
+            origin: lossy(origin),
+            file,
+            key: lossy(key),
             value,
         });
     }
@@ -402,7 +450,7 @@ mod tests {
 
     #[test]
     fn config_lists_and_booleans() {
-        let e = parse_list("file:/h/.gitconfig\0user.name\nMe\0file:.git/config\0munmapq.enable\0command line:\0core.packedgitlimit\n32k\0");
+        let e = parse_list(b"file:/h/.gitconfig\0user.name\nMe\0file:.git/config\0munmapq.enable\0command line:\0core.packedgitlimit\n32k\0");
         assert_eq!(e.len(), 3);
         assert_eq!(e[1].value, None);
         assert_eq!(
