@@ -587,3 +587,30 @@ fn paths_that_differ_in_bytes_not_utf8_or_a_newline_are_apart() {
     }
     println!("repositories at lat\\xe9 and lat\\xe8, at 'n l' and 'n\\nl': each its own cached answer, which follows its own configuration");
 }
+
+#[test]
+fn the_cache_writes_no_file_through_a_link() {
+    let w = World::new("wrapper-cache-link");
+    let small = repo::small_repo(&w.dir, "small");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(!w.wrapped(&small, &["status"]));
+    let entry = cache_entries(&w).pop().expect("no cache entry stored");
+    std::fs::remove_file(&entry).unwrap();
+    let victim = w.dir.join("victim");
+    std::fs::write(&victim, "mine\n").unwrap();
+    // The wrapper's temporary file is the entry's name with its pid as
+    // extension: a link there, made by the shell that becomes the wrapper.
+    let mut sh = w.cmd("sh", &small, &[&w.bin]);
+    sh.args([
+        "-c",
+        "ln -s \"$1\" \"$2.$$\" && exec git status",
+        "sh",
+        victim.to_str().unwrap(),
+        entry.to_str().unwrap(),
+    ]);
+    let out = output_within(&mut sh, MINUTE);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine\n");
+    assert!(std::fs::symlink_metadata(&entry).unwrap().is_file());
+    println!("a link at the cache's temporary file: not followed, the entry written as a file of its own");
+}

@@ -259,10 +259,14 @@ pub(crate) fn store(dir: &Path, file: &Path, text: &str) {
         .mode(0o700)
         .create(dir);
     let tmp = file.with_extension(format!("{}", std::process::id()));
+    // Made new, never through what is there (a link would have us write
+    // where it points): that is left by a wrapper of the same pid, or
+    // planted, and removed (a link itself, not what it names).
+    let _ = std::fs::remove_file(&tmp);
     let written = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .mode(0o600)
         .open(&tmp)
         .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
