@@ -325,13 +325,19 @@ fn cache_entries(w: &World) -> Vec<PathBuf> {
     v
 }
 
-#[test]
-fn a_cache_entry_that_is_not_a_file_is_passed_over() {
-    let w = World::new("wrapper-cache-fifo");
+/// A small repository of `w` and its cache entry, stored by a first git.
+fn small_and_its_entry(w: &World) -> (PathBuf, PathBuf) {
     let small = repo::small_repo(&w.dir, "small");
     std::thread::sleep(std::time::Duration::from_millis(1100));
     assert!(!w.wrapped(&small, &["status"]));
-    let entry = cache_entries(&w).pop().expect("no cache entry stored");
+    let entry = cache_entries(w).pop().expect("no cache entry stored");
+    (small, entry)
+}
+
+#[test]
+fn a_cache_entry_that_is_not_a_file_is_passed_over() {
+    let w = World::new("wrapper-cache-fifo");
+    let (small, entry) = small_and_its_entry(&w);
     std::fs::remove_file(&entry).unwrap();
     let path = std::ffi::CString::new(entry.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path.
@@ -401,10 +407,7 @@ fn a_git_that_could_not_tell_leaves_no_lasting_answer() {
 #[test]
 fn a_cache_entry_cut_short_is_no_answer() {
     let w = World::new("wrapper-cache-cut");
-    let small = repo::small_repo(&w.dir, "small");
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    assert!(!w.wrapped(&small, &["status"]));
-    let entry = cache_entries(&w).pop().expect("no cache entry stored");
+    let (small, entry) = small_and_its_entry(&w);
     let whole = std::fs::read_to_string(&entry).unwrap();
     // The lines naming the files the answer came from, gone; then the
     // entry cut inside its first such line.
@@ -591,10 +594,7 @@ fn paths_that_differ_in_bytes_not_utf8_or_a_newline_are_apart() {
 #[test]
 fn the_cache_writes_no_file_through_a_link() {
     let w = World::new("wrapper-cache-link");
-    let small = repo::small_repo(&w.dir, "small");
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    assert!(!w.wrapped(&small, &["status"]));
-    let entry = cache_entries(&w).pop().expect("no cache entry stored");
+    let (small, entry) = small_and_its_entry(&w);
     std::fs::remove_file(&entry).unwrap();
     let victim = w.dir.join("victim");
     std::fs::write(&victim, "mine\n").unwrap();
