@@ -8,22 +8,12 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-/// A scratch directory with the wrapper in its `bin`.
-struct World {
-    dir: Scratch,
-    bin: PathBuf,
-}
+use common::GitWorld as World;
 
 impl World {
-    fn new(name: &str) -> World {
-        let dir = scratch(name);
-        let bin = git_wrapper_bin(&dir);
-        World { dir, bin }
-    }
-
     /// `sh -c SCRIPT` in `cwd` with PATH as `path` says (`{bin}` standing
     /// for the wrapper's directory, or for nothing without it).
     fn sh(&self, cwd: &Path, path: &str, script: &str, wrapped: bool) -> Output {

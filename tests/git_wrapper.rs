@@ -14,20 +14,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-struct World {
-    dir: Scratch,
-    bin: PathBuf,
-}
+use common::GitWorld as World;
 
 impl World {
-    fn new(name: &str) -> World {
-        let dir = scratch(name);
-        let bin = dir.join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        std::os::unix::fs::symlink(launcher(), bin.join("git")).unwrap();
-        World { dir, bin }
-    }
-
     /// `program` in `cwd` with this world's HOME, cache and no user
     /// configuration, PATH with `path_head` first.
     fn cmd(&self, program: &str, cwd: &Path, path_head: &[&Path]) -> Command {

@@ -686,11 +686,20 @@ pub fn under_qemu() -> bool {
         || std::env::vars_os().any(|(k, _)| k.as_encoded_bytes().starts_with(b"QEMU_"))
 }
 
-/// `dir/bin` with a `git` that is a link to the launcher (the git wrapper,
-/// first in PATH where `dir/bin` is): answers `dir/bin`.
-pub fn git_wrapper_bin(dir: &Path) -> PathBuf {
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(launcher(), bin.join("git")).unwrap();
-    bin
+/// A scratch directory with the git wrapper in its `bin`: a `git` that is
+/// a link to the launcher, first in PATH where `bin` is. Each test file
+/// adds the ways it runs git there.
+pub struct GitWorld {
+    pub dir: Scratch,
+    pub bin: PathBuf,
+}
+
+impl GitWorld {
+    pub fn new(name: &str) -> GitWorld {
+        let dir = scratch(name);
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(launcher(), bin.join("git")).unwrap();
+        GitWorld { dir, bin }
+    }
 }
