@@ -319,3 +319,20 @@ fn a_copy_made_after_a_vfork_is_no_vfork_child_at_its_last_close() {
         );
     }
 }
+
+/// A signal handler's close of the one descriptor of a file the program
+/// holds an flock on, made while the program maps and unmaps windows
+/// through it: right after, the lock is free, as at the last close of a
+/// file (`tests/c/sigclose.c`). Where the handler interrupted a hook that
+/// held munmapq's table, the library at e365442 left the close's release
+/// to the next call that took the table, and the lock held on.
+#[test]
+fn a_signal_handlers_close_during_a_hook_releases_the_file_at_once() {
+    same_and_queued(
+        "sigclose",
+        "sigclose",
+        &["300"],
+        "rounds the lock was refused right after the close: 0",
+        LIMIT,
+    );
+}

@@ -31,7 +31,7 @@ use crate::gate::{Gate, QUEUED};
 use crate::os::{Os, PerThread, SignalStack};
 use crate::queue::Queue;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{compiler_fence, AtomicUsize, Ordering::*};
+use core::sync::atomic::{compiler_fence, AtomicBool, AtomicUsize, Ordering::*};
 
 /// Frames of different hooks called from one place differ by their
 /// forwarders' sizes (tens of bytes); a nested signal handler is at least
@@ -59,7 +59,21 @@ pub struct TableLock {
     /// (`Engine::mmap_is_plain`, `Engine::munmap_is_plain`).
     gate: Gate,
     queue: UnsafeCell<Queue>,
+    /// Set by a call that found the table busy after it recorded what the
+    /// table's holder must do (`Engine::fell_behind`).
+    pub(crate) behind: AtomicBool,
+    /// What a holder does after it let the table go where `behind` is set
+    /// ([`AtRelease`] as a word, 0 for nothing): set once by the process's
+    /// hooks.
+    at_release: AtomicUsize,
 }
+
+/// The engine's catching up, by a holder that has just let the table go
+/// where a call that found it busy recorded something: a signal handler's
+/// close made while the hook it interrupted held the table is otherwise
+/// acted on only at the next taking, which may never come before the
+/// program acts on that close (asks for the lock the file held).
+pub type AtRelease = fn();
 
 // SAFETY: the table is reached only through a `TableGuard`, which exists
 // only for the thread whose compare-and-swap took `owner` (or, in
@@ -88,7 +102,15 @@ impl TableLock {
             owner: AtomicUsize::new(0),
             gate: Gate::new(),
             queue: UnsafeCell::new(Queue::new()),
+            behind: AtomicBool::new(false),
+            at_release: AtomicUsize::new(0),
         }
+    }
+
+    /// What every holder does once it let the table go, where a call that
+    /// found it busy recorded something meanwhile.
+    pub fn set_at_release(&self, f: AtRelease) {
+        self.at_release.store(f as usize, Release);
     }
 
     /// Takes the table if it is free, without waiting.
@@ -264,6 +286,21 @@ impl core::ops::DerefMut for TableGuard<'_> {
     }
 }
 
+impl TableLock {
+    /// [`AtRelease`], by a holder that has just let the table go (in its
+    /// guard's drop).
+    #[cold]
+    #[inline(never)]
+    fn after_release(&self) {
+        let f = self.at_release.load(Acquire);
+        if f != 0 {
+            // SAFETY: the word was stored from an `AtRelease` (a plain
+            // function pointer, the size of a word) by `set_at_release`.
+            unsafe { core::mem::transmute::<usize, AtRelease>(f)() };
+        }
+    }
+}
+
 impl Drop for TableGuard<'_> {
     #[inline]
     fn drop(&mut self) {
@@ -276,6 +313,11 @@ impl Drop for TableGuard<'_> {
         compiler_fence(SeqCst);
         if let Some(c) = self.cells {
             c.hold.set(self.previous);
+        }
+        // Read after the release: a record made up to it is seen here, one
+        // made after it finds the table free.
+        if self.lock.behind.load(SeqCst) {
+            self.lock.after_release();
         }
     }
 }

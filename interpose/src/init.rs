@@ -133,6 +133,7 @@ extern "C" fn init(_argc: c_int, _argv: *const *const c_char, envp: *const *cons
                 STATS_TO_STDERR.store(true, Ordering::Relaxed);
             }
             ENGINE.start(&cfg, page);
+            ENGINE.set_at_release(|| ENGINE.catch_up_after_release(&RealOs));
             if !cfg.stats && STATS_FILE_LEN.load(Ordering::Acquire) == 0 {
                 // Nothing reads the counters: `at_exit` writes no line.
                 ENGINE.count_quietly();

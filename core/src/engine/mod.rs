@@ -91,11 +91,13 @@ pub struct Engine {
     /// Closes that found the table busy, for its next holder.
     closed_busy: FdBits,
     closes_pending: AtomicBool,
+    /// A holder is catching up after its release
+    /// ([`Engine::catch_up_after_release`]).
+    settling: AtomicBool,
     /// Something was recorded for the table's next holder (a busy call's
     /// range, close or name; a fork child's inherited queue): set after
     /// the record, taken by the holder before it reads them (`lock`), so
     /// that a holder with nothing to catch up on reads one word.
-    behind: AtomicBool,
     /// Descriptors `F_GETFL` found read-only, per file (`calls.rs`).
     read_only_fds: ReadOnlyFds,
     /// Unlinks, renames and unmounts that found the table busy, for its
@@ -160,7 +162,7 @@ impl Engine {
             mapped_fds: FdBits::new(),
             closed_busy: FdBits::new(),
             closes_pending: AtomicBool::new(false),
-            behind: AtomicBool::new(false),
+            settling: AtomicBool::new(false),
             read_only_fds: ReadOnlyFds::new(),
             lost_names: LostNames::new(),
             close_seq: CloseSeq::new(),
@@ -392,16 +394,50 @@ impl Engine {
         };
         // A swap (it reads the last setter's word, and what it recorded
         // before) only where something was recorded.
-        if self.behind.load(Relaxed) && self.behind.swap(false, AcqRel) {
+        if self.caught_behind() {
             self.catch_up(os, &mut q);
         }
         Some(q)
     }
 
+    /// Whether something was recorded for the table's holder, cleared.
+    #[inline(always)]
+    fn caught_behind(&self) -> bool {
+        let behind = &self.table.behind;
+        behind.load(Relaxed) && behind.swap(false, AcqRel)
+    }
+
     /// Something was recorded for the table's next holder (after the
     /// record).
     fn fell_behind(&self) {
-        self.behind.store(true, Release);
+        self.table.behind.store(true, Release);
+    }
+
+    /// By a holder that has just let the table go where something was
+    /// recorded for the next (`TableLock::set_at_release`, which the hooks
+    /// give a function calling this): the table taken again, which applies
+    /// it, in at most four rounds (records that keep coming wait for the
+    /// next holder), and never inside another such catching up.
+    pub fn catch_up_after_release<O: Os>(&self, os: &O) {
+        if self.settling.swap(true, Acquire) {
+            return;
+        }
+        for _ in 0..4 {
+            if !self.table.behind.load(Relaxed) {
+                break;
+            }
+            match self.lock(os) {
+                Some(q) => drop(q),
+                None => break,
+            }
+        }
+        self.settling.store(false, Release);
+    }
+
+    /// Has every holder catch up once it let the table go (see
+    /// [`Engine::catch_up_after_release`]).
+    pub fn set_at_release(&self, f: crate::holder::AtRelease) {
+        self.table.set_at_release(f);
     }
 
     /// The table, from a holder a longjmp left (see [`Taken::Abandoned`]).
