@@ -51,6 +51,34 @@ fn counters_survive_a_sigpipe_and_a_sigkill_death() {
     );
 }
 
+/// A child made without the atfork handlers (`_Fork`, a fork through
+/// `syscall`) counts in a file of its own, as a fork child: the library
+/// at e91e390 left it the parent's, whose exit handlers then removed the
+/// parent's file, and the report said the parent's counters were lost.
+#[test]
+fn a_child_made_without_the_atfork_handlers_counts_as_a_fork_child() {
+    let dir = scratch("stats-forkcount");
+    let prog = c_program("forkcount", &dir);
+    for how in ["_Fork", "syscall"] {
+        let out = output_within(
+            munmapq_cmd()
+                .args(["--stats=json"])
+                .arg(&prog)
+                .args([dir.to_str().unwrap(), how]),
+            MINUTE,
+        );
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{how}: {err}");
+        assert_eq!(json_field(&err, "forks"), "1", "{how}: {err}");
+        assert_eq!(json_field(&err, "incomplete"), "null", "{how}: {err}");
+        assert_eq!(json_field(&err, "mmap_calls"), "50", "{how}: {err}");
+        assert!(json_field(&err, "deferred") != "0", "{how}: {err}");
+    }
+    println!(
+        "_Fork and a fork through syscall: the child counted as a fork child, 50 mmaps in all"
+    );
+}
+
 #[test]
 fn a_report_that_cannot_be_written_is_125() {
     let full = || {

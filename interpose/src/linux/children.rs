@@ -8,8 +8,11 @@
 //! A child that gets a copy of this memory without the atfork handlers
 //! (`_Fork`, `clone` without `CLONE_VM`, `fork` or such a `clone` through
 //! `syscall`) is preceded by the unmap of the queue those handlers make
-//! (`Engine::before_copy`). Not `clone3` through `syscall`: its flags are
-//! in a structure in memory, not read here.
+//! (`Engine::before_copy`); where the child comes back through the hook
+//! (not a `clone` child, which runs its function on a stack of its own) it
+//! gets what the atfork child handler gives a fork child. Not `clone3`
+//! through `syscall`: its flags are in a structure in memory, not read
+//! here.
 
 use super::os::RealOs;
 use super::real;
@@ -23,6 +26,17 @@ use crate::ENGINE;
 pub(super) fn copy_coming() {
     let saved = crate::errno::get();
     ENGINE.before_copy(&RealOs);
+    crate::errno::set(saved);
+}
+
+/// In a child made by a call that runs no atfork handler, on the stack
+/// that made the call (`_Fork`, `fork` or `clone` without a new stack
+/// through `syscall`): what the atfork child handler does in a fork child
+/// (counters of its own, the table and its records as a child's), errno
+/// as it was.
+pub(super) fn copy_made() {
+    let saved = crate::errno::get();
+    crate::init::after_fork_in_child();
     crate::errno::set(saved);
 }
 
@@ -75,5 +89,9 @@ pub unsafe fn clone(
 pub unsafe fn _Fork(args::_Fork {}: args::_Fork) -> ret::_Fork {
     copy_coming();
     // SAFETY: no arguments.
-    unsafe { real::_Fork() }
+    let pid = unsafe { real::_Fork() };
+    if pid == 0 {
+        copy_made();
+    }
+    pid
 }

@@ -14,7 +14,7 @@
 //! Go does), and io_uring's operations (`IORING_OP_MADVISE`,
 //! `IORING_OP_UNLINKAT`, `IORING_OP_RENAMEAT`, ...).
 
-use super::children::{copies_memory, copy_coming};
+use super::children::{copies_memory, copy_coming, copy_made};
 use super::context;
 use super::hooks as own;
 use super::lastclose as names;
@@ -45,11 +45,20 @@ pub unsafe fn syscall(
     if installs_seccomp(nr, a1) {
         seccomp_coming();
     }
-    if copies_memory(nr, a1) {
-        copy_coming();
-    }
     // SAFETY: the caller's own arguments, as the kernel would take them.
     let raw = || unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) };
+    if copies_memory(nr, a1) {
+        copy_coming();
+        // A child on this stack (a fork, a clone without a stack of its
+        // own: the second word) comes back here.
+        if nr != libc::SYS_clone || a2 == 0 {
+            let r = raw();
+            if r == 0 {
+                copy_made();
+            }
+            return r;
+        }
+    }
     // SAFETY: each hook gets the arguments its system call takes, as the
     // C wrapper of that call would pass them.
     if let Some(r) = unsafe { routed(nr, [a1, a2, a3, a4, a5, a6], raw) } {
