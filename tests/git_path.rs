@@ -170,3 +170,24 @@ fn a_git_this_user_may_not_execute_is_passed_over() {
     assert!(out.starts_with("git version"), "{out}");
     println!("another user's git (mode 0700) passed over, as without the wrapper");
 }
+
+/// The next git whose `#!` interpreter is missing: 127 naming the
+/// interpreter, as bash answers (execvp and dash go on to the git after
+/// it; the wrapper runs the one git it found).
+#[test]
+fn a_git_whose_interpreter_is_missing_is_127() {
+    let w = World::new("git-nointerp");
+    let broken = w.dir.join("broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    script(&broken.join("git"), "#!/nonexistent/sh\n");
+    let path = format!("{{bin}}:{}:/usr/bin:/bin", broken.display());
+    let out = w.sh(&w.dir, &path, "git --version", true);
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
+    assert_contains(
+        &out.stderr,
+        "its #! interpreter /nonexistent/sh was not found",
+    );
+    let bash = w.sh(&w.dir, &path, "bash -c 'git --version'", false);
+    assert_eq!(bash.status.code(), Some(127), "{}", text(&bash.stderr));
+    println!("a git whose #! interpreter is missing: 127, as bash answers");
+}

@@ -79,7 +79,9 @@ pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
     // runtime put /dev/null where the caller had closed stdio: put back
     // what the caller gave.
     let err = crate::inherited::exec(&mut cmd);
-    fail(&format!("git: {}: {err}", quote_path(&git)), 126)
+    // As the launcher answers: 127 where git's interpreter or dynamic
+    // linker is missing, as a shell does, 126 where it cannot be run.
+    crate::run::cannot_run(OsStr::new("git"), Some(&git), &err)
 }
 
 /// Adds the library to the preload list (never takes one away: a git run
