@@ -188,7 +188,7 @@ fn misleading_messages_are_gone() {
         MINUTE,
     );
     assert_eq!(out.status.code(), Some(127));
-    assert_contains(&out.stderr, "no git in PATH");
+    assert_contains(&out.stderr, "git: command not found");
     let out = output_within(Command::new(&m).args(["doctor", "/etc"]), MINUTE);
     assert_eq!(out.status.code(), Some(126));
     assert_contains(&out.stdout, "/etc: is a directory");
