@@ -59,8 +59,11 @@ pub struct TableLock {
     /// (`Engine::mmap_is_plain`, `Engine::munmap_is_plain`).
     gate: Gate,
     queue: UnsafeCell<Queue>,
-    /// Set by a call that found the table busy after it recorded what the
-    /// table's holder must do (`Engine::fell_behind`).
+    /// Something was recorded for the table's holder (a busy call's
+    /// range, close or name; a fork child's inherited queue): set after
+    /// the record (`Engine::fell_behind`), taken by the holder before it
+    /// reads them (`Engine::lock`), so that a holder with nothing to catch
+    /// up on reads one word.
     pub(crate) behind: AtomicBool,
     /// What a holder does after it let the table go where `behind` is set
     /// ([`AtRelease`] as a word, 0 for nothing): set once by the process's
@@ -301,9 +304,17 @@ impl TableLock {
     }
 }
 
-impl Drop for TableGuard<'_> {
-    #[inline]
-    fn drop(&mut self) {
+impl TableGuard<'_> {
+    /// Lets the table go without looking at what was recorded meanwhile:
+    /// for the catching up after a release, which looks itself, and for
+    /// a fork child, which leaves it to its first holder.
+    pub fn release_quietly(self) {
+        let mut this = core::mem::ManuallyDrop::new(self);
+        this.release();
+    }
+
+    #[inline(always)]
+    fn release(&mut self) {
         // SAFETY: this guard still holds the table. While anything is
         // queued the word is already set (by `queueing`).
         if unsafe { (*self.lock.queue.get()).table.queued() } == 0 {
@@ -314,9 +325,19 @@ impl Drop for TableGuard<'_> {
         if let Some(c) = self.cells {
             c.hold.set(self.previous);
         }
-        // Read after the release: a record made up to it is seen here, one
-        // made after it finds the table free.
-        if self.lock.behind.load(SeqCst) {
+    }
+}
+
+impl Drop for TableGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.release();
+        // After the release: what a signal handler of this thread recorded
+        // while the table was held is seen here (the compiler fence keeps
+        // the order; the same thread needs no other). Another thread's
+        // record may be missed when it comes just as the table goes: it
+        // waits for the next holder.
+        if self.lock.behind.load(Relaxed) {
             self.lock.after_release();
         }
     }

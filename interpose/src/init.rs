@@ -132,8 +132,8 @@ extern "C" fn init(_argc: c_int, _argv: *const *const c_char, envp: *const *cons
                 // at load otherwise.
                 STATS_TO_STDERR.store(true, Ordering::Relaxed);
             }
-            ENGINE.start(&cfg, page);
             ENGINE.set_at_release(|| ENGINE.catch_up_after_release(&RealOs));
+            ENGINE.start(&cfg, page);
             if !cfg.stats && STATS_FILE_LEN.load(Ordering::Acquire) == 0 {
                 // Nothing reads the counters: `at_exit` writes no line.
                 ENGINE.count_quietly();

@@ -91,13 +91,6 @@ pub struct Engine {
     /// Closes that found the table busy, for its next holder.
     closed_busy: FdBits,
     closes_pending: AtomicBool,
-    /// A holder is catching up after its release
-    /// ([`Engine::catch_up_after_release`]).
-    settling: AtomicBool,
-    /// Something was recorded for the table's next holder (a busy call's
-    /// range, close or name; a fork child's inherited queue): set after
-    /// the record, taken by the holder before it reads them (`lock`), so
-    /// that a holder with nothing to catch up on reads one word.
     /// Descriptors `F_GETFL` found read-only, per file (`calls.rs`).
     read_only_fds: ReadOnlyFds,
     /// Unlinks, renames and unmounts that found the table busy, for its
@@ -162,7 +155,6 @@ impl Engine {
             mapped_fds: FdBits::new(),
             closed_busy: FdBits::new(),
             closes_pending: AtomicBool::new(false),
-            settling: AtomicBool::new(false),
             read_only_fds: ReadOnlyFds::new(),
             lost_names: LostNames::new(),
             close_seq: CloseSeq::new(),
@@ -416,22 +408,21 @@ impl Engine {
     /// By a holder that has just let the table go where something was
     /// recorded for the next (`TableLock::set_at_release`, which the hooks
     /// give a function calling this): the table taken again, which applies
-    /// it, in at most four rounds (records that keep coming wait for the
-    /// next holder), and never inside another such catching up.
+    /// it, and let go without looking again (no catching up inside another),
+    /// in at most 16 rounds: records that keep coming (other threads' calls
+    /// while the table is taken) wait for the next holder. No state is
+    /// kept between calls, so a longjmp, a fork or a thread's end anywhere
+    /// in here leaves nothing behind.
     pub fn catch_up_after_release<O: Os>(&self, os: &O) {
-        if self.settling.swap(true, Acquire) {
-            return;
-        }
-        for _ in 0..4 {
+        for _ in 0..16 {
             if !self.table.behind.load(Relaxed) {
-                break;
+                return;
             }
             match self.lock(os) {
-                Some(q) => drop(q),
-                None => break,
+                Some(q) => q.release_quietly(),
+                None => return,
             }
         }
-        self.settling.store(false, Release);
     }
 
     /// Has every holder catch up once it let the table go (see

@@ -151,6 +151,9 @@ impl Engine {
         if self.fork_kept.swap(false, Relaxed) {
             // SAFETY: this thread kept it in `before_fork`.
             unsafe { self.table.give_back(os, self.fork_previous.load(Relaxed)) };
+            // As after any release: what was recorded while it was kept,
+            // across the fork, is applied now.
+            self.catch_up_after_release(os);
         }
     }
 
@@ -182,6 +185,7 @@ impl Engine {
             // to the torn one.
             if let crate::holder::Taken::Got(mut q) = self.table.try_lock(os) {
                 self.recover_abandoned(os, &mut q.table);
+                q.release_quietly();
             }
         }
         self.dirty.reset_after_fork();

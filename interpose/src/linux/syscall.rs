@@ -50,8 +50,10 @@ pub unsafe fn syscall(
     if copies_memory(nr, a1) {
         copy_coming();
         // A child on this stack (a fork, a clone without a stack of its
-        // own: the second word) comes back here.
-        if nr != libc::SYS_clone || a2 == 0 {
+        // own: the second word) comes back here; with this thread's
+        // thread-local storage unless the clone gives it its own.
+        let own_tls = a1 & libc::CLONE_SETTLS as c_long != 0;
+        if nr != libc::SYS_clone || (a2 == 0 && !own_tls) {
             let r = raw();
             if r == 0 {
                 copy_made();
