@@ -55,7 +55,7 @@ pub fn run(args: &[OsString]) -> ExitCode {
         let program = crate::program::resolve(&name);
         if program.is_none() || program.as_ref().is_some_and(|p| p.is_dir()) {
             let e = std::io::Error::from(std::io::ErrorKind::NotFound);
-            return crate::run::cannot_run(&o.command[0], program.as_deref(), &e);
+            return crate::program::cannot_run::cannot_run(&o.command[0], program.as_deref(), &e);
         }
     }
     let scratch = match crate::run::sentinel::stats_dir() {

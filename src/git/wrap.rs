@@ -81,7 +81,7 @@ pub fn run(args: &[OsString], arg0: Option<&OsStr>) -> ExitCode {
     let err = crate::inherited::exec(&mut cmd);
     // As the launcher answers: 127 where git's interpreter or dynamic
     // linker is missing, as a shell does, 126 where it cannot be run.
-    crate::run::cannot_run(OsStr::new("git"), Some(&git), &err)
+    crate::program::cannot_run::cannot_run(OsStr::new("git"), Some(&git), &err)
 }
 
 /// Adds the library to the preload list (never takes one away: a git run

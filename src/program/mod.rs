@@ -5,6 +5,7 @@
 //! needed libraries, `asan` judges AddressSanitizer from those.
 
 pub mod asan;
+pub mod cannot_run;
 pub mod elf;
 pub mod script;
 

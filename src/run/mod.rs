@@ -29,7 +29,7 @@ use outputs::{discard, open_outputs, Outputs};
 use report::{GitAdvice, Notes, Report, Run};
 use signals::Relay;
 use std::ffi::OsString;
-use std::io::{ErrorKind, Seek, Write};
+use std::io::{Seek, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -110,7 +110,7 @@ pub fn run(o: Options, advice: Advice) -> ExitCode {
     let (Some(format), Some(dir)) = (o.stats, dir) else {
         platform::put_in_environment(&vars);
         let err = inherited::exec(&mut cmd);
-        return cannot_run(&o.command[0], program.as_deref(), &err);
+        return crate::program::cannot_run::cannot_run(&o.command[0], program.as_deref(), &err);
     };
     let expect_load = preload.is_some() && predicted.is_none() && sandbox != Sandbox::Refuses;
     let parent = Parent {
@@ -143,53 +143,6 @@ pub fn library_vars(lib: Option<&Path>, sandbox: Sandbox) -> Vec<(OsString, OsSt
         vars.push((VAR_SECCOMP.into(), "trust".into()));
     }
     vars
-}
-
-/// The command could not be started: 127 when it (or its interpreter) is
-/// not found, 126 when it cannot be run; one line saying which.
-pub fn cannot_run(
-    command: &std::ffi::OsStr,
-    program: Option<&Path>,
-    e: &std::io::Error,
-) -> ExitCode {
-    let name = crate::quote::quote(command);
-    let path = Path::new(command);
-    let has_slash = command.as_encoded_bytes().contains(&b'/');
-    let found = program.is_some() || has_slash;
-    if e.kind() == ErrorKind::NotFound {
-        if found {
-            if let Some(why) = program.or(Some(path)).and_then(missing_interpreter) {
-                return fail(&format!("{name}: {why}"), 127);
-            }
-        }
-        let hint = match command.to_str() {
-            Some(typed) if !has_slash => {
-                crate::cli::hint(typed, &crate::help::WORDS.map(|w| w.0), "munmapq ")
-            }
-            _ => String::new(),
-        };
-        return fail(&format!("{name}: command not found{hint}"), 127);
-    }
-    if std::fs::metadata(program.unwrap_or(path)).is_ok_and(|m| m.is_dir()) {
-        return fail(&format!("{name}: is a directory"), 126);
-    }
-    match e.kind() {
-        ErrorKind::PermissionDenied => fail(&format!("{name}: permission denied"), 126),
-        _ => fail(&format!("{name}: cannot run: {}", why(e)), 126),
-    }
-}
-
-/// Why an existing file was "not found": its `#!` interpreter or its
-/// dynamic linker is missing.
-fn missing_interpreter(path: &Path) -> Option<String> {
-    let head = crate::macho::head(path).ok()?;
-    if let Some(interp) = crate::program::shebang(&head) {
-        return (!Path::new(&interp).exists())
-            .then(|| format!("its #! interpreter {interp} was not found"));
-    }
-    let interp = crate::program::elf::interpreter(path)?;
-    (!crate::program::elf::linker_exists(&interp))
-        .then(|| format!("its dynamic linker {interp} was not found"))
 }
 
 /// A run that reports: the launcher stays the command's parent.
@@ -235,7 +188,11 @@ impl Parent<'_> {
             Err(e) => {
                 sentinel.finish();
                 discard(&self.outputs);
-                return cannot_run(&self.o.command[0], self.program.as_deref(), &e);
+                return crate::program::cannot_run::cannot_run(
+                    &self.o.command[0],
+                    self.program.as_deref(),
+                    &e,
+                );
             }
         };
         let pid = child.id() as libc::pid_t;
