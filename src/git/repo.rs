@@ -244,25 +244,19 @@ pub struct Repo {
 /// The repository `prefix` selects. Err: git's reason (usually "not a git
 /// repository").
 pub fn repo(prefix: &[OsString]) -> Result<Repo, String> {
-    const ASKED: [&str; 4] = [
-        "--git-dir",
-        "--git-common-dir",
-        "--git-path",
-        "--show-prefix",
+    // What is asked, one answer each.
+    const ASKED: [&[&str]; 4] = [
+        &["--git-dir"],
+        &["--git-common-dir"],
+        &["--git-path", "objects/pack"],
+        &["--show-prefix"],
     ];
     let ask = |what: &[&str]| {
         let mut args = vec!["rev-parse", "--path-format=absolute"];
         args.extend_from_slice(what);
         git_bytes(prefix, &args)
     };
-    let all = [
-        "--git-dir",
-        "--git-common-dir",
-        "--git-path",
-        "objects/pack",
-        "--show-prefix",
-    ];
-    let out = ask(&all)?;
+    let out = ask(&ASKED.concat())?;
     // One line each, raw bytes; a path with a newline in it makes more
     // lines, and then each is asked alone (one answer, one final newline).
     let answers: Vec<Vec<u8>> = match out.strip_suffix(b"\n").map(|o| o.split(|&b| b == b'\n')) {
@@ -272,11 +266,7 @@ pub fn repo(prefix: &[OsString]) -> Result<Repo, String> {
         _ => {
             let mut v = Vec::new();
             for what in ASKED {
-                let args: &[&str] = match what {
-                    "--git-path" => &["--git-path", "objects/pack"],
-                    _ => &[what],
-                };
-                let one = ask(args)?;
+                let one = ask(what)?;
                 let one = one
                     .strip_suffix(b"\n")
                     .ok_or("git rev-parse said nothing")?;
