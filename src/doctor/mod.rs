@@ -221,7 +221,7 @@ pub fn predict(program: &Path, lib: &Path) -> Option<String> {
     // A shared ASan runtime: asan.rs says it. A file that cannot be
     // executed, or whose dynamic linker is missing: the exec's own error
     // says why, alone.
-    if f.asan.is_some() || !executable(&end) || f.interpreter_missing {
+    if f.asan.is_some() || !crate::program::may_execute(&end) || f.interpreter_missing {
         return None;
     }
     match judge(&f) {
@@ -232,14 +232,4 @@ pub fn predict(program: &Path, lib: &Path) -> Option<String> {
         )),
         Verdict::WontLoad(why, _) => Some(format!("the library will not load: {why}")),
     }
-}
-
-/// Whether this process may execute `path` (the exec fails with EACCES
-/// otherwise).
-fn executable(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    std::ffi::CString::new(path.as_os_str().as_bytes()).is_ok_and(|c| {
-        // SAFETY: a NUL-terminated path; access only reads it.
-        unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
-    })
 }

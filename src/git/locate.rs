@@ -97,22 +97,13 @@ fn find_in(path: &OsStr, name: &OsStr, skip: &[FileId]) -> Option<PathBuf> {
             m.is_file()
                 && m.permissions().mode() & 0o111 != 0
                 && !skip.contains(&(m.dev(), m.ino()))
-                && may_execute(&candidate)
+                && crate::program::may_execute(p)
         });
         if found {
             return Some(p.to_path_buf());
         }
     }
     None
-}
-
-/// Whether this process may execute the file `path` (its effective ids,
-/// as the kernel checks at exec): execvp passes over one it may not.
-fn may_execute(path: &[u8]) -> bool {
-    std::ffi::CString::new(path).is_ok_and(|c| {
-        // SAFETY: a NUL-terminated path; faccessat only reads it.
-        unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::X_OK, libc::AT_EACCESS) == 0 }
-    })
 }
 
 /// The real git: the first in PATH that is not this munmapq nor a

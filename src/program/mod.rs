@@ -27,6 +27,17 @@ pub fn resolve(cmd: &str) -> Option<PathBuf> {
         })
 }
 
+/// Whether this process may execute the file `path`, as the kernel checks
+/// at exec (its effective ids): an exec of one it may not fails with
+/// EACCES, and execvp passes over it.
+pub fn may_execute(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes()).is_ok_and(|c| {
+        // SAFETY: a NUL-terminated path; faccessat only reads it.
+        unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::X_OK, libc::AT_EACCESS) == 0 }
+    })
+}
+
 /// Where commands are searched: `$PATH`, or where PATH is unset the
 /// system's default path, as `env` and `execvp` search it
 /// (`confstr(_CS_PATH)`: `/bin:/usr/bin` with glibc).
