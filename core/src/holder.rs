@@ -116,6 +116,19 @@ impl TableLock {
         self.at_release.store(f as usize, Release);
     }
 
+    /// [`AtRelease`], by a holder that has just let the table go (in its
+    /// guard's drop).
+    #[cold]
+    #[inline(never)]
+    fn after_release(&self) {
+        let f = self.at_release.load(Acquire);
+        if f != 0 {
+            // SAFETY: the word was stored from an `AtRelease` (a plain
+            // function pointer, the size of a word) by `set_at_release`.
+            unsafe { core::mem::transmute::<usize, AtRelease>(f)() };
+        }
+    }
+
     /// Takes the table if it is free, without waiting.
     #[inline]
     pub fn try_lock<O: Os>(&self, os: &O) -> Taken<'_> {
@@ -286,21 +299,6 @@ impl core::ops::DerefMut for TableGuard<'_> {
     fn deref_mut(&mut self) -> &mut Queue {
         // SAFETY: as above.
         unsafe { &mut *self.lock.queue.get() }
-    }
-}
-
-impl TableLock {
-    /// [`AtRelease`], by a holder that has just let the table go (in its
-    /// guard's drop).
-    #[cold]
-    #[inline(never)]
-    fn after_release(&self) {
-        let f = self.at_release.load(Acquire);
-        if f != 0 {
-            // SAFETY: the word was stored from an `AtRelease` (a plain
-            // function pointer, the size of a word) by `set_at_release`.
-            unsafe { core::mem::transmute::<usize, AtRelease>(f)() };
-        }
     }
 }
 
