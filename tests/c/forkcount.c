@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <signal.h>
 
+#include "xfile.h"
+
 #define WINDOW (64 << 10)
 
 extern pid_t _Fork(void);
@@ -29,13 +31,9 @@ int main(int argc, char **argv) {
     if (argc != 3)
         return 2;
     char path[4096];
-    snprintf(path, sizeof path, "%s/f", argv[1]);
-    static char buf[4 * WINDOW];
-    memset(buf, 'x', sizeof buf);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || write(fd, buf, sizeof buf) != (ssize_t)sizeof buf || close(fd) != 0)
+    if (x_file(path, argv[1], 4 * WINDOW) != 0)
         return 3;
-    fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY);
     cycle(fd, 40);
     fflush(stdout);
 #ifdef SYS_fork

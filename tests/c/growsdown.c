@@ -16,6 +16,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "xfile.h"
+
 #define MB (1ul << 20)
 #define WINDOW (3 * MB / 2)
 
@@ -37,13 +39,9 @@ int main(int argc, char **argv) {
     int before = strcmp(argv[2], "before") == 0;
     unsigned long page = (unsigned long)sysconf(_SC_PAGESIZE);
     char path[4096];
-    snprintf(path, sizeof path, "%s/f", argv[1]);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    static char buf[WINDOW];
-    memset(buf, 'x', sizeof buf);
-    if (fd < 0 || write(fd, buf, sizeof buf) != (ssize_t)sizeof buf || close(fd) != 0)
+    if (x_file(path, argv[1], WINDOW) != 0)
         return 3;
-    fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY);
     char *first = fd < 0 ? NULL : window(fd);
     if (first == NULL || munmap(first, WINDOW) != 0)
         return 3;

@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "xfile.h"
+
 #define MB (1ul << 20)
 #define HUGE (2 * MB)
 #define WINDOW (3 * MB / 2)
@@ -36,13 +38,9 @@ int main(int argc, char **argv) {
     }
     munmap(probe, HUGE);
     char path[4096];
-    snprintf(path, sizeof path, "%s/f", argv[1]);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    static char buf[WINDOW];
-    memset(buf, 'x', sizeof buf);
-    if (fd < 0 || write(fd, buf, sizeof buf) != (ssize_t)sizeof buf || close(fd) != 0)
+    if (x_file(path, argv[1], WINDOW) != 0)
         return 3;
-    fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY);
     /* A free, 2 MiB-aligned 4 MiB gap, the window placed at its top
      * (the kernel places top-down): past the first small page of the
      * huge page it falls in. Other gaps the window lands in first stay

@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "xfile.h"
+
 #define WINDOW (64 << 10)
 
 static volatile int fd = -1, closed;
@@ -33,11 +35,7 @@ int main(int argc, char **argv) {
         return 2;
     int rounds = atoi(argv[2]);
     char path[4096];
-    snprintf(path, sizeof path, "%s/f", argv[1]);
-    static char buf[8 * WINDOW];
-    memset(buf, 'x', sizeof buf);
-    int w = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (w < 0 || write(w, buf, sizeof buf) != (ssize_t)sizeof buf || close(w) != 0)
+    if (x_file(path, argv[1], 8 * WINDOW) != 0)
         return 3;
     int ask[2], answer[2];
     if (pipe(ask) != 0 || pipe(answer) != 0)

@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "xfile.h"
+
 #define WINDOW (3 << 19)
 
 extern pid_t _Fork(void);
@@ -40,11 +42,7 @@ int main(int argc, char **argv) {
     if (argc != 3)
         return 2;
     char path[4096];
-    snprintf(path, sizeof path, "%s/f", argv[1]);
-    static char buf[WINDOW];
-    memset(buf, 'x', sizeof buf);
-    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || write(fd, buf, sizeof buf) != (ssize_t)sizeof buf || close(fd) != 0)
+    if (x_file(path, argv[1], WINDOW) != 0)
         return 3;
     fd = open(path, O_RDONLY);
     /* A window through the descriptor queued once: the queue is reached. */
