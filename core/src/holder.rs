@@ -61,9 +61,9 @@ pub struct TableLock {
     queue: UnsafeCell<Queue>,
     /// Something was recorded for the table's holder (a busy call's
     /// range, close or name; a fork child's inherited queue): set after
-    /// the record (`Engine::fell_behind`), taken by the holder before it
-    /// reads them (`Engine::lock`), so that a holder with nothing to catch
-    /// up on reads one word.
+    /// the record ([`TableLock::record_behind`]), taken by the holder
+    /// before it reads them (`Engine::lock`), so that a holder with
+    /// nothing to catch up on reads one word.
     pub(crate) behind: AtomicBool,
     /// What a holder does after it let the table go where `behind` is set
     /// ([`AtRelease`] as a word, 0 for nothing): set once by the process's
@@ -127,6 +127,30 @@ impl TableLock {
             // function pointer, the size of a word) by `set_at_release`.
             unsafe { core::mem::transmute::<usize, AtRelease>(f)() };
         }
+    }
+
+    /// After a call that found the table busy recorded something for its
+    /// holder: marks it, and answers whether the table was free just
+    /// after, so that the caller catches up itself. A holder's release
+    /// (a swap of the owner word, then a look at the mark, both in the
+    /// one total order of sequentially consistent operations, as the
+    /// store and the load here) and this cannot both miss each other:
+    /// either the release comes after the mark and sees it, or the look
+    /// here comes after the release and sees the table free (or a later
+    /// holder, whose release comes later still). Without it, a record
+    /// made just as the holder let go waited for the next call that took
+    /// the table, which may never come before the program acts on it (a
+    /// close's lock asked for by another process).
+    pub(crate) fn record_behind(&self) -> bool {
+        self.behind.store(true, SeqCst);
+        self.owner.load(SeqCst) == 0
+    }
+
+    /// Whether something was recorded for the table's holder, as a holder
+    /// that has just let it go sees it (see [`TableLock::record_behind`]).
+    #[inline(always)]
+    pub(crate) fn behind_after_release(&self) -> bool {
+        self.behind.load(SeqCst)
     }
 
     /// Takes the table if it is free, without waiting.
@@ -238,7 +262,9 @@ impl TableLock {
     /// # Safety
     /// The calling thread kept it (in a fork child: the forking thread).
     pub unsafe fn give_back<O: Os>(&self, os: &O, previous: usize) {
-        self.owner.store(0, Release);
+        // A swap, as any release that looks for records after it (see
+        // `record_behind`).
+        self.owner.swap(0, SeqCst);
         compiler_fence(SeqCst);
         if let Some(c) = os.thread_cells() {
             c.hold.set(previous);
@@ -318,7 +344,9 @@ impl TableGuard<'_> {
         if unsafe { (*self.lock.queue.get()).table.queued() } == 0 {
             self.lock.gate.holder_sets_queued(false);
         }
-        self.lock.owner.store(0, Release);
+        // A swap, not a store: ordered before the look at what was
+        // recorded meanwhile (see `record_behind`).
+        self.lock.owner.swap(0, SeqCst);
         compiler_fence(SeqCst);
         if let Some(c) = self.cells {
             c.hold.set(self.previous);
@@ -330,12 +358,10 @@ impl Drop for TableGuard<'_> {
     #[inline]
     fn drop(&mut self) {
         self.release();
-        // After the release: what a signal handler of this thread recorded
-        // while the table was held is seen here (the compiler fence keeps
-        // the order; the same thread needs no other). Another thread's
-        // record may be missed when it comes just as the table goes: it
-        // waits for the next holder.
-        if self.lock.behind.load(Relaxed) {
+        // After the release: what was recorded while the table was held,
+        // by a signal handler of this thread or by another thread, is
+        // seen here, or by the recorder itself (`record_behind`).
+        if self.lock.behind_after_release() {
             self.lock.after_release();
         }
     }

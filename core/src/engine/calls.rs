@@ -677,7 +677,7 @@ impl Engine {
             },
             None => {
                 self.dirty.record(s.start, s.end);
-                self.fell_behind();
+                self.fell_behind(os);
                 Counter::PassContention
             }
         };
@@ -818,7 +818,7 @@ impl Engine {
             None => {
                 self.count(Counter::PassContention);
                 self.lost_names.everything();
-                self.fell_behind();
+                self.fell_behind(os);
             }
         }
     }
@@ -852,7 +852,7 @@ impl Engine {
                     Effect::Change => self.dirty.record_change(span.start, span.end),
                     Effect::Inspect => return,
                 }
-                self.fell_behind();
+                self.fell_behind(os);
             }
         }
     }

@@ -270,7 +270,7 @@ impl Engine {
                     self.closed_busy.set(FD_BITS as i32);
                 }
                 self.closes_pending.store(true, Release);
-                self.fell_behind();
+                self.fell_behind(os);
                 false
             }
         }
@@ -374,7 +374,7 @@ impl Engine {
                 self.release_file(os, &mut q.table, dev, ino);
                 self.publish_bounds(&q.table);
             }
-            None => self.name_lost_while_busy(dev, ino),
+            None => self.name_lost_while_busy(os, dev, ino),
         }
     }
 
@@ -397,7 +397,7 @@ impl Engine {
         }
         match self.lock(os).or_else(|| self.lock_patiently(os)) {
             Some(mut q) => self.release_for_unmount(os, &mut q),
-            None => self.unmount_while_busy(),
+            None => self.unmount_while_busy(os),
         }
     }
 }

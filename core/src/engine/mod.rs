@@ -399,9 +399,19 @@ impl Engine {
         behind.load(Relaxed) && behind.swap(false, AcqRel)
     }
 
-    /// Something was recorded for the table's next holder (after the
-    /// record).
-    fn fell_behind(&self) {
+    /// A call that found the table busy recorded something for its
+    /// holder (after the record): where the holder let it go just before
+    /// the mark, this call catches up itself, as that holder would have.
+    fn fell_behind<O: Os>(&self, os: &O) {
+        if self.table.record_behind() {
+            self.catch_up_after_release(os);
+        }
+    }
+
+    /// Something was recorded for the table's next holder, where nothing
+    /// is to be done now (a fork child, which leaves it to its first
+    /// holder).
+    fn left_for_next_holder(&self) {
         self.table.behind.store(true, Release);
     }
 
@@ -415,7 +425,7 @@ impl Engine {
     /// in here leaves nothing behind.
     pub fn catch_up_after_release<O: Os>(&self, os: &O) {
         for _ in 0..16 {
-            if !self.table.behind.load(Relaxed) {
+            if !self.table.behind_after_release() {
                 return;
             }
             match self.lock(os) {

@@ -32,16 +32,16 @@ impl Engine {
         self.publish_bounds(&q.table);
     }
 
-    pub(super) fn name_lost_while_busy(&self, dev: u64, ino: u64) {
+    pub(super) fn name_lost_while_busy<O: Os>(&self, os: &O, dev: u64, ino: u64) {
         self.count(Counter::PassContention);
         self.lost_names.file(dev, ino);
-        self.fell_behind();
+        self.fell_behind(os);
     }
 
-    pub(super) fn unmount_while_busy(&self) {
+    pub(super) fn unmount_while_busy<O: Os>(&self, os: &O) {
         self.count(Counter::PassContention);
         self.lost_names.unmount();
-        self.fell_behind();
+        self.fell_behind(os);
     }
 
     /// Applies what [`crate::names`] recorded; by the table's holder.

@@ -194,7 +194,7 @@ impl Engine {
         // first holder (`release_inherited`). Nothing is done now: a
         // child that execs or exits pays nothing for it.
         self.inherited.store(true, Relaxed);
-        self.fell_behind();
+        self.left_for_next_holder();
         // The sizing rule reads its memory anew: applied by the next
         // holder, since this thread may be the holder (see above).
         self.pending.fetch_or(FORKED, Relaxed);

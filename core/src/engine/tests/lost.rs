@@ -12,7 +12,7 @@ fn lose_records(e: &Engine) {
     for i in 0..=64 {
         e.dirty.record(AWAY + i * PAGE, AWAY + (i + 1) * PAGE);
     }
-    e.fell_behind();
+    e.left_for_next_holder();
 }
 
 /// A busy call's `MAP_FIXED` of `fd` (-1: anonymous memory) over the

@@ -18,7 +18,7 @@ fn a_flush_leaves_alone_what_another_thread_mapped_meanwhile() {
             // While the holder unmaps the first run, a MAP_FIXED over
             // the third passes through.
             E.dirty.record(C, C + 2 * PAGE);
-            E.fell_behind();
+            E.left_for_next_holder();
         }
     }
     let os = FakeOs {
@@ -56,7 +56,7 @@ fn a_release_leaves_alone_what_another_thread_mapped_meanwhile() {
     // After the holder's drain, the first page of the queued window
     // became someone else's.
     E.dirty.record(b, b + PAGE);
-    E.fell_behind();
+    E.left_for_next_holder();
     let e = q.table.find(b).expect("queued");
     E.unmap_queued(&os, &mut q.table, e, Counter::Released);
     assert_eq!(*os.munmaps.borrow(), [(b + PAGE, PAGE)]);
@@ -78,7 +78,7 @@ fn a_page_drop_leaves_alone_what_another_thread_mapped_meanwhile() {
             // over everything it holds.
             "usage" if LATE.load(SeqCst) && !ARMED.swap(true, SeqCst) => {
                 E.dirty.record(ALL.0, ALL.1);
-                E.fell_behind();
+                E.left_for_next_holder();
             }
             "drop" | "munmap" if ARMED.load(SeqCst) && addr < ALL.1 && ALL.0 < addr + len => {
                 HIT.store(true, SeqCst)
@@ -173,8 +173,27 @@ fn a_busy_unmap_of_part_of_a_queued_window_has_the_rest_unmapped() {
     // busy): the kernel takes that page, the rest is still munmapq's.
     E.dirty.record(a, a + PAGE);
     os.munmap(a, PAGE).unwrap();
-    E.fell_behind();
+    E.left_for_next_holder();
     map(&E, &os, 4, 0);
     assert_eq!(*os.munmaps.borrow(), [(a, PAGE), (a + PAGE, PAGE)]);
+    assert_eq!(E.stats.get(Counter::ForgottenQueued), 1);
+}
+
+#[test]
+fn a_busy_call_whose_holder_let_go_before_its_mark_catches_up_itself() {
+    static E: Engine = Engine::new();
+    let os = started(&E);
+    let a = map_unmap(&E, &os, 3, 0);
+    // Another thread's unmap found the table busy; by the time it marks
+    // its record, the holder has let the table go and looked already.
+    E.dirty.record(a, a + PAGE);
+    os.munmap(a, PAGE).unwrap();
+    E.fell_behind(&os);
+    assert_eq!(
+        *os.munmaps.borrow(),
+        [(a, PAGE), (a + PAGE, PAGE)],
+        "applied by the recorder, with no other call"
+    );
+    assert!(!E.table.behind_after_release());
     assert_eq!(E.stats.get(Counter::ForgottenQueued), 1);
 }

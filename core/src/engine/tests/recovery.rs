@@ -138,7 +138,7 @@ fn recovery_after_lost_records_leaves_the_queue_mapped() {
         E.dirty.record(away + i * PAGE, away + (i + 1) * PAGE);
     }
     E.dirty.record(a, a + 2 * PAGE);
-    E.fell_behind();
+    E.left_for_next_holder();
     let _b = map(&E, &os, 6, 0);
     assert_eq!(E.stats.get(Counter::Recovered), 1);
     assert_eq!(os.mapped(a), Some((-1, 0)), "the program's, left");
