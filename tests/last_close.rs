@@ -336,3 +336,22 @@ fn a_signal_handlers_close_during_a_hook_releases_the_file_at_once() {
         LIMIT,
     );
 }
+
+/// A close of the one descriptor of a file the program holds an flock on,
+/// made while another thread maps and unmaps windows of another file:
+/// right after, the lock is free, as at the last close of a file
+/// (`tests/c/threadclose.c`). Where the other thread's hook held
+/// munmapq's table, the library at 5506508 noted the close and returned,
+/// and the window made through the descriptor held the lock until that
+/// holder let the table go: another process was refused it (about once
+/// in a thousand rounds).
+#[test]
+fn a_close_while_another_thread_holds_the_table_releases_the_file_at_once() {
+    same_and_queued(
+        "threadclose",
+        "threadclose",
+        &["10000"],
+        "rounds the lock was refused right after the close: 0",
+        LIMIT,
+    );
+}

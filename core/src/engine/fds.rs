@@ -140,9 +140,11 @@ impl Engine {
     /// releases what was mapped through them. Costs a bit test for a
     /// descriptor nothing was mapped through, an atomic add and a few
     /// plain stores (what `F_GETFL` said of it is void from now on, and a
-    /// mmap through it racing with the close must not be recorded). Never
-    /// waits: if the table is busy, the closes are noted and the next
-    /// holder of the table releases those descriptors' mappings. The hook
+    /// mmap through it racing with the close must not be recorded). A
+    /// close of a descriptor something was mapped through waits a bounded
+    /// while for a table another thread holds; where it stays busy, the
+    /// closes are noted and its holder releases those descriptors'
+    /// mappings (see `release_or_note`). The hook
     /// calls [`Engine::closed`] with the answer once the real call returns.
     /// errno is kept: only a release makes system calls, and it puts errno
     /// back ([`Os::keeping_errno`]).
@@ -244,7 +246,15 @@ impl Engine {
 
     /// Releases the mappings made through `[lo, hi]` now (true), each
     /// live one forgotten told to `forgetting`, or notes them for the
-    /// table's next holder if it is busy.
+    /// table's holder if it stays busy. The close returns to the program
+    /// only after them, as the last close of their files would have: where
+    /// another thread holds the table, it is waited for a bounded while
+    /// (holders keep it for microseconds); a close noted instead would be
+    /// acted on at that holder's release, after the program, told its
+    /// file is closed, may have asked for the file's lock elsewhere. A
+    /// signal handler nested in this thread's own hook, which holds the
+    /// table, notes at once: the hook it interrupted acts on it before it
+    /// returns.
     #[inline(never)]
     fn release_or_note<O: Os>(
         &self,
@@ -253,7 +263,7 @@ impl Engine {
         hi: i32,
         forgetting: impl Fn(i32, usize),
     ) -> bool {
-        match self.lock(os) {
+        match self.lock(os).or_else(|| self.lock_patiently(os)) {
             Some(mut q) => {
                 self.release_fds(os, &mut q.table, lo, hi, forgetting);
                 self.publish_bounds(&q.table);
