@@ -89,3 +89,18 @@ fn a_region_that_grows_down_grows_into_room_the_program_unmapped() {
         program_mode("growsdown", mode, "to 64 KiB above the window's range: yes");
     }
 }
+
+/// The vDSO asked for at an address the program unmapped
+/// (`arch_prctl(ARCH_MAP_VDSO_64)` through `syscall`, as a checkpoint's
+/// restore places it) lands there; with a window queued there the kernel,
+/// taking the address as a hint, put it elsewhere (`tests/c/vdsoat.c`).
+#[test]
+fn the_vdso_asked_at_a_freed_address_lands_there() {
+    same_and_queued(
+        "vdsoat",
+        "vdsoat",
+        &[],
+        "the vDSO asked at a freed address: there",
+        Duration::from_secs(30),
+    );
+}

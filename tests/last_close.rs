@@ -355,3 +355,13 @@ fn a_close_while_another_thread_holds_the_table_releases_the_file_at_once() {
         LIMIT,
     );
 }
+
+/// The process's executable file replaced (`prctl(PR_SET_MM,
+/// PR_SET_MM_MAP)`, as a checkpoint's restore does) once the program has
+/// unmapped all of the old one, a window of it included: granted, where a
+/// queued window of it made the kernel refuse with EBUSY
+/// (`tests/c/exefile.c`; SKIPPED without the capability it needs).
+#[test]
+fn the_executable_file_is_replaced_once_the_program_unmapped_it() {
+    same_and_queued("exefile", "exefile", &[], "exe file replaced: ok", LIMIT);
+}

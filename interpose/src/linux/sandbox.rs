@@ -2,9 +2,11 @@
 //! (`prctl(PR_SET_SECCOMP)`, or the `seccomp` system call through libc's
 //! `syscall`) and `RLIMIT_AS` (`setrlimit`, `prlimit` and their 64-bit
 //! names). Each is rare. libc's `syscall` asks `installs_seccomp` first
-//! (`syscall.rs`). `prctl` also names ranges of anonymous mappings.
+//! (`syscall.rs`). `prctl` also names ranges of anonymous mappings and
+//! replaces the process's executable file.
 
 use super::os::RealOs;
+use super::policy::changing_everything;
 use super::real::{self, prlimit_raw};
 use super::signatures::{args, ret};
 use crate::hooks::on_range;
@@ -46,6 +48,11 @@ pub unsafe fn prctl(
     if option == libc::PR_SET_SECCOMP {
         seccomp_coming();
     }
+    if replaces_exe_file(option as c_long, a2 as c_long) {
+        // SAFETY: the caller's own arguments.
+        let call = || unsafe { real::prctl(option, a2, a3, a4, a5) } as c_long;
+        return changing_everything(call) as c_int;
+    }
     if names_a_range(option as c_long, a2 as c_long) {
         // SAFETY: the caller's own arguments.
         let call = || unsafe { real::prctl(option, a2, a3, a4, a5) };
@@ -61,6 +68,34 @@ pub unsafe fn prctl(
 /// must be a hole again first (`mm/madvise.c`, `madvise_vma_anon_name`).
 pub(super) fn names_a_range(option: c_long, a2: c_long) -> bool {
     option == libc::PR_SET_VMA as c_long && a2 == libc::PR_SET_VMA_ANON_NAME as c_long
+}
+
+/// `prctl`'s options that replace the process's executable file
+/// (`include/uapi/linux/prctl.h`; the libc crate does not name them).
+const PR_SET_MM: c_long = 35;
+const PR_SET_MM_EXE_FILE: c_long = 13;
+const PR_SET_MM_MAP: c_long = 14;
+
+/// Whether `prctl(option, a2, ...)` may replace the process's executable
+/// file: the kernel refuses with EBUSY while any mapping of the old one is
+/// left (`kernel/fork.c`, `replace_mm_exe_file`), and a window of it the
+/// program unmapped must not be one. `PR_SET_MM_MAP` names the new file in
+/// a structure behind the program's pointer (read by the kernel only, as
+/// a bad pointer must get EFAULT from it; an `exe_fd` of -1 keeps the
+/// file), so every such call counts. Both are a checkpoint's restore, rare:
+/// the queue is unmapped first.
+pub(super) fn replaces_exe_file(option: c_long, a2: c_long) -> bool {
+    option == PR_SET_MM && (a2 == PR_SET_MM_EXE_FILE || a2 == PR_SET_MM_MAP)
+}
+
+/// `arch_prctl`'s options that map the vDSO at an address (x86_64,
+/// `arch/x86/include/uapi/asm/prctl.h`: `ARCH_MAP_VDSO_X32`, `_32`, `_64`):
+/// the address is a hint to the kernel (`arch/x86/entry/vdso/vma.c`,
+/// `map_vdso`), which a queued window there would turn away; the vDSO's
+/// size is the kernel's, so the whole queue is unmapped first.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn maps_vdso(option: c_long) -> bool {
+    (0x2001..=0x2003).contains(&option)
 }
 
 /// This process's `RLIMIT_AS` as the kernel has it (None: cannot tell).

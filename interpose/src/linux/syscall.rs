@@ -20,7 +20,9 @@ use super::hooks as own;
 use super::lastclose as names;
 use super::policy::{changing, changing_everything, policy_span};
 use super::real;
-use super::sandbox::{installs_seccomp, names_a_range, seccomp_coming};
+#[cfg(target_arch = "x86_64")]
+use super::sandbox::maps_vdso;
+use super::sandbox::{installs_seccomp, names_a_range, replaces_exe_file, seccomp_coming};
 use super::signatures::{args, ret};
 use crate::hooks::{self as shared, on_range, protecting};
 use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, off_t, size_t};
@@ -142,6 +144,9 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
                 };
                 on_range(p(0), n(1), effect, || raw() as c_int) as c_long
             }
+            libc::SYS_prctl if replaces_exe_file(a[0], a[1]) => changing_everything(raw),
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_arch_prctl if maps_vdso(a[0]) => changing_everything(raw),
             libc::SYS_prctl if names_a_range(a[0], a[1]) => {
                 on_range(p(2), n(3), Effect::Inspect, || raw() as c_int) as c_long
             }
