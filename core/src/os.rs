@@ -265,6 +265,14 @@ pub trait Os {
     fn pause(&self) {
         core::hint::spin_loop();
     }
+    /// Waits longer than [`Os::pause`] (about 100 µs), in the second part
+    /// of a bounded wait for the table: a holder may keep it for tens of
+    /// milliseconds without being stopped (it unmaps a queued window of
+    /// hundreds of MiB, or reads the maps of tens of thousands of
+    /// mappings). Where none is given, a pause.
+    fn nap(&self) {
+        self.pause();
+    }
 }
 
 /// Whose descriptor table the calling thread uses (see [`Os::fd_table`]).

@@ -114,6 +114,18 @@ impl Os for RealOs {
         unsafe { super::sys::call(libc::SYS_sched_yield, &[]) };
     }
 
+    /// 100 µs of `nanosleep` (raw: no cancellation point, no libc state;
+    /// a signal only ends it early).
+    fn nap(&self) {
+        let t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 100_000,
+        };
+        // SAFETY: a timespec on this stack, read by the kernel; no
+        // remainder asked.
+        unsafe { super::sys::call(libc::SYS_nanosleep, &[&t as *const _ as libc::c_long, 0]) };
+    }
+
     /// The cells of `frames.rs` (one TLS access, no call).
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[inline]

@@ -323,3 +323,29 @@ fn calls_are_plain_only_while_the_gate_is_open() {
     assert!(!e.munmap_is_plain(usize::MAX - 4 * PAGE, PAGE), "traced");
     assert!(!e.mmap_is_plain_counted(anon), "traced");
 }
+
+#[test]
+fn a_close_waits_for_a_table_another_thread_keeps_for_milliseconds() {
+    use core::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    static E: Engine = Engine::new();
+    static PAUSES: AtomicUsize = AtomicUsize::new(0);
+    let mut os = started(&E);
+    let a = map(&E, &os, 3, 0);
+    unmap(&E, &os, a);
+    // Another thread takes the table and keeps it past the first part of
+    // the wait (it unmaps a window of hundreds of MiB, say).
+    let Taken::Got(q) = E.table.try_lock_unhooked() else {
+        panic!("free")
+    };
+    q.keep();
+    os.meanwhile = Some(|call, _, _| {
+        if call == "pause" && PAUSES.fetch_add(1, SeqCst) + 1 == 3000 {
+            // SAFETY: the other thread is done with the table.
+            unsafe { E.table.force_unlock() };
+        }
+    });
+    close(&E, &os, 3, 3);
+    assert_eq!(PAUSES.load(SeqCst), 3000, "waited");
+    assert_eq!(os.mapped(a), None, "unmapped before the close returned");
+    assert_eq!(E.stats.get(Counter::ReleasedAtClose), 1);
+}
