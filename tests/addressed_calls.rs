@@ -104,3 +104,19 @@ fn the_vdso_asked_at_a_freed_address_lands_there() {
         Duration::from_secs(30),
     );
 }
+
+/// The heap grown (`sbrk`) into room the program unmapped right above it,
+/// where the kernel placed a window once the space above was reserved:
+/// granted; with the window queued there the kernel refused (ENOMEM)
+/// (`tests/c/brkgrow.c`; the queue is reached by a window placed far above
+/// the heap first).
+#[test]
+fn the_heap_grows_into_room_the_program_unmapped_above_it() {
+    same_and_queued(
+        "brkgrow",
+        "brkgrow",
+        &[],
+        "the window placed in the gap above the heap: yes\nthe heap grown to the reservation: ok",
+        Duration::from_secs(30),
+    );
+}

@@ -582,6 +582,11 @@ impl Engine {
             self.placed_by_kernel(os, start, len);
             return Ok(start);
         }
+        // Where the heap could grow into it, never queued: not tracked.
+        if start < self.heap_reach(os) {
+            self.placed_by_kernel(os, start, len);
+            return Ok(start);
+        }
         let Some(mut q) = self.lock(os) else {
             self.count(Counter::PassContention);
             return Ok(start);
@@ -731,6 +736,25 @@ impl Engine {
                 .peak(Counter::PeakQueuedBytes, q.table.queued_bytes() as u64);
         }
         Ok(())
+    }
+
+    /// Below which address a window is not tracked, so never queued
+    /// ([`Os::heap_reach`]), asked once. Plus one where kept, so that 0 says "not asked" and an
+    /// answer of 0 excludes nothing.
+    #[inline(always)]
+    fn heap_reach<O: Os>(&self, os: &O) -> usize {
+        match self.heap_reach.load(Relaxed) {
+            0 => self.ask_heap_reach(os),
+            kept => kept - 1,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ask_heap_reach<O: Os>(&self, os: &O) -> usize {
+        let reach = os.heap_reach().min(usize::MAX - 1);
+        self.heap_reach.store(reach + 1, Relaxed);
+        reach
     }
 
     /// Any other call acting on address ranges (mprotect, madvise, mlock,

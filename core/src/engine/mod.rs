@@ -121,6 +121,8 @@ pub struct Engine {
     /// [`crate::sizing::Sizing::count_maps_now`]). Counted with a plain
     /// load and store: a lost add only delays the count.
     maps_made: AtomicUsize,
+    /// [`Os::heap_reach`] once asked, plus one (0: not asked yet).
+    heap_reach: AtomicUsize,
     recount_at: AtomicUsize,
     /// What the kernel takes from a call's context (mount flags,
     /// personality), part of each key (`crate::context`).
@@ -163,6 +165,7 @@ impl Engine {
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
             maps_made: AtomicUsize::new(0),
+            heap_reach: AtomicUsize::new(0),
             recount_at: AtomicUsize::new(0),
             payoff: Payoff::new(),
             inherited: AtomicBool::new(false),

@@ -128,6 +128,11 @@ macro_rules! real_functions {
 
 super::hook_table!(real_functions);
 
+/// An address in the C library's code: its `munmap` (0 before `resolve`).
+pub fn libc_address() -> usize {
+    SLOTS[Slot::munmap as usize].load(Ordering::Acquire)
+}
+
 /// Stand-ins for `clone` and `_Fork` before `resolve` (nothing makes a
 /// child that early): the call fails as if the system had no room.
 #[allow(clippy::too_many_arguments)]
