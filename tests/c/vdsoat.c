@@ -1,7 +1,9 @@
-/* vdsoat DIR: unmaps the vDSO (and its data pages), maps and unmaps a
+/* vdsoat DIR [high]: unmaps the vDSO (and its data pages), maps and unmaps a
  * window of DIR/f three times, then asks the kernel to map the vDSO at
  * the window's address (arch_prctl(ARCH_MAP_VDSO_64) through syscall, as
  * a checkpoint's restore does): the address is free, so it lands there.
+ * With "high", the option is passed with bits above its 32 set, which the
+ * kernel does not look at (it reads an int).
  * Nothing after the unmap may use the vDSO (no clock or time call).
  * Prints SKIPPED off x86_64 or where the kernel refuses the option. */
 #define _GNU_SOURCE
@@ -41,7 +43,7 @@ static uintptr_t vdso_at(int drop) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2)
+    if (argc != 2 && argc != 3)
         return 2;
 #if !defined(__x86_64__)
     puts("SKIPPED: the vDSO is placed by arch_prctl on x86_64 only");
@@ -61,7 +63,10 @@ int main(int argc, char **argv) {
         (void)*(volatile char *)p;
         munmap(p, WINDOW);
     }
-    long r = syscall(SYS_arch_prctl, 0x2003 /* ARCH_MAP_VDSO_64 */, (unsigned long)p);
+    long option = 0x2003; /* ARCH_MAP_VDSO_64 */
+    if (argc == 3 && strcmp(argv[2], "high") == 0)
+        option |= 1L << 32;
+    long r = syscall(SYS_arch_prctl, option, (unsigned long)p);
     if (r < 0) {
         printf("SKIPPED: ARCH_MAP_VDSO_64 is refused here (%s)\n", strerror(errno));
         return 0;

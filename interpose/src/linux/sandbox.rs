@@ -27,11 +27,20 @@ pub(super) fn seccomp_coming() {
 }
 
 /// Whether `syscall(nr, a1, ...)` installs a seccomp filter or mode.
+/// The kernel reads `seccomp`'s operation as `unsigned int`, `prctl`'s
+/// option and `PR_SET_MM`'s and `PR_SET_VMA`'s sub-options as `int`, and
+/// `arch_prctl`'s option as `int`: the bits above are not looked at
+/// (`kernel/seccomp.c`, `kernel/sys.c`, `arch/x86/kernel/process_64.c`).
+fn as_int(word: c_long) -> c_long {
+    word as c_int as c_long
+}
+
 pub(super) fn installs_seccomp(nr: c_long, a1: c_long) -> bool {
+    let op = a1 as libc::c_uint as c_long;
     (nr == libc::SYS_seccomp
-        && (a1 == libc::SECCOMP_SET_MODE_STRICT as c_long
-            || a1 == libc::SECCOMP_SET_MODE_FILTER as c_long))
-        || (nr == libc::SYS_prctl && a1 == libc::PR_SET_SECCOMP as c_long)
+        && (op == libc::SECCOMP_SET_MODE_STRICT as c_long
+            || op == libc::SECCOMP_SET_MODE_FILTER as c_long))
+        || (nr == libc::SYS_prctl && as_int(a1) == libc::PR_SET_SECCOMP as c_long)
 }
 
 /// # Safety
@@ -67,7 +76,8 @@ pub unsafe fn prctl(
 /// mapping in it (EBADF) where a hole is ENOMEM, so a queued range there
 /// must be a hole again first (`mm/madvise.c`, `madvise_vma_anon_name`).
 pub(super) fn names_a_range(option: c_long, a2: c_long) -> bool {
-    option == libc::PR_SET_VMA as c_long && a2 == libc::PR_SET_VMA_ANON_NAME as c_long
+    as_int(option) == libc::PR_SET_VMA as c_long
+        && as_int(a2) == libc::PR_SET_VMA_ANON_NAME as c_long
 }
 
 /// `prctl`'s options that replace the process's executable file
@@ -85,7 +95,7 @@ const PR_SET_MM_MAP: c_long = 14;
 /// file), so every such call counts. Both are a checkpoint's restore, rare:
 /// the queue is unmapped first.
 pub(super) fn replaces_exe_file(option: c_long, a2: c_long) -> bool {
-    option == PR_SET_MM && (a2 == PR_SET_MM_EXE_FILE || a2 == PR_SET_MM_MAP)
+    as_int(option) == PR_SET_MM && matches!(as_int(a2), PR_SET_MM_EXE_FILE | PR_SET_MM_MAP)
 }
 
 /// `arch_prctl`'s options that map the vDSO at an address (x86_64,
@@ -95,7 +105,7 @@ pub(super) fn replaces_exe_file(option: c_long, a2: c_long) -> bool {
 /// size is the kernel's, so the whole queue is unmapped first.
 #[cfg(target_arch = "x86_64")]
 pub(super) fn maps_vdso(option: c_long) -> bool {
-    (0x2001..=0x2003).contains(&option)
+    (0x2001..=0x2003).contains(&as_int(option))
 }
 
 /// This process's `RLIMIT_AS` as the kernel has it (None: cannot tell).
