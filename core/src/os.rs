@@ -282,6 +282,12 @@ pub trait Os {
     fn nap(&self) {
         self.pause();
     }
+    /// A monotonic clock in microseconds, which bounds a wait for the table
+    /// in time (0 where none is given: the wait is bounded by its count of
+    /// tries alone).
+    fn monotonic_us(&self) -> u64 {
+        0
+    }
 }
 
 /// Whose descriptor table the calling thread uses (see [`Os::fd_table`]).

@@ -6,29 +6,43 @@ use super::{Engine, ACTIVE, FORKED, LIMIT_CHANGED, OFF};
 use crate::os::Os;
 use core::sync::atomic::Ordering::*;
 
-/// Tries at the table, with [`Os::pause`] between them (about 2 ms on
-/// Linux): holders keep it for microseconds (a flush of a full table, a
-/// few milliseconds).
+/// A bounded wait for the table first tries it with [`Os::pause`] between
+/// tries, at most this many times and for at most [`YIELD_US`]: holders
+/// keep it for microseconds (a flush of a full table, a few milliseconds).
+/// A yield hands the processor to any other thread that wants it for as
+/// long as the scheduler lets it, so with a busy thread beside, 2000 of
+/// them took seconds.
 const TRIES: usize = 2000;
-/// Then as many more, with [`Os::nap`] between them (about 0.2-0.3 s on
-/// Linux, where a nap is 100 µs): the library's own longest holds, not
-/// stopped, last tens of milliseconds (unmapping a queued window of 256 MiB
-/// took 16 ms here, reading the maps of 60,000 mappings 32 ms). Only a
-/// holder that is stopped or dead keeps the table past both.
+const YIELD_US: u64 = 2_000;
+/// Then with [`Os::nap`] between tries (100 µs asked on Linux, about 170
+/// with the timer's slack), up to [`WAIT_US`] in all: the library's own
+/// longest holds, not stopped, last tens of milliseconds (unmapping a
+/// queued window of 256 MiB took 16 ms here, reading the maps of 60,000
+/// mappings 32 ms). Only a holder that is stopped or dead keeps the table
+/// past it. Without a clock ([`Os::monotonic_us`] answering 0), the counts
+/// alone bound it.
 const NAPS: usize = 2000;
+const WAIT_US: u64 = 250_000;
 
 impl Engine {
     /// Takes the table, waiting a bounded while (None if it stays busy, or
     /// this thread holds it: a signal handler nested in a hook).
     pub(super) fn lock_patiently<O: Os>(&self, os: &O) -> Option<crate::holder::TableGuard<'_>> {
-        for i in 0..TRIES + NAPS {
+        let start = os.monotonic_us();
+        let mut yields = 0;
+        for _ in 0..TRIES + NAPS {
             if self.table.held_here(os) {
                 return None;
             }
             if let Some(q) = self.lock(os) {
                 return Some(q);
             }
-            if i < TRIES {
+            let waited = os.monotonic_us().saturating_sub(start);
+            if waited >= WAIT_US {
+                return None;
+            }
+            if yields < TRIES && waited < YIELD_US {
+                yields += 1;
                 os.pause();
             } else {
                 os.nap();

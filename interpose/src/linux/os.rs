@@ -132,6 +132,28 @@ impl Os for RealOs {
         unsafe { super::sys::call(libc::SYS_sched_yield, &[]) };
     }
 
+    /// `CLOCK_MONOTONIC` (raw: no libc state; 0 if refused).
+    fn monotonic_us(&self) -> u64 {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a timespec on this stack, written by the kernel.
+        let r = unsafe {
+            super::sys::call(
+                libc::SYS_clock_gettime,
+                &[
+                    libc::CLOCK_MONOTONIC as libc::c_long,
+                    &mut t as *mut _ as libc::c_long,
+                ],
+            )
+        };
+        if r != 0 {
+            return 0;
+        }
+        t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1_000
+    }
+
     /// 100 µs of `nanosleep` (raw: no cancellation point, no libc state;
     /// a signal only ends it early).
     fn nap(&self) {
