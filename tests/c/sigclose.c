@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "asklock.h"
 #include "xfile.h"
 
 #define WINDOW (64 << 10)
@@ -37,22 +38,9 @@ int main(int argc, char **argv) {
     char path[4096];
     if (x_file(path, argv[1], 8 * WINDOW) != 0)
         return 3;
-    int ask[2], answer[2];
-    if (pipe(ask) != 0 || pipe(answer) != 0)
+    struct asker other;
+    if (asker_start(&other, path) != 0)
         return 3;
-    pid_t other = fork();
-    if (other == 0) {
-        char c;
-        close(ask[1]);
-        while (read(ask[0], &c, 1) == 1) {
-            int f = open(path, O_RDONLY);
-            char r = flock(f, LOCK_EX | LOCK_NB) == 0 ? 'g' : 'r';
-            close(f);
-            if (write(answer[1], &r, 1) != 1)
-                _exit(1);
-        }
-        _exit(0);
-    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm;
@@ -70,11 +58,11 @@ int main(int argc, char **argv) {
             if (p != MAP_FAILED)
                 munmap(p, WINDOW);
         }
-        char c = 'q', a;
-        if (write(ask[1], &c, 1) != 1 || read(answer[0], &a, 1) != 1)
+        int granted = asker_granted(&other);
+        if (granted < 0)
             return 5;
-        refused += a == 'r';
-        if (a == 'r') {
+        refused += !granted;
+        if (!granted) {
             /* Let the next round's lock through: what the close left is
              * released by the next call that takes munmapq's table. */
             void *p = mmap(NULL, WINDOW, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -82,7 +70,6 @@ int main(int argc, char **argv) {
         }
     }
     printf("rounds the lock was refused right after the close: %d\n", refused);
-    close(ask[1]);
-    waitpid(other, NULL, 0);
+    asker_stop(&other);
     return 0;
 }

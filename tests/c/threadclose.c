@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "asklock.h"
 #include "xfile.h"
 
 #define WINDOW (64 << 10)
@@ -55,22 +56,9 @@ int main(int argc, char **argv) {
     snprintf(g_path, sizeof g_path, "%s/g", argv[1]);
     if (rename(path, g_path) != 0 || x_file(path, argv[1], WINDOWS * WINDOW) != 0)
         return 3;
-    int ask[2], answer[2];
-    if (pipe(ask) != 0 || pipe(answer) != 0)
+    struct asker other;
+    if (asker_start(&other, path) != 0)
         return 3;
-    pid_t other = fork();
-    if (other == 0) {
-        char c;
-        close(ask[1]);
-        while (read(ask[0], &c, 1) == 1) {
-            int f = open(path, O_RDONLY);
-            char r = flock(f, LOCK_EX | LOCK_NB) == 0 ? 'g' : 'r';
-            close(f);
-            if (write(answer[1], &r, 1) != 1)
-                _exit(1);
-        }
-        _exit(0);
-    }
     pthread_t t;
     if (pthread_create(&t, NULL, other_windows, NULL) != 0)
         return 3;
@@ -83,10 +71,10 @@ int main(int argc, char **argv) {
         if (p != MAP_FAILED)
             munmap(p, WINDOW);
         close(fd);
-        char c = 'q', a;
-        if (write(ask[1], &c, 1) != 1 || read(answer[0], &a, 1) != 1)
+        int granted = asker_granted(&other);
+        if (granted < 0)
             return 5;
-        if (a == 'r') {
+        if (!granted) {
             refused++;
             /* Let the next round's lock through: what the close left is
              * released by the next call that takes munmapq's table. */
@@ -97,7 +85,6 @@ int main(int argc, char **argv) {
     done = 1;
     pthread_join(t, NULL);
     printf("rounds the lock was refused right after the close: %d\n", refused);
-    close(ask[1]);
-    waitpid(other, NULL, 0);
+    asker_stop(&other);
     return 0;
 }
