@@ -124,3 +124,22 @@ fn the_heap_grows_into_room_the_program_unmapped_above_it() {
         Duration::from_secs(30),
     );
 }
+
+/// Advice that splits a mapping near `vm.max_map_count`, after the program
+/// unmapped 64 windows: each split has room. The kernel answers a split it
+/// has no room for with EAGAIN, which the library did not retry after a
+/// flush as it retries ENOMEM: the queued windows' room was missing
+/// (`tests/c/madvsplit.c`: `madvise`, `posix_madvise`, and `madvise`
+/// through `syscall`).
+#[test]
+fn advice_that_splits_near_the_map_count_finds_the_room_the_program_freed() {
+    for how in ["madvise", "posix", "syscall"] {
+        same_and_queued(
+            &format!("madvsplit-{how}"),
+            "madvsplit",
+            &[how],
+            "splits: all",
+            Duration::from_secs(30),
+        );
+    }
+}

@@ -71,9 +71,35 @@ pub(crate) fn on_range(
     effect: Effect,
     call: impl FnMut() -> c_int,
 ) -> c_int {
+    on_range_of(addr, len, effect, false, call)
+}
+
+/// [`on_range`] for `madvise`, whose kernel answers EAGAIN where a split
+/// found no room (`Engine::advice_call`).
+pub(crate) fn on_advised_range(
+    addr: *const c_void,
+    len: size_t,
+    call: impl FnMut() -> c_int,
+) -> c_int {
+    // madvise can split the mapping in the kernel: it stops being reusable.
+    on_range_of(addr, len, Effect::Change, true, call)
+}
+
+fn on_range_of(
+    addr: *const c_void,
+    len: size_t,
+    effect: Effect,
+    advice: bool,
+    call: impl FnMut() -> c_int,
+) -> c_int {
     let saved = errno::Saved::now();
     let mut call = call;
-    let r = ENGINE.range_call(&RealOs, &[span(addr, len, effect)], || int_result(call()));
+    let spans = [span(addr, len, effect)];
+    let r = if advice {
+        ENGINE.advice_call(&RealOs, &spans, || int_result(call()))
+    } else {
+        ENGINE.range_call(&RealOs, &spans, || int_result(call()))
+    };
     if trace::enabled() {
         let kind = match effect {
             Effect::Modify | Effect::Change => trace::KIND_MODIFY,
@@ -281,11 +307,8 @@ pub(crate) fn protecting(read_only: bool) -> Effect {
 /// # Safety
 /// As for C `madvise`.
 pub unsafe fn madvise(args::madvise { addr, len, advice }: args::madvise) -> ret::madvise {
-    // madvise can split the mapping in the kernel: it stops being reusable.
     // SAFETY: the caller's own arguments.
-    on_range(addr, len, Effect::Change, || unsafe {
-        real::madvise(addr, len, advice)
-    })
+    on_advised_range(addr, len, || unsafe { real::madvise(addr, len, advice) })
 }
 
 /// # Safety

@@ -777,6 +777,31 @@ impl Engine {
         self.retry_enomem(os, call)
     }
 
+    /// [`Engine::range_call`] for advice (`madvise`, `posix_madvise`):
+    /// where splitting a mapping finds no room for another under
+    /// `vm.max_map_count`, the kernel answers EAGAIN, not ENOMEM
+    /// (`mm/madvise.c`, `madvise_vma_behavior`), so that is retried after
+    /// a flush too.
+    pub fn advice_call<O: Os, T>(
+        &self,
+        os: &O,
+        spans: &[Option<Span>],
+        mut call: impl FnMut() -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        if !self.active() {
+            return call();
+        }
+        self.count(Counter::OtherCalls);
+        for s in spans.iter().flatten() {
+            self.prepare(os, *s);
+        }
+        let r = call();
+        if !matches!(r, Err(libc::ENOMEM | libc::EAGAIN)) {
+            return r;
+        }
+        os.framed(|| self.retry_after_enomem(os, r, call))
+    }
+
     /// mlockall: queued mappings would be locked (and count against
     /// RLIMIT_MEMLOCK) and live ones become locked, so flush and forget
     /// everything first; with `future`, defer nothing until munlockall.

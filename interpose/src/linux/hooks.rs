@@ -20,7 +20,7 @@ pub unsafe fn posix_madvise(
     args::posix_madvise { addr, len, advice }: args::posix_madvise,
 ) -> ret::posix_madvise {
     let saved = errno::Saved::now();
-    let r = ENGINE.range_call(&RealOs, &[span(addr, len, Effect::Change)], || {
+    let r = ENGINE.advice_call(&RealOs, &[span(addr, len, Effect::Change)], || {
         // SAFETY: the caller's own arguments.
         match unsafe { real::posix_madvise(addr, len, advice) } {
             0 => Ok(0),

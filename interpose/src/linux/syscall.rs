@@ -24,7 +24,7 @@ use super::real;
 use super::sandbox::maps_vdso;
 use super::sandbox::{installs_seccomp, names_a_range, replaces_exe_file, seccomp_coming};
 use super::signatures::{args, ret};
-use crate::hooks::{self as shared, on_range, protecting};
+use crate::hooks::{self as shared, on_advised_range, on_range, protecting};
 use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, off_t, size_t};
 use munmapq_core::engine::Effect;
 
@@ -131,8 +131,8 @@ unsafe fn routed(nr: c_long, a: [c_long; 6], raw: impl Fn() -> c_long) -> Option
                 let effect = protecting(a[2] == libc::PROT_READ as c_long && i(3) == -1);
                 on_range(p(0), n(1), effect, || raw() as c_int) as c_long
             }
-            libc::SYS_madvise
-            | libc::SYS_mlock
+            libc::SYS_madvise => on_advised_range(p(0), n(1), || raw() as c_int) as c_long,
+            libc::SYS_mlock
             | libc::SYS_mlock2
             | libc::SYS_mseal
             | libc::SYS_mincore
