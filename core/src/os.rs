@@ -228,14 +228,14 @@ pub trait Os {
     }
     /// The `RLIMIT_AS` soft limit, or `None` when unlimited.
     fn address_space_limit(&self) -> Option<usize>;
-    /// Below which address a mapping may lie in the heap's way: the program
-    /// break grows up (`brk`; glibc's `malloc` through its own `__brk`,
-    /// which no hook sees) only until the next mapping, so a queued window
-    /// the kernel placed right above the heap would make it fail (ENOMEM)
-    /// where it grows without munmapq. 0 where no heap lies below the
-    /// mappings. Asked once, by the first deferral.
-    fn heap_reach(&self) -> usize {
-        0
+    /// Where a mapping may lie in the heap's way, `[start, end)`: the
+    /// program break grows up (`brk`; glibc's `malloc` through its own
+    /// `__brk`, which no hook sees) only until the next mapping, so a
+    /// queued window the kernel placed right above the heap would make it
+    /// fail (ENOMEM) where it grows without munmapq. Empty where no heap
+    /// lies below the mappings. Asked once, at the first miss.
+    fn heap_way(&self) -> (usize, usize) {
+        (0, 0)
     }
     /// Drops the resident pages of a queued range munmapq alone owns, the
     /// mapping staying in place (a later fault reads the file again, as a

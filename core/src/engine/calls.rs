@@ -11,7 +11,7 @@ use crate::queue::Queue;
 use crate::readonly_fds::identity;
 use crate::stats::{Counter, Straight};
 use crate::table::{Entry, FileKey, Lookup, State, Table, NO_FD};
-use core::sync::atomic::Ordering::{Acquire, Relaxed};
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 /// What an mmap's arguments alone tell ([`Engine::mmap_told`]).
 enum Told {
@@ -583,7 +583,7 @@ impl Engine {
             return Ok(start);
         }
         // Where the heap could grow into it, never queued: not tracked.
-        if start < self.heap_reach(os) {
+        if self.in_heap_way(os, start) {
             self.placed_by_kernel(os, start, len);
             return Ok(start);
         }
@@ -738,23 +738,27 @@ impl Engine {
         Ok(())
     }
 
-    /// Below which address a window is not tracked, so never queued
-    /// ([`Os::heap_reach`]), asked once. Plus one where kept, so that 0 says "not asked" and an
-    /// answer of 0 excludes nothing.
+    /// Whether a window at `start` lies in the heap's way
+    /// ([`Os::heap_way`], asked once): it is not tracked, so never queued.
     #[inline(always)]
-    fn heap_reach<O: Os>(&self, os: &O) -> usize {
-        match self.heap_reach.load(Relaxed) {
-            0 => self.ask_heap_reach(os),
-            kept => kept - 1,
-        }
+    fn in_heap_way<O: Os>(&self, os: &O, start: usize) -> bool {
+        let (lo, end) = match self.heap_way[1].load(Acquire) {
+            0 => self.ask_heap_way(os),
+            end => (self.heap_way[0].load(Relaxed), end - 1),
+        };
+        (lo..end).contains(&start)
     }
 
     #[cold]
     #[inline(never)]
-    fn ask_heap_reach<O: Os>(&self, os: &O) -> usize {
-        let reach = os.heap_reach().min(usize::MAX - 1);
-        self.heap_reach.store(reach + 1, Relaxed);
-        reach
+    fn ask_heap_way<O: Os>(&self, os: &O) -> (usize, usize) {
+        let (lo, end) = os.heap_way();
+        let end = end.min(usize::MAX - 1);
+        // The start first: a reader that finds the end finds it too, or
+        // (another thread asking at once) the same answer.
+        self.heap_way[0].store(lo, Relaxed);
+        self.heap_way[1].store(end + 1, Release);
+        (lo, end)
     }
 
     /// Any other call acting on address ranges (mprotect, madvise, mlock,
@@ -765,16 +769,9 @@ impl Engine {
         &self,
         os: &O,
         spans: &[Option<Span>],
-        mut call: impl FnMut() -> Result<T, Errno>,
+        call: impl FnMut() -> Result<T, Errno>,
     ) -> Result<T, Errno> {
-        if !self.active() {
-            return call();
-        }
-        self.count(Counter::OtherCalls);
-        for s in spans.iter().flatten() {
-            self.prepare(os, *s);
-        }
-        self.retry_enomem(os, call)
+        self.range_call_retrying(os, spans, false, call)
     }
 
     /// [`Engine::range_call`] for advice (`madvise`, `posix_madvise`):
@@ -786,6 +783,17 @@ impl Engine {
         &self,
         os: &O,
         spans: &[Option<Span>],
+        call: impl FnMut() -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        self.range_call_retrying(os, spans, true, call)
+    }
+
+    #[inline(always)]
+    fn range_call_retrying<O: Os, T>(
+        &self,
+        os: &O,
+        spans: &[Option<Span>],
+        advice: bool,
         mut call: impl FnMut() -> Result<T, Errno>,
     ) -> Result<T, Errno> {
         if !self.active() {
@@ -796,7 +804,12 @@ impl Engine {
             self.prepare(os, *s);
         }
         let r = call();
-        if !matches!(r, Err(libc::ENOMEM | libc::EAGAIN)) {
+        let short = match r {
+            Err(libc::ENOMEM) => true,
+            Err(libc::EAGAIN) => advice,
+            _ => false,
+        };
+        if !short {
             return r;
         }
         os.framed(|| self.retry_after_enomem(os, r, call))

@@ -121,8 +121,9 @@ pub struct Engine {
     /// [`crate::sizing::Sizing::count_maps_now`]). Counted with a plain
     /// load and store: a lost add only delays the count.
     maps_made: AtomicUsize,
-    /// [`Os::heap_reach`] once asked, plus one (0: not asked yet).
-    heap_reach: AtomicUsize,
+    /// [`Os::heap_way`] once asked: its start, and its end plus one (0:
+    /// not asked yet).
+    heap_way: [AtomicUsize; 2],
     recount_at: AtomicUsize,
     /// What the kernel takes from a call's context (mount flags,
     /// personality), part of each key (`crate::context`).
@@ -165,7 +166,7 @@ impl Engine {
             fork_kept: AtomicBool::new(false),
             fork_previous: AtomicUsize::new(0),
             maps_made: AtomicUsize::new(0),
-            heap_reach: AtomicUsize::new(0),
+            heap_way: [AtomicUsize::new(0), AtomicUsize::new(0)],
             recount_at: AtomicUsize::new(0),
             payoff: Payoff::new(),
             inherited: AtomicBool::new(false),

@@ -107,21 +107,22 @@ impl Os for RealOs {
         }
     }
 
-    /// Halfway from the program break (raw `brk(0)`: the kernel's, never
-    /// glibc's cached one) to the C library's code: the kernel places
+    /// From the program break (raw `brk(0)`: the kernel's, never glibc's
+    /// cached one) to halfway to the C library's code: the kernel places
     /// mappings top-down from below the stack, so a window lies in the
     /// lower half only where the space above was taken, and there it may
-    /// be right above the heap. None is excluded where the libraries lie
-    /// below the heap (the legacy bottom-up layout, an unlimited stack):
-    /// mappings grow up from there towards it, tens of TiB away.
-    fn heap_reach(&self) -> usize {
+    /// be right above the heap; below the break it is out of the heap's
+    /// way. Empty where the libraries lie below the heap (the legacy
+    /// bottom-up layout, an unlimited stack): mappings grow up from there
+    /// towards it, tens of TiB away.
+    fn heap_way(&self) -> (usize, usize) {
         // SAFETY: brk(0) changes nothing and answers the break.
         let brk = unsafe { super::sys::call(libc::SYS_brk, &[0]) } as usize;
         let libc = super::real::libc_address();
         if libc > brk {
-            brk + (libc - brk) / 2
+            (brk, brk + (libc - brk) / 2)
         } else {
-            0
+            (0, 0)
         }
     }
 
