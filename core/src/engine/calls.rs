@@ -803,16 +803,7 @@ impl Engine {
         for s in spans.iter().flatten() {
             self.prepare(os, *s);
         }
-        let r = call();
-        let short = match r {
-            Err(libc::ENOMEM) => true,
-            Err(libc::EAGAIN) => advice,
-            _ => false,
-        };
-        if !short {
-            return r;
-        }
-        os.framed(|| self.retry_after_enomem(os, r, call))
+        self.retry_short_of_room(os, advice, call)
     }
 
     /// mlockall: queued mappings would be locked (and count against
@@ -951,10 +942,27 @@ impl Engine {
     fn retry_enomem<O: Os, T>(
         &self,
         os: &O,
+        call: impl FnMut() -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        self.retry_short_of_room(os, false, call)
+    }
+
+    /// [`Engine::retry_enomem`], where `advice` also takes EAGAIN for a
+    /// want of room (see [`Engine::advice_call`]).
+    #[inline(always)]
+    fn retry_short_of_room<O: Os, T>(
+        &self,
+        os: &O,
+        advice: bool,
         mut call: impl FnMut() -> Result<T, Errno>,
     ) -> Result<T, Errno> {
         let r = call();
-        if !matches!(r, Err(libc::ENOMEM)) {
+        let short = match r {
+            Err(libc::ENOMEM) => true,
+            Err(libc::EAGAIN) => advice,
+            _ => false,
+        };
+        if !short {
             return r;
         }
         os.framed(|| self.retry_after_enomem(os, r, call))
