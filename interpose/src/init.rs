@@ -83,6 +83,7 @@ extern "C" fn init(_argc: c_int, _argv: *const *const c_char, envp: *const *cons
     if ask_now && inherited_filter() {
         // Nothing else: no configuration read (getrlimit), no load line.
         sandboxed();
+        open_close_lane();
         return;
     }
     if !trusted && !ask_now {
@@ -102,6 +103,8 @@ extern "C" fn init(_argc: c_int, _argv: *const *const c_char, envp: *const *cons
     if let Some(path) = getenv(crate::trace::VAR_TRACE) {
         crate::trace::open(path);
     }
+    // Whether calls are traced is settled.
+    open_close_lane();
     announce_load();
     let interposed = interposed();
     if !interposed {
@@ -154,6 +157,16 @@ extern "C" fn init(_argc: c_int, _argv: *const *const c_char, envp: *const *cons
     unsafe {
         libc::atexit(at_exit)
     };
+}
+
+/// The common close may take its lane from now on, unless calls are
+/// traced (Linux: `table_owner.rs`).
+fn open_close_lane() {
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    crate::platform::table_owner::open_lane();
 }
 
 /// The page size, a power of two; 0 if unknown.

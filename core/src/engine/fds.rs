@@ -94,13 +94,15 @@ impl Engine {
     }
 
     /// The common close, told inline in the hook: of a number with its
-    /// own place in line (`close_seq.rs`) and no records, by a thread on
-    /// the process's table. Takes its place and answers it: the caller
-    /// makes the real call, then [`Engine::closed_lane`]. None (nothing
-    /// taken): [`Engine::closing`] does the whole.
+    /// own place in line (`close_seq.rs`) and no records, by a thread the
+    /// hook knows to be on the process's table (what [`Os::fd_table`]
+    /// would answer [`FdTable::Own`], told by the platform more cheaply).
+    /// Takes its place and answers it: the caller makes the real call,
+    /// then [`Engine::closed_lane`]. None (nothing taken):
+    /// [`Engine::closing`] does the whole.
     #[inline(always)]
-    pub fn close_lane<O: Os>(&self, os: &O, fd: i32) -> Option<Place> {
-        if !self.close_seq.has_own(fd) || os.fd_table() != FdTable::Own {
+    pub fn close_lane(&self, fd: i32) -> Option<Place> {
+        if !self.close_seq.has_own(fd) {
             return None;
         }
         let place = self.place_in_line(fd);

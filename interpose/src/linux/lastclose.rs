@@ -14,6 +14,8 @@ use super::os::RealOs;
 use super::real;
 use super::shm::{shm_path, ShmPath};
 use super::signatures::{args, ret};
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use super::table_owner::{self, lane_open};
 use crate::{errno, ENGINE};
 use libc::{c_char, c_int, c_long, c_uint, FILE};
 use munmapq_core::engine::Closing;
@@ -93,14 +95,22 @@ fn cancel_at_entry<T>(call: impl FnOnce() -> T) -> T {
     r
 }
 
+/// Where no thread-local word is kept (`table_owner.rs`), every thread
+/// counts as on the process's table: the lane is open while glibc says
+/// one thread and nothing is traced.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn lane_open() -> bool {
+    real::single_threaded() && !crate::trace::enabled()
+}
+
 /// # Safety
 /// As for C `close`.
 #[inline(always)]
 pub unsafe fn close(args::close { fd }: args::close) -> ret::close {
     // The common close: no records, no cancellation to act on (see
     // `cancellable`), nothing to trace.
-    if real::single_threaded() && !crate::trace::enabled() {
-        if let Some(place) = ENGINE.close_lane(&RealOs, fd) {
+    if lane_open() {
+        if let Some(place) = ENGINE.close_lane(fd) {
             // SAFETY: the caller's own arguments.
             let r = unsafe { real::close(fd) };
             ENGINE.closed_lane(fd, place);
@@ -199,7 +209,7 @@ pub(super) fn closed_range(first: c_uint, last: c_uint, flags: c_int) -> Option<
 /// (`table_owner.rs`); where no word is kept, nothing is marked.
 fn unsharing() {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    super::table_owner::unsharing();
+    table_owner::unsharing();
 }
 
 /// # Safety

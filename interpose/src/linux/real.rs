@@ -196,11 +196,16 @@ pub fn setcancelstate(state: c_int) -> c_int {
 /// lastclose.rs).
 #[inline]
 pub fn single_threaded() -> bool {
-    use core::sync::atomic::AtomicU8;
+    single_threaded_word().is_some_and(|w| w.load(Ordering::Relaxed) != 0)
+}
+
+/// The C library's `__libc_single_threaded`, if it has one (see
+/// [`single_threaded`]).
+pub fn single_threaded_word() -> Option<&'static core::sync::atomic::AtomicU8> {
     let p = SLOTS[Slot::__libc_single_threaded as usize].load(Ordering::Relaxed);
     // SAFETY: the C library's `char __libc_single_threaded`, which lives
     // as long as the C library; a byte, read atomically.
-    p != 0 && unsafe { (*(p as *const AtomicU8)).load(Ordering::Relaxed) } != 0
+    (p != 0).then(|| unsafe { &*(p as *const core::sync::atomic::AtomicU8) })
 }
 
 /// glibc's `struct _pthread_cleanup_buffer`: a cleanup handler kept in

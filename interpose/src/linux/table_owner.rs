@@ -24,17 +24,70 @@
 //!   call that fails costs the process munmapq's per-descriptor records,
 //!   never a wrong answer).
 //!
+//! The common close (`lastclose.rs`) asks none of this: it reads one byte,
+//! [`lane_open`], that the calls above keep shut from a `vfork` until its
+//! thread is back and for good after an unshare, and that is otherwise
+//! glibc's word for a process with one thread.
+//!
 //! The word is an 8-byte initial-exec thread-local (`tls.rs`), as
 //! `frames.rs`'s cells are. Other architectures keep no word: every thread counts as
 //! using the process's table (README, Limits).
 
 use super::tls::{tls_address, tls_object};
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering::Relaxed};
 use munmapq_core::os::FdTable;
 
 tls_object!("munmapq_table_owner", 8);
 
 /// Some thread unshared its descriptor table (see the module's text).
 static UNSHARED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// A byte that is never set: where [`LANE`] points while the common close
+/// is shut.
+static SHUT: AtomicU8 = AtomicU8::new(0);
+
+/// What the common close (`lastclose.rs`) reads first: one byte, nonzero
+/// only while every thread is on the process's table and the close may
+/// take its lane. It points at [`SHUT`] until the library has started
+/// untraced, from a thread's `vfork` (or `clone` in this memory) until
+/// that thread is back, and for good once a thread unshared its table;
+/// otherwise at glibc's `__libc_single_threaded` (`real::single_threaded`).
+/// With one thread, only that thread marks its word and clears it, so a
+/// shut lane is opened again by the one that shut it; with more, glibc's
+/// byte is 0 and the lane is shut whatever this points at.
+static LANE: AtomicPtr<AtomicU8> = AtomicPtr::new(&SHUT as *const AtomicU8 as *mut AtomicU8);
+
+/// Whether the common close may take its lane: the process has one
+/// thread, on the table the records describe, and nothing is traced.
+#[inline(always)]
+pub fn lane_open() -> bool {
+    // SAFETY: `SHUT`, or the C library's byte, which lives as long as it.
+    unsafe { (*LANE.load(Relaxed)).load(Relaxed) != 0 }
+}
+
+/// Once the library has started, and when the thread that shut the lane
+/// is back on its table: opens it, unless every call is traced, a thread
+/// unshared its table, or glibc has no such word.
+pub fn open_lane() {
+    if crate::trace::enabled() || UNSHARED.load(Relaxed) {
+        return;
+    }
+    if let Some(word) = super::real::single_threaded_word() {
+        LANE.store(word as *const AtomicU8 as *mut AtomicU8, Relaxed);
+    }
+}
+
+fn shut_lane() {
+    LANE.store(&SHUT as *const AtomicU8 as *mut AtomicU8, Relaxed);
+}
+
+/// Marks the calling thread as about to share its memory with a child
+/// on a copy of its table: shuts the lane first, so that the child's
+/// closes find it shut.
+fn mark_child_in_this_memory() {
+    shut_lane();
+    word().store(getpid(), Relaxed);
+}
 
 /// The calling thread's word: 0, or the pid of the process that called
 /// `vfork` on this thread.
@@ -54,7 +107,6 @@ fn getpid() -> usize {
 /// Whose table the calling thread uses now.
 #[inline]
 pub fn fd_table() -> FdTable {
-    use core::sync::atomic::Ordering::Relaxed;
     let w = word();
     match w.load(Relaxed) {
         0 => {}
@@ -62,6 +114,7 @@ pub fn fd_table() -> FdTable {
             // The parent, back from its vfork: the child has exec'd or
             // exited, and the table is its own again.
             w.store(0, Relaxed);
+            open_lane();
         }
         _ => return FdTable::VforkChild,
     }
@@ -73,7 +126,8 @@ pub fn fd_table() -> FdTable {
 
 /// A thread is about to get a table of its own, for good.
 pub fn unsharing() {
-    UNSHARED.store(true, core::sync::atomic::Ordering::Relaxed);
+    UNSHARED.store(true, Relaxed);
+    shut_lane();
 }
 
 /// Before a `clone` whose child runs in this memory, with this thread's
@@ -84,7 +138,7 @@ pub fn unsharing() {
 /// Limits).
 pub fn child_in_this_memory() {
     if fd_table() != FdTable::VforkChild {
-        word().store(getpid(), core::sync::atomic::Ordering::Relaxed);
+        mark_child_in_this_memory();
     }
 }
 
@@ -93,7 +147,7 @@ pub fn child_in_this_memory() {
 /// before `resolve` a stand-in (nothing calls vfork that early).
 extern "C" fn vfork_prepare() -> usize {
     if fd_table() != FdTable::VforkChild {
-        word().store(getpid(), core::sync::atomic::Ordering::Relaxed);
+        mark_child_in_this_memory();
     }
     match super::real::vfork_address() {
         0 => vfork_unresolved as *const () as usize,

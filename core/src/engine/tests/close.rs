@@ -250,19 +250,17 @@ fn an_unlink_or_unmount_that_finds_the_table_busy_is_applied_by_its_next_holder(
 #[test]
 fn the_close_lane_takes_no_number_with_records() {
     let (e, os) = fresh();
-    let place = e.close_lane(&os, 4).expect("no records: the lane");
+    let place = e.close_lane(4).expect("no records: the lane");
     assert!(e.close_seq.seen(4).is_none(), "under way");
     e.closed_lane(4, place);
     assert!(e.close_seq.seen(4).is_some(), "ended");
     let a = map(e, &os, 3, 0);
     let seen = e.close_seq.seen(3).unwrap();
-    assert!(e.close_lane(&os, 3).is_none(), "mapped through 3");
+    assert!(e.close_lane(3).is_none(), "mapped through 3");
     assert!(!e.close_seq.unchanged(3, seen), "a place was taken");
     assert!(e.close_seq.seen(3).is_some(), "and given back");
-    assert!(e
-        .close_lane(&os, crate::close_seq::SEQ_FDS as i32)
-        .is_none());
-    assert!(e.close_lane(&os, -1).is_none());
+    assert!(e.close_lane(crate::close_seq::SEQ_FDS as i32).is_none());
+    assert!(e.close_lane(-1).is_none());
     close(e, &os, 3, 3);
     unmap(e, &os, a);
     assert_eq!(os.mapped(a), None, "released by the whole way");
