@@ -176,6 +176,18 @@ impl DirtyRanges {
                 f(Dirty::Upto(epoch));
             }
         }
+        self.drain_records(|d| {
+            f(d);
+            true
+        });
+    }
+
+    /// [`DirtyRanges::drain`] without the loss: hands every complete
+    /// record to `f` (never a [`Dirty::Upto`]) and frees its slot, for
+    /// calls made from then on, unless `f` answers false (the record
+    /// stays, for a later drain, and keeps its range from unmaps and drops
+    /// until then). Only the holder of the table lock calls this.
+    pub fn drain_records(&self, mut f: impl FnMut(Dirty) -> bool) {
         if self.ready.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -186,13 +198,15 @@ impl DirtyRanges {
                     r.end.load(Ordering::Relaxed),
                     r.epoch.load(Ordering::Relaxed),
                 );
-                f(if !r.changed.load(Ordering::Relaxed) {
+                let taken = f(if !r.changed.load(Ordering::Relaxed) {
                     Dirty::Range(start, end, epoch)
                 } else {
                     Dirty::Changed(start, end, epoch)
                 });
-                r.state.store(FREE, Ordering::Release);
-                self.ready.fetch_sub(1, Ordering::Release);
+                if taken {
+                    r.state.store(FREE, Ordering::Release);
+                    self.ready.fetch_sub(1, Ordering::Release);
+                }
             }
         }
     }

@@ -77,6 +77,10 @@ impl Engine {
                 return;
             }
             epoch = self.dirty.take_loss().unwrap_or(epoch).max(epoch);
+            // The records made during the read (the ring ran full again)
+            // are applied and freed, so that the next read has room for
+            // those made during it.
+            self.apply_records(os, t, Some(epoch));
             fruitless += (t.queued() == queued) as usize;
             if fruitless == FRUITLESS_READS {
                 break;

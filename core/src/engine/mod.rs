@@ -523,12 +523,17 @@ impl Engine {
     /// record, if it is one, until the drain frees it). A replacement
     /// counts as released only a window it left wholly munmapq's; a change
     /// in place leaves every window munmapq's.
+    ///
+    /// A queued window inserted at or before `lost`, the epoch of a loss
+    /// not answered yet, is left to that answer (`lost.rs`, which asks
+    /// the kernel whether a lost call replaced it).
     fn release_recorded<O: Os>(
         &self,
         os: &O,
         t: &mut Table,
         (start, end, epoch): (usize, usize, u64),
         replaced: bool,
+        lost: Option<u64>,
     ) {
         let mut hi = end;
         while let Some(e) = t.last_overlap(start, hi) {
@@ -539,6 +544,8 @@ impl Engine {
             if e.state != State::Queued {
                 t.remove(e.slot);
                 self.count(Counter::Forgotten);
+            } else if lost.is_some_and(|l| e.epoch <= l) {
+                // The answer's.
             } else if !replaced {
                 self.unmap_queued(os, t, e, Counter::Released);
             } else {
@@ -556,17 +563,46 @@ impl Engine {
     }
 
     /// Applies what calls that found the table busy recorded (a lost
-    /// record: `lost.rs`).
+    /// record: `lost.rs`). The ring is full when a record is lost: the
+    /// records beside the loss are applied, and their slots freed, before
+    /// it is answered. Answered with the ring still full, every call
+    /// another thread made while the holder read the mappings was lost
+    /// too and cut the read short, until the holder trusted no queued
+    /// window and left them all mapped for good (a fork child then found
+    /// the window its parent had unmapped: `tests/sandbox.rs`).
     #[inline]
     fn drain<O: Os>(&self, os: &O, t: &mut Table) {
-        self.dirty.drain(|d| match d {
+        let Some(epoch) = self.dirty.lost().then(|| self.dirty.take_loss()).flatten() else {
+            self.apply_records(os, t, None);
+            return;
+        };
+        self.apply_records(os, t, Some(epoch));
+        self.records_lost(os, t, epoch);
+        // What the answer needed kept, and what was recorded meanwhile.
+        self.apply_records(os, t, None);
+    }
+
+    /// Applies the complete records and frees their slots. Where a loss
+    /// of epoch `lost` is not answered yet, a queued window inserted at or
+    /// before it is the answer's (`lost.rs`, which asks the kernel): a
+    /// change recorded there is applied to the rest only, and a
+    /// replacement recorded there is kept in the ring, where it keeps the
+    /// answer's unmap off its range, to be applied after the answer.
+    fn apply_records<O: Os>(&self, os: &O, t: &mut Table, lost: Option<u64>) {
+        self.dirty.drain_records(|d| match d {
             Dirty::Range(start, end, epoch) => {
-                self.release_recorded(os, t, (start, end, epoch), true)
+                let answers = lost.map(|l| l.min(epoch));
+                if answers.is_some_and(|upto| queued_overlaps(t, start, end, upto)) {
+                    return false;
+                }
+                self.release_recorded(os, t, (start, end, epoch), true, None);
+                true
             }
             Dirty::Changed(start, end, epoch) => {
-                self.release_recorded(os, t, (start, end, epoch), false)
+                self.release_recorded(os, t, (start, end, epoch), false, lost);
+                true
             }
-            Dirty::Upto(epoch) => self.records_lost(os, t, epoch),
+            Dirty::Upto(_) => true,
         });
     }
 
@@ -596,6 +632,19 @@ impl Engine {
             _ => None,
         }
     }
+}
+
+/// Whether a queued entry inserted at or before `epoch` overlaps
+/// `[start, end)`.
+fn queued_overlaps(t: &Table, start: usize, end: usize, epoch: u64) -> bool {
+    let mut hi = end;
+    while let Some(e) = t.last_overlap(start, hi) {
+        if e.state == State::Queued && e.epoch <= epoch {
+            return true;
+        }
+        hi = e.start;
+    }
+    false
 }
 
 mod calls;

@@ -118,8 +118,9 @@ pub struct FakeOs<const N: usize = 256> {
     /// `peak_resident` calls.
     pub peak_reads: RefCell<usize>,
     /// Called first in `munmap`, `drop_pages` and `usage` with the call's
-    /// name and range, and in `pause` with `("pause", 0, 0)`: what another
-    /// thread does meanwhile, for a test.
+    /// name and range, in `pause` with `("pause", 0, 0)` and in
+    /// `each_region` with `("regions", 0, 0)`: what another thread does
+    /// meanwhile, for a test.
     pub meanwhile: Option<fn(&'static str, usize, usize)>,
     /// What `fd_table` answers.
     pub fd_table: RefCell<FdTable>,
@@ -444,6 +445,9 @@ impl<const N: usize> Os for FakeOs<N> {
     /// A range's inode is its descriptor's now (the fake keeps no other).
     /// One range at a time, none borrowed while `f` runs: `f` may unmap.
     fn each_region(&self, mut f: impl FnMut(Region)) -> Option<()> {
+        if let Some(m) = self.meanwhile {
+            m("regions", 0, 0);
+        }
         *self.region_reads.borrow_mut() += 1;
         if self.regions_unknown {
             return None;

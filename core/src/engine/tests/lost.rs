@@ -120,11 +120,11 @@ fn a_lost_record_where_the_kernel_names_the_file_by_another_device_stops_queuein
 fn reads_cut_short_that_judge_a_window_each_go_on_to_the_end() {
     static E: Engine = Engine::new();
     static LOSING: AtomicBool = AtomicBool::new(false);
-    // Another thread whose calls are lost (the ring is still full while
-    // the holder answers) each time the holder unmaps a window.
+    // Another thread that makes more calls than the ring holds (the last
+    // is lost) each time the holder unmaps a window.
     fn other_thread(call: &str, _: usize, _: usize) {
         if call == "munmap" && LOSING.load(SeqCst) {
-            E.dirty.record(AWAY, AWAY + PAGE);
+            lose_records(&E);
         }
     }
     start_with_byte_cap(&E, 64 << 20);
@@ -155,5 +155,65 @@ fn reads_cut_short_that_judge_a_window_each_go_on_to_the_end() {
     assert_eq!(*os.region_reads.borrow(), 7);
     assert_eq!(E.stats.get(Counter::ForgottenQueued), 0);
     assert_eq!(E.stats.get(Counter::Released), 6);
+    assert!(E.active(), "still queueing");
+}
+
+#[test]
+fn calls_made_while_the_holder_reads_the_mappings_leave_the_queue_to_be_unmapped_before_a_fork() {
+    static E: Engine = Engine::new();
+    static CALLING: AtomicBool = AtomicBool::new(false);
+    // Another thread that keeps calling (a munmap of its own mapping,
+    // which finds the table busy) while the holder reads the mappings.
+    fn other_thread(call: &str, _: usize, _: usize) {
+        if call == "regions" && CALLING.load(SeqCst) {
+            E.dirty.record(AWAY, AWAY + PAGE);
+            E.left_for_next_holder();
+        }
+    }
+    let os = FakeOs {
+        meanwhile: Some(other_thread),
+        ..started(&E)
+    };
+    let a = map_unmap(&E, &os, 3, 0);
+    assert_eq!(os.mapped(a), Some((3, 0)), "queued");
+    // The ring ran full while another holder had the table (a fork's).
+    lose_records(&E);
+    CALLING.store(true, SeqCst);
+    // The prepare handler's holder answers the loss, then unmaps the queue.
+    E.before_fork(&os);
+    CALLING.store(false, SeqCst);
+    // The calls made during its read found room in the ring: none was
+    // lost, so no read was cut short and the window was judged munmapq's.
+    assert_eq!(os.mapped(a), None, "not copied to the child");
+    assert_eq!(*os.munmaps.borrow(), [(a, 2 * PAGE)]);
+    assert_eq!(*os.region_reads.borrow(), 1);
+    assert_eq!(E.stats.get(Counter::ForgottenQueued), 0);
+    assert_eq!(E.stats.get(Counter::Released), 1);
+    assert!(E.active(), "still queueing");
+    E.after_fork_in_child(&os);
+    assert_eq!(os.mapped(a), None, "the child finds it unmapped");
+}
+
+#[test]
+fn a_replacement_recorded_beside_a_loss_is_still_left_alone_by_the_answer() {
+    static E: Engine = Engine::new();
+    let os = started(&E);
+    let a = map_unmap(&E, &os, 3, 0);
+    // Busy calls over the queued window: a MAP_FIXED of the same file at
+    // the same offset over its first page (the kernel's list cannot tell
+    // it from the window), recorded, and anonymous memory over its
+    // second, whose record was lost.
+    replace(&os, a, 3, 0);
+    E.dirty.record(a, a + PAGE);
+    replace(&os, a, -1, 1);
+    lose_records(&E);
+    // The next holder frees the other records before it reads the
+    // mappings, but keeps that one, which keeps the answer's unmap off the
+    // program's mapping; the rest, anonymous, is the program's too.
+    map(&E, &os, 4, 0);
+    assert_eq!(os.mapped(a), Some((3, 0)), "the program's, left");
+    assert_eq!(os.mapped(a + PAGE), Some((-1, 0)), "the program's, left");
+    assert_eq!(os.munmap_count(), 0);
+    assert!(!E.dirty.pending(), "all applied after the answer");
     assert!(E.active(), "still queueing");
 }
