@@ -591,8 +591,10 @@ impl Engine {
     fn apply_records<O: Os>(&self, os: &O, t: &mut Table, lost: Option<u64>) {
         self.dirty.drain_records(|d| match d {
             Dirty::Range(start, end, epoch) => {
-                let answers = lost.map(|l| l.min(epoch));
-                if answers.is_some_and(|upto| queued_overlaps(t, start, end, upto)) {
+                // Whatever its own epoch: one numbered before the window
+                // was mapped may reach the kernel only after the answer's
+                // read, and is kept to keep its unmap off the range.
+                if lost.is_some_and(|upto| queued_overlaps(t, start, end, upto)) {
                     return false;
                 }
                 self.release_recorded(os, t, (start, end, epoch), true, None);

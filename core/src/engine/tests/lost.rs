@@ -217,3 +217,44 @@ fn a_replacement_recorded_beside_a_loss_is_still_left_alone_by_the_answer() {
     assert!(!E.dirty.pending(), "all applied after the answer");
     assert!(E.active(), "still queueing");
 }
+
+/// A replacement recorded before the window it lands on was mapped (the
+/// program's `MAP_FIXED` at an address the kernel then gave another
+/// thread's mmap) may reach the kernel only while the answer unmaps: it is
+/// kept in the record, whose range the answer's unmaps leave alone.
+#[test]
+fn a_replacement_recorded_before_its_window_was_mapped_keeps_the_answer_off_its_range() {
+    use core::sync::atomic::{AtomicPtr, AtomicUsize};
+    static E: Engine = Engine::new();
+    static AT: AtomicUsize = AtomicUsize::new(0);
+    static OS: AtomicPtr<FakeOs> = AtomicPtr::new(core::ptr::null_mut());
+    // The busy MAP_FIXED lands just before the holder unmaps there.
+    fn other_thread(call: &str, at: usize, _: usize) {
+        let a = AT.load(SeqCst);
+        if call == "munmap" && a != 0 && at == a {
+            AT.store(0, SeqCst);
+            // SAFETY: the test's fake, leaked below, lives to the end.
+            replace(unsafe { &*OS.load(SeqCst) }, a, -1, 0);
+        }
+    }
+    let os: &'static FakeOs = Box::leak(Box::new(FakeOs {
+        meanwhile: Some(other_thread),
+        ..started(&E)
+    }));
+    OS.store(os as *const FakeOs as *mut FakeOs, SeqCst);
+    // The address the next window takes, freed again.
+    let probe = map(&E, os, 9, 0);
+    E.munmap(os, probe, 2 * PAGE).unwrap();
+    let _ = map(&E, os, 9, 0);
+    E.munmap(os, probe, 2 * PAGE).unwrap();
+    // The call is recorded first, then the window is mapped and queued.
+    E.dirty.record(BASE, BASE + (1 << 20));
+    let w = map_unmap(&E, os, 3, 0);
+    lose_records(&E);
+    AT.store(w, SeqCst);
+    map(&E, os, 4, 0);
+    if AT.swap(0, SeqCst) != 0 {
+        replace(os, w, -1, 0);
+    }
+    assert_eq!(os.mapped(w), Some((-1, 0)), "the program's, left");
+}
