@@ -169,12 +169,8 @@ impl DirtyRanges {
     /// Hands every complete record to `f` and frees it. Only the holder of
     /// the table lock calls this.
     pub fn drain(&self, mut f: impl FnMut(Dirty)) {
-        // Loads first: this runs under every lock acquisition, and a
-        // read-modify-write there is measurable.
-        if self.overflow.load(Ordering::Relaxed) {
-            if let Some(epoch) = self.take_loss() {
-                f(Dirty::Upto(epoch));
-            }
+        if let Some(epoch) = self.loss() {
+            f(Dirty::Upto(epoch));
         }
         self.drain_records(|d| {
             f(d);
@@ -226,6 +222,17 @@ impl DirtyRanges {
         }
         self.ready.fetch_sub(1, Ordering::AcqRel);
         Some(self.overflow_epoch.load(Ordering::Acquire))
+    }
+
+    /// [`DirtyRanges::take_loss`], asked with a load first: this runs
+    /// under every lock acquisition, and a read-modify-write there is
+    /// measurable. Only the holder of the table lock calls this.
+    #[inline]
+    pub fn loss(&self) -> Option<u64> {
+        if !self.lost() {
+            return None;
+        }
+        self.take_loss()
     }
 
     /// Was a record lost since the last drain?

@@ -572,7 +572,7 @@ impl Engine {
     /// the window its parent had unmapped: `tests/sandbox.rs`).
     #[inline]
     fn drain<O: Os>(&self, os: &O, t: &mut Table) {
-        let Some(epoch) = self.dirty.lost().then(|| self.dirty.take_loss()).flatten() else {
+        let Some(epoch) = self.dirty.loss() else {
             self.apply_records(os, t, None);
             return;
         };
@@ -604,6 +604,7 @@ impl Engine {
                 self.release_recorded(os, t, (start, end, epoch), false, lost);
                 true
             }
+            // Never handed by `drain_records`: the loss is `drain`'s.
             Dirty::Upto(_) => true,
         });
     }
