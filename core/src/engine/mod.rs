@@ -594,7 +594,7 @@ impl Engine {
                 // Whatever its own epoch: one numbered before the window
                 // was mapped may reach the kernel only after the answer's
                 // read, and is kept to keep its unmap off the range.
-                if lost.is_some_and(|upto| queued_overlaps(t, start, end, upto)) {
+                if lost.is_some_and(|upto| t.queued_overlaps(start, end, upto)) {
                     return false;
                 }
                 self.release_recorded(os, t, (start, end, epoch), true, None);
@@ -635,19 +635,6 @@ impl Engine {
             _ => None,
         }
     }
-}
-
-/// Whether a queued entry inserted at or before `epoch` overlaps
-/// `[start, end)`.
-fn queued_overlaps(t: &Table, start: usize, end: usize, epoch: u64) -> bool {
-    let mut hi = end;
-    while let Some(e) = t.last_overlap(start, hi) {
-        if e.state == State::Queued && e.epoch <= epoch {
-            return true;
-        }
-        hi = e.start;
-    }
-    false
 }
 
 mod calls;

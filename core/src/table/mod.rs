@@ -414,6 +414,19 @@ impl Table {
         (e.end() > start).then_some(e)
     }
 
+    /// Whether a queued entry inserted at or before `epoch` overlaps
+    /// `[start, end)`.
+    pub fn queued_overlaps(&self, start: usize, end: usize, epoch: u64) -> bool {
+        let mut hi = end;
+        while let Some(e) = self.last_overlap(start, hi) {
+            if e.state == State::Queued && e.epoch <= epoch {
+                return true;
+            }
+            hi = e.start;
+        }
+        false
+    }
+
     /// What the entry in `slot` maps (`FileKey::NONE`'s zeros if it is
     /// free).
     pub fn key(&self, slot: u16) -> &FileKey {
