@@ -6,7 +6,7 @@
 //! a hook.
 
 use super::symbols::{self, Name};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use libc::{c_char, c_int, c_uint, c_ulong, c_void, off_t, size_t, FILE};
 // The types of sandbox.rs's hooks.
 use libc::{c_long, pid_t, rlimit};
@@ -15,8 +15,11 @@ use libc::{iovec, ssize_t};
 
 /// For each entry of `hook_table!` with a stand-in: a slot, filled by
 /// `resolve`, and a function of the entry's name that calls through it.
-/// The slots and their names are tables without pointers (a pointer in a
-/// static is one more relocation for the loader at every start).
+/// A slot holds the entry's stand-in until `resolve` finds the real
+/// function (and keeps it where the name resolves to nothing), so that a
+/// call through it is one indirect call with nothing to test first; that
+/// costs the loader one relative relocation per entry at start. The
+/// helpers' slots start empty (0: not found).
 macro_rules! real_functions {
     (shared { $($shared:tt)* } platform { $($platform:tt)* }) => {
         real_functions!(@all $($shared)* $($platform)*);
@@ -57,33 +60,58 @@ macro_rules! real_functions {
             PAGE.store(ask_page_size(), Ordering::Relaxed);
         }
 
+        /// The stand-ins, out of the hooks' way (one that sets errno needs
+        /// a frame): only before `resolve`, or where the name did not
+        /// resolve.
+        mod stand_in {
+            #[allow(unused_imports)]
+            use super::*;
+            $( real_functions!(@stand_in_function $name ($($arg: $ty),*) -> $ret, [$($stand_in)*]); )*
+        }
+
         $( real_functions!(@function $name ($($arg: $ty),*) -> $ret, [$($stand_in)*]); )*
     };
 
     (@helpers [$($helper:ident)*] $($rest:tt)*) => {
         /// How many slots, first, are not the hooks' real functions.
         const HELPERS: usize = [$(stringify!($helper),)*].len();
-        real_functions!(@slots [$($helper)*] $($rest)*);
+        real_functions!(@slots [$($helper)*] [] $($rest)*);
     };
 
     // The entries that have a slot, gathered into `Slot` and `SLOT_NAMES`.
-    (@slots [$($slot:ident)*]) => {
+    (@slots [$($helper:ident)*] [$($slot:ident)*]) => {
         /// The index of each real function's slot in `SLOTS`.
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy)]
-        enum Slot { $($slot,)* }
+        enum Slot { $($helper,)* $($slot,)* }
         /// The names of the slots, in order, each followed by a NUL.
-        const SLOT_NAMES: &str = concat!($(stringify!($slot), "\0",)*);
-        const SLOT_COUNT: usize = [$(Slot::$slot,)*].len();
-        /// Each real function's address, 0 until `resolve` (or if the name
-        /// resolved to nothing).
-        static SLOTS: [AtomicUsize; SLOT_COUNT] = [const { AtomicUsize::new(0) }; SLOT_COUNT];
+        const SLOT_NAMES: &str = concat!($(stringify!($helper), "\0",)* $(stringify!($slot), "\0",)*);
+        const SLOT_COUNT: usize = [$(Slot::$helper,)* $(Slot::$slot,)*].len();
+        /// Each helper's address, null until `resolve` (or if the name
+        /// resolved to nothing); each real function's, its stand-in until
+        /// `resolve`.
+        static SLOTS: [AtomicPtr<()>; SLOT_COUNT] = [
+            $(real_functions!(@empty $helper),)*
+            $(AtomicPtr::new(stand_in::$slot as *mut ()),)*
+        ];
     };
-    (@slots [$($slot:ident)*] $name:ident [] $($rest:tt)*) => {
-        real_functions!(@slots [$($slot)*] $($rest)*);
+    (@slots [$($helper:ident)*] [$($slot:ident)*] $name:ident [] $($rest:tt)*) => {
+        real_functions!(@slots [$($helper)*] [$($slot)*] $($rest)*);
     };
-    (@slots [$($slot:ident)*] $name:ident [$($stand_in:tt)+] $($rest:tt)*) => {
-        real_functions!(@slots [$($slot)* $name] $($rest)*);
+    (@slots [$($helper:ident)*] [$($slot:ident)*] $name:ident [$($stand_in:tt)+] $($rest:tt)*) => {
+        real_functions!(@slots [$($helper)*] [$($slot)* $name] $($rest)*);
+    };
+    (@empty $helper:ident) => {
+        AtomicPtr::new(core::ptr::null_mut())
+    };
+
+    (@stand_in_function $name:ident ($($arg:ident : $ty:ty),*) -> $ret:ty, []) => {};
+    (@stand_in_function $name:ident ($($arg:ident : $ty:ty),*) -> $ret:ty, [$($stand_in:tt)+]) => {
+        #[cold]
+        #[allow(non_snake_case, clippy::too_many_arguments)]
+        pub(super) unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            real_functions!(@stand_in ($($arg),*) -> $ret, $($stand_in)+)
+        }
     };
 
     (@function $name:ident ($($arg:ident : $ty:ty),*) -> $ret:ty, []) => {};
@@ -93,23 +121,12 @@ macro_rules! real_functions {
         /// # Safety
         /// The caller passes what the C function accepts.
         #[allow(non_snake_case, clippy::too_many_arguments)]
+        #[inline(always)]
         pub unsafe fn $name($($arg: $ty),*) -> $ret {
-            /// The stand-in, out of the hooks' way (it sets errno, which
-            /// needs a frame): only before `resolve`, or where the name did
-            /// not resolve.
-            #[cold]
-            #[inline(never)]
-            #[allow(non_snake_case, clippy::too_many_arguments)]
-            unsafe fn stand_in($($arg: $ty),*) -> $ret {
-                real_functions!(@stand_in ($($arg),*) -> $ret, $($stand_in)+)
-            }
             let f = SLOTS[Slot::$name as usize].load(Ordering::Acquire);
-            if f == 0 {
-                // SAFETY: forwarded from our caller's contract.
-                return unsafe { stand_in($($arg),*) };
-            }
             // SAFETY: `f` is the next definition of this exact C function
-            // (symbols.rs), whose prototype is the one declared here.
+            // (symbols.rs), whose prototype is the one declared here, or
+            // the stand-in of that prototype.
             let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { core::mem::transmute(f) };
             // SAFETY: forwarded from our caller's contract.
             unsafe { f($($arg),*) }
@@ -119,18 +136,30 @@ macro_rules! real_functions {
     (@stand_in ($($arg:ident),*) -> $ret:ty, syscall $number:ident) => {
         // SAFETY: the raw system call with the arguments the libc wrapper
         // would pass; the kernel validates them.
-        unsafe { super::sys::call_errno(libc::$number, &[$($arg as libc::c_long),*]) as $ret }
+        unsafe { super::super::sys::call_errno(libc::$number, &[$($arg as libc::c_long),*]) as $ret }
     };
     (@stand_in ($($arg:ident),*) -> $ret:ty, $function:ident) => {
-        $function($($arg),*)
+        super::$function($($arg),*)
     };
+}
+
+/// The address in slot `s` (0 for a helper not found).
+#[inline(always)]
+fn address(s: Slot) -> usize {
+    SLOTS[s as usize].load(Ordering::Acquire) as usize
 }
 
 super::hook_table!(real_functions);
 
-/// An address in the C library's code: its `munmap` (0 before `resolve`).
+/// An address in the C library's code: its `munmap` (0 before `resolve`,
+/// or where it found none).
 pub fn libc_address() -> usize {
-    SLOTS[Slot::munmap as usize].load(Ordering::Acquire)
+    let a = address(Slot::munmap);
+    if a == stand_in::munmap as *const () as usize {
+        0
+    } else {
+        a
+    }
 }
 
 /// Stand-ins for `clone` and `_Fork` before `resolve` (nothing makes a
@@ -158,9 +187,9 @@ fn fork_fallback() -> pid_t {
 /// lives in libpthread, which a program need not load: found wherever it
 /// is, not linked).
 pub fn testcancel() {
-    let f = SLOTS[Slot::pthread_testcancel as usize].load(Ordering::Acquire);
+    let f = address(Slot::pthread_testcancel);
     // Both or neither (see `setcancelstate`).
-    if f != 0 && SLOTS[Slot::pthread_setcancelstate as usize].load(Ordering::Acquire) != 0 {
+    if f != 0 && address(Slot::pthread_setcancelstate) != 0 {
         // SAFETY: the C library's `void pthread_testcancel(void)`.
         let f: unsafe extern "C" fn() = unsafe { core::mem::transmute(f) };
         // SAFETY: no arguments; it may unwind the thread (cancellation).
@@ -171,8 +200,8 @@ pub fn testcancel() {
 /// `pthread_setcancelstate(state, &old)`, answering `old`; `state` itself
 /// if the program has no such function (nothing to change then).
 pub fn setcancelstate(state: c_int) -> c_int {
-    let f = SLOTS[Slot::pthread_setcancelstate as usize].load(Ordering::Acquire);
-    if f == 0 || SLOTS[Slot::pthread_testcancel as usize].load(Ordering::Acquire) == 0 {
+    let f = address(Slot::pthread_setcancelstate);
+    if f == 0 || address(Slot::pthread_testcancel) == 0 {
         return state;
     }
     // SAFETY: the C library's `int pthread_setcancelstate(int, int *)`.
@@ -202,7 +231,7 @@ pub fn single_threaded() -> bool {
 /// The C library's `__libc_single_threaded`, if it has one (see
 /// [`single_threaded`]).
 pub fn single_threaded_word() -> Option<&'static core::sync::atomic::AtomicU8> {
-    let p = SLOTS[Slot::__libc_single_threaded as usize].load(Ordering::Relaxed);
+    let p = address(Slot::__libc_single_threaded);
     // SAFETY: the C library's `char __libc_single_threaded`, which lives
     // as long as the C library; a byte, read atomically.
     (p != 0).then(|| unsafe { &*(p as *const core::sync::atomic::AtomicU8) })
@@ -244,8 +273,8 @@ pub unsafe fn cleanup_push(
     routine: unsafe extern "C" fn(*mut c_void),
     arg: *mut c_void,
 ) -> bool {
-    let push = SLOTS[Slot::_pthread_cleanup_push as usize].load(Ordering::Acquire);
-    if push == 0 || SLOTS[Slot::_pthread_cleanup_pop as usize].load(Ordering::Acquire) == 0 {
+    let push = address(Slot::_pthread_cleanup_push);
+    if push == 0 || address(Slot::_pthread_cleanup_pop) == 0 {
         return false;
     }
     // SAFETY: glibc's `void _pthread_cleanup_push(struct
@@ -266,7 +295,7 @@ pub unsafe fn cleanup_push(
 /// # Safety
 /// `buf` is the innermost handler registered on this thread.
 pub unsafe fn cleanup_pop(buf: *mut CleanupBuffer) {
-    let pop = SLOTS[Slot::_pthread_cleanup_pop as usize].load(Ordering::Acquire);
+    let pop = address(Slot::_pthread_cleanup_pop);
     // SAFETY: glibc's `void _pthread_cleanup_pop(struct
     // _pthread_cleanup_buffer *, int)`, resolved with its push.
     let pop: unsafe extern "C" fn(*mut CleanupBuffer, c_int) = unsafe { core::mem::transmute(pop) };
@@ -281,7 +310,7 @@ pub unsafe fn cleanup_pop(buf: *mut CleanupBuffer) {
     allow(dead_code)
 )]
 pub fn vfork_address() -> usize {
-    SLOTS[Slot::vfork as usize].load(Ordering::Acquire)
+    address(Slot::vfork)
 }
 
 /// The page size (`sysconf(_SC_PAGESIZE)`, asked once by `resolve`), 0
@@ -293,7 +322,7 @@ pub fn page_size() -> usize {
 static PAGE: AtomicUsize = AtomicUsize::new(0);
 
 fn ask_page_size() -> usize {
-    let f = SLOTS[Slot::sysconf as usize].load(Ordering::Relaxed);
+    let f = address(Slot::sysconf);
     if f == 0 {
         return 0;
     }
@@ -313,7 +342,7 @@ fn ask_page_size() -> usize {
 /// Ends the process as the C library's `abort` does; before `resolve` (a
 /// panic, which nothing expects, that early) by an illegal instruction.
 pub fn abort() -> ! {
-    let f = SLOTS[Slot::abort as usize].load(Ordering::Relaxed);
+    let f = address(Slot::abort);
     if f != 0 {
         // SAFETY: the C library's abort (its prototype), which does not
         // return.
@@ -341,7 +370,7 @@ pub fn abort() -> ! {
 /// The C library's `__register_atfork` (what glibc's `pthread_atfork`
 /// calls), 0 if none was found.
 pub fn register_atfork_address() -> usize {
-    SLOTS[Slot::__register_atfork as usize].load(Ordering::Acquire)
+    address(Slot::__register_atfork)
 }
 
 /// glibc's posix_madvise: DONTNEED is ignored, errors are returned, not set.
@@ -419,7 +448,7 @@ fn fclose_fallback(fp: *mut FILE) -> c_int {
 /// # Safety
 /// `fp` is a valid stream.
 pub unsafe fn fileno(fp: *mut FILE) -> c_int {
-    let f = SLOTS[Slot::fileno as usize].load(Ordering::Acquire);
+    let f = address(Slot::fileno);
     if f != 0 {
         // SAFETY: the C library's fileno (its prototype), on the caller's
         // stream.

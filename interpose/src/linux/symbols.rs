@@ -32,7 +32,7 @@
 
 use super::dynsym::{object, Dyn, Found, Hash};
 use core::ffi::{c_char, c_int, c_void};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 /// A name to find: where it is in the list of names (NUL-separated), and
 /// its two ELF hashes, computed at build time (`names`). No pointer: a table
@@ -248,14 +248,14 @@ struct Walked {
 /// Fills `slots[k]` with the address of `names[k]` (in `all`, names each
 /// followed by a NUL): from the walk, and for what it left undecided from
 /// `dlsym`, itself found by the walk (`names[dlsym]`). A name no object
-/// after this library defines leaves its slot at 0, and so does every name
+/// after this library defines leaves its slot as it was, and so does every name
 /// if the walk could not see this library in the list (then `None`).
 /// Answers whether an object after this library holds the address `mark`
 /// (one the C library defines: then the walk goes on to the C library).
 pub fn resolve(
     all: &[u8],
     names: &[Name],
-    slots: &[AtomicUsize],
+    slots: &[AtomicPtr<()>],
     dlsym: usize,
     mark: usize,
 ) -> Option<bool> {
@@ -288,24 +288,26 @@ pub fn resolve(
         };
         #[cfg(debug_assertions)]
         same_as_dlsym(name, f, address);
-        slot.store(address, Ordering::Release);
+        if address != 0 {
+            slot.store(address as *mut (), Ordering::Release);
+        }
     }
     Some(walked.mark_after_us)
 }
 
-/// Fills each slot of `slots` still 0 with the first definition of its
+/// Fills each slot of `slots` still null with the first definition of its
 /// name in any loaded object but this library (in load order), or leaves
 /// it: for the C library's functions that the library calls for itself,
 /// which a library loaded by `dlopen` (after the C library) does not find
 /// after itself. Only what the walk decides alone is taken.
-pub fn resolve_anywhere(all: &[u8], names: &[Name], slots: &[AtomicUsize]) {
-    if slots.iter().all(|s| s.load(Ordering::Relaxed) != 0) {
+pub fn resolve_anywhere(all: &[u8], names: &[Name], slots: &[AtomicPtr<()>]) {
+    if slots.iter().all(|s| !s.load(Ordering::Relaxed).is_null()) {
         return;
     }
     let mut found = [Found::Nowhere; MAX_NAMES];
     let n = names.len().min(MAX_NAMES);
     for (f, slot) in found.iter_mut().zip(slots) {
-        if slot.load(Ordering::Relaxed) != 0 {
+        if !slot.load(Ordering::Relaxed).is_null() {
             // Not looked for.
             *f = Found::Undecided;
         }
@@ -313,8 +315,8 @@ pub fn resolve_anywhere(all: &[u8], names: &[Name], slots: &[AtomicUsize]) {
     find(all, &names[..n], &mut found[..n], false, 0);
     for (&f, slot) in found[..n].iter().zip(slots) {
         if let Found::At(a) = f {
-            if slot.load(Ordering::Relaxed) == 0 {
-                slot.store(a, Ordering::Release);
+            if slot.load(Ordering::Relaxed).is_null() {
+                slot.store(a as *mut (), Ordering::Release);
             }
         }
     }
