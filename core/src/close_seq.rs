@@ -46,13 +46,15 @@ pub struct Seen {
 }
 
 /// A close's place in line among the closes of its counters, from
-/// [`CloseSeq::begin`] for [`CloseSeq::end`].
+/// [`CloseSeq::begin`] for [`CloseSeq::end`]: how many began before it
+/// (its place less one, which is what the end compares, so that nothing
+/// is worked out from it before the real call).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Place(u64);
 
 impl Place {
     /// For a close that counts nowhere (and never ends).
-    pub const NONE: Place = Place(0);
+    pub const NONE: Place = Place(u64::MAX);
 }
 
 struct Counters {
@@ -124,7 +126,7 @@ impl CloseSeq {
     /// kernel: its place, for [`CloseSeq::end`].
     #[inline]
     pub fn begin(&self, lo: i32, hi: i32) -> Place {
-        Place(self.word(lo, hi).begun.fetch_add(1, SeqCst).wrapping_add(1))
+        Place(self.word(lo, hi).begun.fetch_add(1, SeqCst))
     }
 
     /// The real call of the close at `place` returned, whatever it
@@ -135,8 +137,8 @@ impl CloseSeq {
         // A release store, no fence: a reader that sees it sees the real
         // call returned, and every earlier close's (whose stores this
         // acquire load saw).
-        if w.ended.load(Acquire) == place.0.wrapping_sub(1) {
-            w.ended.store(place.0, Release);
+        if w.ended.load(Acquire) == place.0 {
+            w.ended.store(place.0.wrapping_add(1), Release);
         } else {
             w.late.fetch_add(1, Release);
         }

@@ -93,6 +93,14 @@ impl Engine {
         self.mapped_fds.get(fd)
     }
 
+    /// Whether a close of `fd` may take the lane ([`Engine::close_lane`]):
+    /// its number has a place in line of its own. Told before the lane's
+    /// frame, so that a close that cannot take it pays for none.
+    #[inline(always)]
+    pub fn close_lane_may_take(&self, fd: i32) -> bool {
+        self.close_seq.has_own(fd)
+    }
+
     /// The common close, told inline in the hook: of a number with its
     /// own place in line (`close_seq.rs`) and no records, by a thread the
     /// hook knows to be on the process's table (what [`Os::fd_table`]

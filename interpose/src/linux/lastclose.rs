@@ -108,14 +108,22 @@ fn lane_open() -> bool {
 #[inline(always)]
 pub unsafe fn close(args::close { fd }: args::close) -> ret::close {
     // The common close: no records, no cancellation to act on (see
-    // `cancellable`), nothing to trace.
-    if lane_open() {
-        if let Some(place) = ENGINE.close_lane(fd) {
-            // SAFETY: the caller's own arguments.
-            let r = unsafe { real::close(fd) };
-            ENGINE.closed_lane(fd, place);
-            return r;
-        }
+    // `cancellable`), nothing to trace. Told here, with no frame: the
+    // way out of line keeps what it needs across the real call.
+    if lane_open() && ENGINE.close_lane_may_take(fd) {
+        return close_in_lane(fd);
+    }
+    close_whole(fd)
+}
+
+/// The common close, its number told to have a place of its own.
+#[inline(never)]
+fn close_in_lane(fd: c_int) -> c_int {
+    if let Some(place) = ENGINE.close_lane(fd) {
+        // SAFETY: the caller's own arguments.
+        let r = unsafe { real::close(fd) };
+        ENGINE.closed_lane(fd, place);
+        return r;
     }
     close_whole(fd)
 }
