@@ -20,7 +20,7 @@ use crate::platform::signatures::{args, ret};
 use crate::trace::{self, Record};
 use crate::ENGINE;
 use libc::{c_int, c_void, size_t};
-use munmapq_core::engine::{Effect, Span};
+use munmapq_core::engine::{Effect, MmapWay, Span};
 use munmapq_core::file::{trackable_open_flags, PATH_ONLY};
 use munmapq_core::os::{Errno, Mmap, Os};
 
@@ -158,7 +158,9 @@ fn mmap_plainly<O: Os>(os: &O, call: Mmap, plain: impl FnOnce(Mmap) -> *mut c_vo
 
 /// Out of the plain way: the same way where only the counters closed the
 /// gate (the call counted), else the engine's. The call's arguments one by
-/// one, so that the plain way keeps them in registers.
+/// one, so that the plain way keeps them in registers; and so that the
+/// mmap the queue may answer passes on only its length, descriptor and
+/// offset, the call is put together in memory only on the other ways.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn mmap_not_plain<O: Os>(
@@ -175,23 +177,57 @@ fn mmap_not_plain<O: Os>(
     if ENGINE.mmap_is_plain_counted(call) {
         return mmap_plainly(os, call, plain);
     }
-    mmap_engaged(os, call)
-}
-
-/// An mmap that is not plain: errno kept around the engine's own calls.
-#[inline(always)]
-fn mmap_engaged<O: Os>(os: &O, call: Mmap) -> *mut c_void {
     if trace::enabled() {
-        return mmap_traced(os, call);
+        return mmap_traced(os, addr, len, prot, flags, fd, off);
     }
-    let saved = errno::Saved::now();
-    ptr_result(ENGINE.mmap(os, call), saved)
+    // Its way asks no system call: errno is saved after it.
+    match ENGINE.mmap_way(call) {
+        MmapWay::OfKind => {
+            let saved = errno::Saved::now();
+            ptr_result(os.framed(|| ENGINE.mmap_of_kind(os, len, fd, off)), saved)
+        }
+        way @ MmapWay::Straight(_) => {
+            let saved = errno::Saved::now();
+            ptr_result(ENGINE.mmap_by_way(os, call, way), saved)
+        }
+        way => mmap_by_way(os, addr, len, prot, flags, fd, off, way),
+    }
 }
 
-/// `mmap_through` under `MUNMAPQ_TRACE`, each call written down.
+/// An mmap that is not plain, at an address, while the payoff steps aside
+/// or the engine is off: errno kept around the engine's own calls.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn mmap_by_way<O: Os>(
+    os: &O,
+    addr: usize,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+    way: MmapWay,
+) -> *mut c_void {
+    let saved = errno::Saved::now();
+    let call = Mmap::new(addr, len, prot, flags, fd, off);
+    ptr_result(ENGINE.mmap_by_way(os, call, way), saved)
+}
+
+/// `mmap_through` under `MUNMAPQ_TRACE`, each call written down. The
+/// call's arguments one by one, as `mmap_by_way` takes them.
 #[cold]
 #[inline(never)]
-fn mmap_traced<O: Os>(os: &O, call: Mmap) -> *mut c_void {
+#[allow(clippy::too_many_arguments)]
+fn mmap_traced<O: Os>(
+    os: &O,
+    addr: usize,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
+    let call = Mmap::new(addr, len, prot, flags, fd, off);
     let saved = errno::Saved::now();
     // What the engine would track, as a replay needs it (an `F_GETFL`
     // more per traced mmap).

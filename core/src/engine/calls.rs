@@ -22,6 +22,23 @@ enum Told {
     Considered,
 }
 
+/// Which way an mmap goes ([`Engine::mmap_way`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MmapWay {
+    /// The engine is off: the call as the program made it.
+    Off,
+    /// Straight to the kernel, nothing asked before it.
+    Straight(Straight),
+    /// At an address, or growing down: what it may meet is looked at
+    /// first.
+    Addressed,
+    /// Of the kind the queue takes, engaged: it may meet the queue
+    /// ([`Engine::mmap_of_kind`]).
+    OfKind,
+    /// Of that kind while the payoff steps aside: straight to the kernel.
+    Aside,
+}
+
 /// The flags that make an mmap take its address as given, at 0 too:
 /// replacing what is there (`MAP_FIXED`), or refusing to (Linux's
 /// `MAP_FIXED_NOREPLACE`).
@@ -84,18 +101,63 @@ fn reuse_fits<O: Os>(os: &O, q: &Queue, len: usize) -> bool {
 }
 
 impl Engine {
-    /// The hooked mmap. The calls that pass straight to the kernel are
-    /// told here, inline in the hook; the rest is `mmap_considered`.
+    /// The hooked mmap: its way ([`Engine::mmap_way`]), then the call
+    /// made that way.
     #[inline(always)]
     pub fn mmap<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
+        match self.mmap_way(call) {
+            MmapWay::OfKind => {
+                let (len, fd, off) = (call.len, call.fd, call.off);
+                os.framed(|| self.mmap_of_kind(os, len, fd, off))
+            }
+            way => self.mmap_by_way(os, call, way),
+        }
+    }
+
+    /// Which way an mmap goes, told by its arguments alone, and for the
+    /// kind the queue takes by the payoff (which counts it: asked once per
+    /// call). No system call is made, nor errno touched: the hook saves
+    /// errno after it, before [`Engine::mmap_of_kind`] or
+    /// [`Engine::mmap_by_way`].
+    #[inline(always)]
+    pub fn mmap_way(&self, call: Mmap) -> MmapWay {
         // Off is decided once: an engine started between two looks would
         // take a call of any kind for one it may queue.
         if !self.active() {
-            return os.mmap(call);
+            return MmapWay::Off;
         }
-        match self.straight_mmap(os, call) {
-            Some(how) => self.pass_straight(os, call, how),
-            None => os.framed(|| self.mmap_considered(os, call)),
+        match self.mmap_told(call) {
+            Told::Straight(how) => MmapWay::Straight(how),
+            Told::Considered => MmapWay::Addressed,
+            Told::Payoff => {
+                if self.payoff.engage(call.fd, call.off, call.len) {
+                    MmapWay::OfKind
+                } else {
+                    MmapWay::Aside
+                }
+            }
+        }
+    }
+
+    /// An mmap whose way is not [`MmapWay::OfKind`]: the engine is off,
+    /// or the call passes straight to the kernel (what it may meet at an
+    /// address looked at first).
+    #[inline(always)]
+    pub fn mmap_by_way<O: Os>(&self, os: &O, call: Mmap, way: MmapWay) -> Result<usize, Errno> {
+        match way {
+            MmapWay::Off => os.mmap(call),
+            MmapWay::Straight(how) => self.pass_straight(os, call, how),
+            MmapWay::Addressed => os.framed(|| self.mmap_addressed(os, call)),
+            MmapWay::Aside => {
+                if self.payoff.take_turn() {
+                    os.framed(|| self.let_go_of_small(os));
+                }
+                self.pass_straight(os, call, Straight::Payoff)
+            }
+            MmapWay::OfKind => {
+                let (len, fd, off) = (call.len, call.fd, call.off);
+                os.framed(|| self.mmap_of_kind(os, len, fd, off))
+            }
         }
     }
 
@@ -142,26 +204,6 @@ impl Engine {
         self.placed_by_kernel(os, start, call.len);
     }
 
-    /// How an mmap passes straight to the kernel with nothing asked
-    /// before it, or None: an address to look at first, or a kind the
-    /// queue may take. The engine is active.
-    #[inline(always)]
-    fn straight_mmap<O: Os>(&self, os: &O, call: Mmap) -> Option<Straight> {
-        match self.mmap_told(call) {
-            Told::Straight(how) => Some(how),
-            Told::Considered => None,
-            Told::Payoff => {
-                if self.payoff.engage(call.fd, call.off, call.len) {
-                    return None;
-                }
-                if self.payoff.take_turn() {
-                    os.framed(|| self.let_go_of_small(os));
-                }
-                Some(Straight::Payoff)
-            }
-        }
-    }
-
     /// What an mmap's arguments alone tell. The commonest calls are told
     /// first: another kind than the queue takes (anonymous, shared,
     /// writable; unless it takes its address as given), then a whole small
@@ -198,29 +240,45 @@ impl Engine {
         Told::Payoff
     }
 
-    /// An mmap that may meet the queue: at an address, or of the kind it
-    /// takes (told by `straight_mmap`, the engine active).
+    /// An mmap at an address (`MAP_FIXED` or `MAP_FIXED_NOREPLACE` at 0
+    /// too), or of a region that grows down (told by `mmap_told`, the
+    /// engine active): what it may meet is looked at first.
     #[inline(never)]
-    fn mmap_considered<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
-        let (addr, len, fd, off) = (call.addr, call.len, call.fd, call.off);
-        if addr != 0 || call.flags & (AT_ADDRESS | GROWSDOWN) != 0 {
-            if call.flags & GROWSDOWN != 0 {
-                return self.map_growing_down(os, call);
-            }
-            let fixed = call.flags & libc::MAP_FIXED != 0;
-            let effect = if fixed {
-                Effect::Modify
-            } else {
-                Effect::Inspect
-            };
-            if let Some(span) = self.addressed_span(os, call, effect) {
-                self.prepare(os, span);
-            }
-            return self.pass_straight(os, call, Straight::Mmap);
+    fn mmap_addressed<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
+        if call.flags & GROWSDOWN != 0 {
+            return self.map_growing_down(os, call);
         }
+        let fixed = call.flags & libc::MAP_FIXED != 0;
+        let effect = if fixed {
+            Effect::Modify
+        } else {
+            Effect::Inspect
+        };
+        if let Some(span) = self.addressed_span(os, call, effect) {
+            self.prepare(os, span);
+        }
+        self.pass_straight(os, call, Straight::Mmap)
+    }
+
+    /// An mmap of the kind the queue takes, `PROT_READ` and `MAP_PRIVATE`
+    /// at address 0 (its way [`MmapWay::OfKind`]: told by `mmap_told`,
+    /// and engaged by the payoff, the engine active), made in a frame
+    /// (`Os::framed`): it may meet the queue. Only the length, descriptor
+    /// and offset are passed: the rest is told by the way.
+    #[inline(never)]
+    pub fn mmap_of_kind<O: Os>(
+        &self,
+        os: &O,
+        len: usize,
+        fd: i32,
+        off: i64,
+    ) -> Result<usize, Errno> {
+        // The call as the program made it, where it goes to the kernel:
+        // made there only, so that a reuse does not write it down.
+        let call = || Mmap::new(0, len, libc::PROT_READ, libc::MAP_PRIVATE, fd, off);
         let page = self.page();
         if self.filter_unknown.load(Relaxed) && self.stopped_by_filter(os) {
-            return os.mmap(call);
+            return os.mmap(call());
         }
         self.count(Counter::MmapCalls);
         // Before the first system call about `fd`: what the close hooks
@@ -259,7 +317,7 @@ impl Engine {
             };
             return self.map_eligible(os, key, len, fd, off, seen);
         }
-        self.pass_ineligible(os, call)
+        self.pass_ineligible(os, call())
     }
 
     /// A region that grows down: its growth may reach any range below it

@@ -641,6 +641,7 @@ mod calls;
 mod fds;
 mod lost;
 mod names;
+pub use calls::MmapWay;
 pub use fds::Closing;
 mod process;
 #[cfg(test)]
