@@ -84,13 +84,17 @@ pub fn regular_file_facts(fd: i32) -> Option<FileFacts> {
             )
         }
     };
-    let mut r = statx(path, sx.as_mut_ptr());
-    if r != 0 && null_path && crate::errno::get() == libc::EFAULT {
-        NULL_PATH.store(NULL_PATH_REFUSED, Relaxed);
-        r = statx(c"".as_ptr(), sx.as_mut_ptr());
-    }
-    if r != 0 {
-        return fstat_facts(fd); // seccomp or a kernel before 4.11
+    // A success is told by one test: the retry without a NULL path and
+    // the fallback are on the failure's way.
+    if statx(path, sx.as_mut_ptr()) != 0 {
+        let mut r = -1;
+        if null_path && crate::errno::get() == libc::EFAULT {
+            NULL_PATH.store(NULL_PATH_REFUSED, Relaxed);
+            r = statx(c"".as_ptr(), sx.as_mut_ptr());
+        }
+        if r != 0 {
+            return fstat_facts(fd); // seccomp or a kernel before 4.11
+        }
     }
     // SAFETY: the call succeeded, and a successful statx copies a whole
     // `struct statx` out (Linux fs/stat.c `cp_statx`: a zeroed struct of
