@@ -13,13 +13,30 @@ use crate::stats::{Counter, Straight};
 use crate::table::{Entry, FileKey, Lookup, State, Table, NO_FD};
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-/// What an mmap's arguments alone tell ([`Engine::mmap_told`]).
+/// What an mmap's arguments alone tell ([`Engine::mmap_told`]). Each way
+/// straight is a variant of its own, so that the answer is one small
+/// number the hook branches on as it is made.
+#[derive(Clone, Copy)]
 enum Told {
-    Straight(Straight),
+    /// Straight, as [`Straight::Mmap`].
+    StraightMmap,
+    /// Straight, as [`Straight::Payoff`].
+    StraightPayoff,
     /// Of the kind the queue may take: the payoff decides.
     Payoff,
     /// At an address to look at first.
     Considered,
+}
+
+impl Told {
+    #[inline(always)]
+    fn straight(self) -> Option<Straight> {
+        match self {
+            Told::StraightMmap => Some(Straight::Mmap),
+            Told::StraightPayoff => Some(Straight::Payoff),
+            Told::Payoff | Told::Considered => None,
+        }
+    }
 }
 
 /// Which way an mmap goes ([`Engine::mmap_way`]).
@@ -127,7 +144,8 @@ impl Engine {
             return MmapWay::Off;
         }
         match self.mmap_told(call) {
-            Told::Straight(how) => MmapWay::Straight(how),
+            Told::StraightMmap => MmapWay::Straight(Straight::Mmap),
+            Told::StraightPayoff => MmapWay::Straight(Straight::Payoff),
             Told::Considered => MmapWay::Addressed,
             Told::Payoff => {
                 if self.payoff.engage(call.fd, call.off, call.len) {
@@ -184,14 +202,14 @@ impl Engine {
 
     #[inline(always)]
     fn mmap_told_straight(&self, call: Mmap, counted: bool) -> bool {
-        match self.mmap_told(call) {
-            Told::Straight(how) => {
+        match self.mmap_told(call).straight() {
+            Some(how) => {
                 if counted {
                     self.count_straight(how);
                 }
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
@@ -220,7 +238,7 @@ impl Engine {
             if call.flags & (AT_ADDRESS | GROWSDOWN) != 0 {
                 return Told::Considered;
             }
-            return Told::Straight(Straight::Mmap);
+            return Told::StraightMmap;
         }
         // A whole small file mapped through a number whose close forgot
         // the last one (`fds.rs`) would be forgotten again at its close:
@@ -229,13 +247,13 @@ impl Engine {
         // the `statx`.
         if off == 0 && len.wrapping_sub(1) < SMALL {
             return if self.closes_first.get(fd) {
-                Told::Straight(Straight::Payoff)
+                Told::StraightPayoff
             } else {
                 Told::Payoff
             };
         }
         if len == 0 || off < 0 || off as u64 & (self.page() as u64 - 1) != 0 {
-            return Told::Straight(Straight::Mmap);
+            return Told::StraightMmap;
         }
         Told::Payoff
     }
