@@ -149,10 +149,22 @@ impl Payoff {
         }
         let n = self.calls.load(Relaxed) + 1;
         self.calls.store(n, Relaxed);
-        if n >= WINDOW || (n == EARLY && !aside && self.hits.load(Relaxed) * 8 < EARLY) {
+        if n >= WINDOW {
             self.judge(aside);
+        } else if n == EARLY {
+            self.judge_early(aside);
         }
         !aside
+    }
+
+    /// [`EARLY`] calls into a window: an engaged one with fewer than one
+    /// reuse in 8 is judged now. Out of the calls' way: once a window.
+    #[cold]
+    #[inline(never)]
+    fn judge_early(&self, aside: bool) {
+        if !aside && self.hits.load(Relaxed) * 8 < EARLY {
+            self.judge(aside);
+        }
     }
 
     /// An engaged mmap of `rlen` bytes (rounded to pages) was answered with
