@@ -746,9 +746,14 @@ impl Engine {
             self.count_straight(Straight::Munmap);
             return self.retry_enomem(os, || os.munmap(addr, len));
         };
-        self.count(Counter::MunmapCalls);
+        // Read once for the whole call: the bit is cleared only where
+        // nobody reads the counters (`count_quietly`).
+        let counted = self.counted();
+        if counted {
+            self.stats.add(Counter::MunmapCalls, 1);
+        }
         let passed = match self.lock(os) {
-            Some(mut q) => match self.try_defer(os, &mut q, s) {
+            Some(mut q) => match self.try_defer(os, &mut q, s, counted) {
                 Ok(()) => return Ok(()),
                 Err(why) => {
                     self.release(os, &mut q.table, s);
@@ -768,8 +773,15 @@ impl Engine {
     }
 
     /// Queues the live mapping that is exactly `s`, if it may be; else
-    /// answers the counter that says why not.
-    fn try_defer<O: Os>(&self, os: &O, q: &mut Queue, s: Span) -> Result<(), Counter> {
+    /// answers the counter that says why not. `counted`: the counters are
+    /// read ([`Engine::counted`], read once by the caller).
+    fn try_defer<O: Os>(
+        &self,
+        os: &O,
+        q: &mut Queue,
+        s: Span,
+        counted: bool,
+    ) -> Result<(), Counter> {
         let e = match q.table.find(s.start) {
             Some(e) if e.state == State::Live && e.end() == s.end => e,
             _ => return Err(Counter::PassUntracked),
@@ -789,27 +801,29 @@ impl Engine {
             return Err(Counter::PassNotQueued);
         }
         self.apply_pending(os, &mut q.sizing);
-        if !q.make_room(os, self.books(), e.len) {
+        let books = crate::queue::Books {
+            stats: counted.then_some(&self.stats),
+            dirty: &self.dirty,
+        };
+        if !q.make_room(os, books, e.len) {
             let unreadable = q.sizing.take_unreadable();
             if unreadable > 0 {
-                self.count_n(Counter::Unreadable, unreadable);
+                books.count(Counter::Unreadable, unreadable);
             }
             return Err(Counter::PassNotQueued);
         }
         self.table.queueing();
         q.table.enqueue(e.slot);
         q.sizing.note_queued(e.len);
-        q.keep_within_budget(os, self.books(), self.page());
+        q.keep_within_budget(os, books, self.page());
         let unreadable = q.sizing.take_unreadable();
-        if unreadable > 0 {
-            self.count_n(Counter::Unreadable, unreadable);
-        }
-        self.count(Counter::Deferred);
-        if self.counted() {
-            self.stats
-                .peak(Counter::PeakQueued, q.table.queued() as u64);
-            self.stats
-                .peak(Counter::PeakQueuedBytes, q.table.queued_bytes() as u64);
+        if let Some(stats) = books.stats {
+            if unreadable > 0 {
+                stats.add(Counter::Unreadable, unreadable);
+            }
+            stats.add(Counter::Deferred, 1);
+            stats.peak(Counter::PeakQueued, q.table.queued() as u64);
+            stats.peak(Counter::PeakQueuedBytes, q.table.queued_bytes() as u64);
         }
         Ok(())
     }
