@@ -381,24 +381,29 @@ impl Table {
     /// if that slot is in use and starts there (in-use slots are exactly
     /// the indexed entries, which never share a start), else by a search
     /// of the address order.
+    /// The two ways meet at a slot number, in a register, before the
+    /// entry is read.
     #[inline(always)]
     pub fn find(&self, addr: usize) -> Option<Entry> {
         let hinted = self.start_hints[start_hint(addr)];
         let s = &self.slots[hinted as usize];
-        if hinted != NIL && s.state != State::Free && s.start == addr {
-            return Some(self.entry(hinted));
-        }
-        self.find_in_order(addr)
+        let slot = if hinted != NIL && s.state != State::Free && s.start == addr {
+            hinted
+        } else {
+            self.find_in_order(addr)
+        };
+        (slot != NIL).then(|| self.entry(slot))
     }
 
-    /// [`Table::find`] where the hint missed: a search of the address order.
+    /// [`Table::find`] where the hint missed: a search of the address
+    /// order, answering the slot (NIL: none).
     #[inline(never)]
-    fn find_in_order(&self, addr: usize) -> Option<Entry> {
+    fn find_in_order(&self, addr: usize) -> u16 {
         let pos = self.lower_bound(addr);
         if pos < self.used && self.slots[self.by_addr[pos] as usize].start == addr {
-            Some(self.entry(self.by_addr[pos]))
+            self.by_addr[pos]
         } else {
-            None
+            NIL
         }
     }
 
