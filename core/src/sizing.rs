@@ -185,6 +185,11 @@ pub struct Sizing {
     /// cap or an address-space limit), and the length cap.
     read_step: usize,
     bytes_cap: usize,
+    /// Derived by `refresh`: the warm length at or under which no deferral
+    /// can be over the resident budget (the budget; `usize::MAX` without
+    /// the guard; 0 before `start`), so that `over_budget` answers most
+    /// deferrals with one compare.
+    warm_fits: usize,
 }
 
 impl Default for Sizing {
@@ -222,6 +227,7 @@ impl Sizing {
             unreadable: 0,
             read_step: 0,
             bytes_cap: 0,
+            warm_fits: 0,
         }
     }
 
@@ -320,6 +326,7 @@ impl Sizing {
             bytes = bytes.min(NO_USAGE_BYTES);
         }
         self.bytes_cap = bytes;
+        self.warm_fits = if guard { self.budget() } else { usize::MAX };
     }
 
     /// The caps for queueing one more mapping of `len` bytes onto a queue of
@@ -391,6 +398,11 @@ impl Sizing {
     /// budget, by a read of RSS when one is due, else by the estimate; and
     /// then how much warm length to cool, down to 3/4 of the budget.
     pub fn over_budget<O: Os>(&mut self, os: &O, queued_bytes: usize, warm: usize) -> Option<Over> {
+        // What the tests below answer for most deferrals: the budget and
+        // the guard change only where `refresh` follows.
+        if warm <= self.warm_fits {
+            return None;
+        }
         // Where a drop frees nothing the system charges (macOS), no budget
         // is kept: neither reads nor drops, which would only move a number.
         if !self.resident_guard || !os.drops_free_memory() {
