@@ -94,14 +94,16 @@ impl Queue {
         let (queued, queued_bytes) = (self.table.queued(), self.table.queued_bytes());
         let caps = self.sizing.caps(os, queued, queued_bytes, len);
         let fits = |t: &Table| t.queued() < caps.entries && t.queued_bytes() + len <= caps.bytes;
+        // Fitting already, the caps are neither 0 entries nor under `len`.
+        if fits(&self.table) {
+            return true;
+        }
         if caps.entries == 0 || len > caps.bytes {
             return false;
         }
-        if !fits(&self.table) {
-            self.table
-                .mark_to_fit(self.policy, caps.entries, caps.bytes, len);
-            self.flush_marked(os, books);
-        }
+        self.table
+            .mark_to_fit(self.policy, caps.entries, caps.bytes, len);
+        self.flush_marked(os, books);
         fits(&self.table)
     }
 
