@@ -511,11 +511,14 @@ impl Sizing {
     }
 
     fn check_map_count<O: Os>(&mut self, os: &O, queued: usize) {
-        if self.map_limit == 0 {
-            return;
-        }
+        // The countdown first, the common answer: it is set above 0 only
+        // below, under a limit, and `start`, the one change of the limit
+        // to none, sets it to 0.
         if self.until_map_check > 0 {
             self.until_map_check -= 1;
+            return;
+        }
+        if self.map_limit == 0 {
             return;
         }
         // Not due again for a while even if this read never returns (a
