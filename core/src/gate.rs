@@ -64,9 +64,8 @@ impl Gate {
     #[inline]
     pub fn holder_sets_queued(&self, queued: bool) {
         let now = self.0.load(Relaxed);
-        let next = if queued { now | QUEUED } else { now & !QUEUED };
-        if next != now {
-            self.0.store(next, Relaxed);
+        if (now & QUEUED != 0) != queued {
+            self.0.store(now ^ QUEUED, Relaxed);
         }
     }
 
