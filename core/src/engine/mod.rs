@@ -458,9 +458,10 @@ impl Engine {
 
     /// What was asked for while the table was busy, by its new holder: a
     /// fork child's inherited queue, the ranges and closes of calls that
-    /// found it taken, names lost meanwhile.
+    /// found it taken, names lost meanwhile. Given the queue, not its
+    /// guard: a guard whose address no call takes stays in registers.
     #[inline(never)]
-    fn catch_up<O: Os>(&self, os: &O, q: &mut TableGuard<'_>) {
+    fn catch_up<O: Os>(&self, os: &O, q: &mut crate::queue::Queue) {
         if self.inherited.load(Relaxed) {
             self.release_inherited(os, q);
         }
