@@ -89,8 +89,14 @@ impl Queue {
 
     /// Evicts so that one more mapping of `len` bytes fits under the count
     /// and length caps [`crate::sizing`] sets, as [`Self::policy`] says,
-    /// and answers whether it does.
-    pub fn make_room<O: Os>(&mut self, os: &O, books: Books, len: usize) -> bool {
+    /// and answers whether it does. `books` is asked for only where
+    /// something is evicted.
+    pub fn make_room<'b, O: Os>(
+        &mut self,
+        os: &O,
+        books: impl FnOnce() -> Books<'b>,
+        len: usize,
+    ) -> bool {
         let (queued, queued_bytes) = (self.table.queued(), self.table.queued_bytes());
         let caps = self.sizing.caps(os, queued, queued_bytes, len);
         let fits = |t: &Table| t.queued() < caps.entries && t.queued_bytes() + len <= caps.bytes;
@@ -103,7 +109,7 @@ impl Queue {
         }
         self.table
             .mark_to_fit(self.policy, caps.entries, caps.bytes, len);
-        self.flush_marked(os, books);
+        self.flush_marked(os, books());
         fits(&self.table)
     }
 
@@ -120,6 +126,14 @@ impl Queue {
             self.flush_marked(os, books);
         }
         allowed
+    }
+
+    /// Whether [`Queue::keep_within_budget`] may have anything to do: not
+    /// while the warm length is within what the budget surely allows
+    /// ([`Sizing::warm_fits`]), as after most deferrals.
+    #[inline(always)]
+    pub fn may_be_over_budget(&self) -> bool {
+        self.table.warm_bytes() > self.sizing.warm_fits()
     }
 
     /// After a mapping was queued: keeps the queue's resident memory within

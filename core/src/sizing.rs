@@ -266,6 +266,13 @@ impl Sizing {
         self.until_map_check = 0;
     }
 
+    /// The warm length at or under which no deferral is over the resident
+    /// budget ([`Sizing::over_budget`] answers None).
+    #[inline(always)]
+    pub fn warm_fits(&self) -> usize {
+        self.warm_fits
+    }
+
     /// The cap on the queued length in force now (`usize::MAX`: only the
     /// resident budget bounds it).
     pub fn byte_cap(&self) -> usize {

@@ -801,23 +801,27 @@ impl Engine {
             return Err(Counter::PassNotQueued);
         }
         self.apply_pending(os, &mut q.sizing);
-        let books = crate::queue::Books {
+        // Built where it is used, on the ways out of the common one.
+        let books = || crate::queue::Books {
             stats: counted.then_some(&self.stats),
             dirty: &self.dirty,
         };
         if !q.make_room(os, books, e.len) {
             let unreadable = q.sizing.take_unreadable();
             if unreadable > 0 {
-                books.count(Counter::Unreadable, unreadable);
+                books().count(Counter::Unreadable, unreadable);
             }
             return Err(Counter::PassNotQueued);
         }
         self.table.queueing();
         q.table.enqueue(e.slot);
         q.sizing.note_queued(e.len);
-        q.keep_within_budget(os, books, self.page());
+        if q.may_be_over_budget() {
+            q.keep_within_budget(os, books(), self.page());
+        }
         let unreadable = q.sizing.take_unreadable();
-        if let Some(stats) = books.stats {
+        if counted {
+            let stats = &self.stats;
             if unreadable > 0 {
                 stats.add(Counter::Unreadable, unreadable);
             }
