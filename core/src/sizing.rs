@@ -368,6 +368,11 @@ impl Sizing {
             self.usage_skip -= 1;
             return None;
         }
+        // The baseline and the peak change below, and `refresh` follows
+        // only once the last system call returned: a longjmp out of one
+        // of those calls must leave `over_budget` to its own tests, not to
+        // what an older baseline let through.
+        self.warm_fits = 0;
         compiler_fence(SeqCst);
         let usage = os.usage();
         let share = usage.map(|u| {
