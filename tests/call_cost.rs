@@ -28,42 +28,42 @@ struct Ceiling {
 const CEILINGS: [Ceiling; 3] = [
     // A reuse takes the table twice (one compare-and-swap each) and lets
     // it go twice (one swap each, so that a record made just as the
-    // holder lets go is seen by one of them): about 856 instructions:
-    // 843, then 6 more where the check for a region that grows down, off
-    // this path, moved the compiler's choice of registers, 5 for the look
-    // at what was recorded for the table's holder after each release, and
-    // 2 for the swaps. Its calls leave the hooks' plain ways at once, on the
-    // gate word that says something is queued; each taking of
-    // the table reads one word for what calls that found it busy left
-    // (seven before). The library of f3b515d: 855; of ce22604: 854; of
-    // 95ca34b: 1,005 and 7.
+    // holder lets go is seen by one of them): about 753 instructions. Its
+    // calls leave the hooks' plain ways at once, on the gate word that
+    // says something is queued; the mmap's way is told once, its kind
+    // the queue takes out of line with its length, descriptor and offset
+    // alone; a deferral reads whether the counters are read once, finds
+    // its entry by slot number, and asks the resident budget with one
+    // compare (`core/src/sizing.rs`'s `warm_fits`). The library of
+    // ac042bb: 851; of 7dd85b3: 856; of 95ca34b: 1,005 and 7.
     Ceiling {
         row: "reuse",
-        instructions: 861.0,
+        instructions: 760.0,
         locked: 4.0,
     },
     // A loose object read as git reads one (open, mmap, close, munmap),
-    // every call passing by: about 96 instructions, and one locked add,
+    // every call passing by: about 88 instructions, and one locked add,
     // the close's place in line (`core/src/close_seq.rs`). With nothing
     // queued, traced or counted (one word, `core/src/gate.rs`), mmap is told
-    // from its arguments and made with one bound read after it, munmap is
-    // a jump to the real function, and close a lane of its own
-    // (`Engine::close_lane`), opened by one byte that says at once one
-    // thread, on the process's table, untraced (`table_owner.rs`): 43,
-    // where reading those three apart took 56. No hook frame is recorded.
-    // The library of 7dd85b3: 109; of b36efb9: 153 and 1; of ce22604: 267
-    // and 1; of 95ca34b: 449 and 4.
+    // from its arguments and made with one bound read after it (41),
+    // munmap is a jump to the real function (8), and close takes a lane of
+    // its own out of line (6 and 33), told by one byte that says at once
+    // one thread, on the process's table, untraced (`table_owner.rs`). A
+    // real function is called through its slot with no test: the slot
+    // holds its stand-in until it is found (`linux/real.rs`). No hook
+    // frame is recorded. The library of ac042bb: 96; of 7dd85b3: 109; of
+    // b36efb9: 153 and 1; of 95ca34b: 449 and 4.
     Ceiling {
         row: "aside",
-        instructions: 100.0,
+        instructions: 92.0,
         locked: 1.0,
     },
-    // An mmap of `git log --raw` at 16 KiB windows: about 931 (918 before
-    // those three), 4.4 locked (2.3 before the swaps). The library
-    // of f3b515d: 927; of ce22604: 927; of 95ca34b: 1,083 and 7.5.
+    // An mmap of `git log --raw` at 16 KiB windows: about 828, 4.4 locked
+    // (2.3 before the release's swaps). The library of ac042bb: 927-930;
+    // of 95ca34b: 1,083 and 7.5.
     Ceiling {
         row: "window",
-        instructions: 936.0,
+        instructions: 836.0,
         locked: 5.0,
     },
 ];
