@@ -48,6 +48,12 @@ impl Gate {
         self.0.load(Relaxed) == 0
     }
 
+    /// The word, for a caller that tests it together with another.
+    #[inline(always)]
+    pub fn word(&self) -> u32 {
+        self.0.load(Relaxed)
+    }
+
     /// Exactly `bits` are set.
     #[inline(always)]
     pub fn is(&self, bits: u32) -> bool {

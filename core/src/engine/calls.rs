@@ -189,7 +189,9 @@ impl Engine {
     /// while the engine is off (it passes them through).
     #[inline(always)]
     pub fn mmap_is_plain(&self, call: Mmap) -> bool {
-        self.gate_open() && self.mmap_told_straight(call, false)
+        // The gate open and no address, told by one test of both.
+        (self.table.gate().word() as usize | call.addr) == 0
+            && self.mmap_told_at_zero(call).straight().is_some()
     }
 
     /// [`Engine::mmap_is_plain`] where the gate is closed only because the
@@ -231,6 +233,12 @@ impl Engine {
         if call.addr != 0 {
             return Told::Considered;
         }
+        self.mmap_told_at_zero(call)
+    }
+
+    /// [`Engine::mmap_told`] of a call at address 0.
+    #[inline(always)]
+    fn mmap_told_at_zero(&self, call: Mmap) -> Told {
         let (len, fd, off) = (call.len, call.fd, call.off);
         if (call.prot ^ libc::PROT_READ) | (call.flags ^ libc::MAP_PRIVATE) != 0 || fd < 0 {
             // At address 0 as at any other: what it replaces is looked at
