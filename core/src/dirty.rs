@@ -258,15 +258,22 @@ impl DirtyRanges {
         self.lost() || self.replaced_overlaps(start, end)
     }
 
+    /// Inline: most calls find no record ready, and answer with one load.
+    #[inline]
     fn pending_overlap(&self, start: usize, end: usize, replaced_only: bool) -> bool {
-        self.ready.load(Ordering::Acquire) != 0
-            && (!replaced_only && self.lost()
-                || self.records.iter().any(|r| {
-                    r.state.load(Ordering::Acquire) == READY
-                        && !(replaced_only && r.changed.load(Ordering::Relaxed))
-                        && r.start.load(Ordering::Relaxed) < end
-                        && start < r.end.load(Ordering::Relaxed)
-                }))
+        self.ready.load(Ordering::Acquire) != 0 && self.ready_overlap(start, end, replaced_only)
+    }
+
+    /// [`DirtyRanges::pending_overlap`] once a record was found ready.
+    #[inline(never)]
+    fn ready_overlap(&self, start: usize, end: usize, replaced_only: bool) -> bool {
+        !replaced_only && self.lost()
+            || self.records.iter().any(|r| {
+                r.state.load(Ordering::Acquire) == READY
+                    && !(replaced_only && r.changed.load(Ordering::Relaxed))
+                    && r.start.load(Ordering::Relaxed) < end
+                    && start < r.end.load(Ordering::Relaxed)
+            })
     }
 
     /// Calls `f(start, end)` for each piece of `[start, end)` that no

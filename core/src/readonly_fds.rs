@@ -63,15 +63,15 @@ const CLOSING: u64 = u64::MAX;
 /// access mode does not depend on the contents). Two files on one number
 /// are told apart unless their 63-bit hashes collide.
 pub fn identity(facts: &FileFacts) -> u64 {
-    let mut h = facts.ino.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    h ^= facts
-        .dev
-        .rotate_left(23)
-        .wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-    h ^= facts
-        .mnt
-        .rotate_left(41)
-        .wrapping_mul(0x1656_67B1_9E37_79F9);
+    identity_of(facts.dev, facts.ino, facts.mnt)
+}
+
+/// [`identity`] of the file with device `dev`, inode `ino`, mount `mnt`.
+#[inline(always)]
+pub fn identity_of(dev: u64, ino: u64, mnt: u64) -> u64 {
+    let mut h = ino.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h ^= dev.rotate_left(23).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    h ^= mnt.rotate_left(41).wrapping_mul(0x1656_67B1_9E37_79F9);
     h ^= h >> 29;
     h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     h ^= h >> 32;

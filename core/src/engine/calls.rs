@@ -322,14 +322,17 @@ impl Engine {
         let forgets = os.mapping_forgets_descriptor();
         let file = seen.and_then(|seen| {
             let f = os.file_facts(fd).filter(|f| f.nlink > 0)?;
+            // Worked out once: the descriptor's record and the table's
+            // bucket both take it.
+            let id = identity(&f);
             let name = if forgets {
                 Some(0)
             } else {
-                self.read_only(os, fd, &f, seen)
+                self.read_only(os, fd, &f, id, seen)
             }?;
-            Some((FileFacts { name, ..f }, seen))
+            Some((FileFacts { name, ..f }, id, seen))
         });
-        if let (Some(rlen), Some((file, seen)), Some(ctx)) = (round_up(len, page), file, ctx) {
+        if let (Some(rlen), Some((file, id, seen)), Some(ctx)) = (round_up(len, page), file, ctx) {
             self.count(Counter::Eligible);
             let key = FileKey {
                 dev: file.dev,
@@ -341,7 +344,7 @@ impl Engine {
                 ctx,
                 stamp: file.stamp,
             };
-            return self.map_eligible(os, key, len, fd, off, seen);
+            return self.map_eligible(os, key, id, len, fd, off, seen);
         }
         self.pass_ineligible(os, call())
     }
@@ -485,14 +488,21 @@ impl Engine {
     /// answer). Answers the name the description was opened through
     /// ([`Os::link_name`], kept with the answer; 0 for a file with one
     /// name), None when not read-only or the name cannot be told.
-    fn read_only<O: Os>(&self, os: &O, fd: i32, file: &FileFacts, seen: Seen) -> Option<u64> {
+    fn read_only<O: Os>(
+        &self,
+        os: &O,
+        fd: i32,
+        file: &FileFacts,
+        id: u64,
+        seen: Seen,
+    ) -> Option<u64> {
         let several = file.nlink > 1;
         let name = |os: &O| if several { os.link_name(fd) } else { Some(0) };
         if !os.tracks_closes() {
             return trackable_open_flags(os.open_flags(fd), os.path_only_flags())
                 .then(|| name(os))?;
         }
-        let id = identity(file);
+        debug_assert_eq!(id, identity(file));
         if self.read_only_fds.known(fd, id) {
             // Kept 0 when the file had one name then: it has gained one.
             return match self.read_only_fds.name(fd) {
@@ -569,10 +579,12 @@ impl Engine {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn map_eligible<O: Os>(
         &self,
         os: &O,
         key: FileKey,
+        id: u64,
         len: usize,
         fd: i32,
         off: i64,
@@ -597,7 +609,7 @@ impl Engine {
             });
             if let Some(mut q) = q {
                 loop {
-                    match q.table.take_queued(&key, through) {
+                    match q.table.take_queued_of(&key, id, through) {
                         // A call that found the table busy changed the
                         // range since the drain: replaced it (a `MAP_FIXED`
                         // there: it is the program's now, not this file's

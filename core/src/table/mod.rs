@@ -90,18 +90,29 @@ impl FileKey {
             )
     }
 
-    fn bucket(&self) -> usize {
-        // FNV-1a style mix of the window's four words (not the stamp, so a
-        // stale mapping of the window is found and dropped); buckets are a
-        // power of two.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for w in [self.dev, self.ino, self.off, self.len as u64] {
-            h ^= w;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-            h ^= h >> 29;
-        }
-        (h as usize) & (KEY_BUCKETS - 1)
+    /// The file's identity ([`crate::readonly_fds::identity`]).
+    pub fn identity(&self) -> u64 {
+        crate::readonly_fds::identity_of(self.dev, self.ino, self.mnt)
     }
+
+    fn bucket(&self) -> usize {
+        bucket_of(self.identity(), self.off, self.len)
+    }
+}
+
+/// The bucket of the window at `off`, `len` of the file with identity
+/// `id`: of the window only (not the stamp, so a stale mapping of the
+/// window is found and dropped; the mount is the identity's, which a
+/// stale mapping shares). The identity is a mix of the file's words, and
+/// a multiply spreads the offset and length into the top bits, which
+/// choose among the buckets (a power of two). Taking the identity lets an
+/// mmap that worked it out already for its descriptor's record hash the
+/// window with two multiplies.
+#[inline(always)]
+fn bucket_of(id: u64, off: u64, len: usize) -> usize {
+    let h = (id ^ off).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let h = (h ^ len as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    (h >> (64 - KEY_BUCKETS.trailing_zeros())) as usize
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -665,8 +676,16 @@ impl Table {
     /// last close (its locks, its close event), and leave the second's
     /// last close at its own close.
     pub fn take_queued(&mut self, key: &FileKey, through: Option<i32>) -> Lookup {
+        self.take_queued_of(key, key.identity(), through)
+    }
+
+    /// [`Table::take_queued`], for a caller that has the key's identity
+    /// (`id`, [`FileKey::identity`]) at hand.
+    #[inline(always)]
+    pub fn take_queued_of(&mut self, key: &FileKey, id: u64, through: Option<i32>) -> Lookup {
+        debug_assert_eq!(id, key.identity());
         let fd1 = through.map(|fd| (fd as u32).wrapping_add(1));
-        let bucket = key.bucket();
+        let bucket = bucket_of(id, key.off, key.len);
         let mut before = NIL;
         let mut link = self.buckets[bucket];
         while link != NIL {
