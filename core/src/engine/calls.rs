@@ -759,12 +759,17 @@ impl Engine {
         }
         // Each munmap is counted once: deferred, or passed through as not
         // queueable, untracked, or for contention.
-        let Some(s) = self
+        // Its end alone is kept (its start is `addr`, its effect Modify):
+        // a whole span kept for the release was stored to memory before
+        // the table was taken. The retries take `addr` and `len` by value,
+        // so that neither needs an address either.
+        let Some(end) = self
             .span(addr, len, Effect::Modify)
             .filter(|s| s.start == addr && !self.untracked(s.start, s.end))
+            .map(|s| s.end)
         else {
             self.count_straight(Straight::Munmap);
-            return self.retry_enomem(os, || os.munmap(addr, len));
+            return self.retry_enomem(os, move || os.munmap(addr, len));
         };
         // Read once for the whole call: the bit is cleared only where
         // nobody reads the counters (`count_quietly`).
@@ -773,37 +778,43 @@ impl Engine {
             self.stats.add(Counter::MunmapCalls, 1);
         }
         let passed = match self.lock(os) {
-            Some(mut q) => match self.try_defer(os, &mut q, s, counted) {
+            Some(mut q) => match self.try_defer(os, &mut q, addr, end, counted) {
                 Ok(()) => return Ok(()),
                 Err(why) => {
+                    let s = Span {
+                        start: addr,
+                        end,
+                        effect: Effect::Modify,
+                    };
                     self.release(os, &mut q.table, s);
                     self.publish_bounds(&q.table);
                     why
                 }
             },
             None => {
-                self.dirty.record(s.start, s.end);
+                self.dirty.record(addr, end);
                 self.fell_behind(os);
                 Counter::PassContention
             }
         };
         self.count(passed);
         self.count(Counter::MunmapSyscalls);
-        self.retry_enomem(os, || os.munmap(addr, len))
+        self.retry_enomem(os, move || os.munmap(addr, len))
     }
 
-    /// Queues the live mapping that is exactly `s`, if it may be; else
-    /// answers the counter that says why not. `counted`: the counters are
-    /// read ([`Engine::counted`], read once by the caller).
+    /// Queues the live mapping that is exactly `[start, end)`, if it may
+    /// be; else answers the counter that says why not. `counted`: the
+    /// counters are read ([`Engine::counted`], read once by the caller).
     fn try_defer<O: Os>(
         &self,
         os: &O,
         q: &mut Queue,
-        s: Span,
+        start: usize,
+        end: usize,
         counted: bool,
     ) -> Result<(), Counter> {
-        let e = match q.table.find(s.start) {
-            Some(e) if e.state == State::Live && e.end() == s.end => e,
+        let e = match q.table.find(start) {
+            Some(e) if e.state == State::Live && e.end() == end => e,
             _ => return Err(Counter::PassUntracked),
         };
         // Stepped aside: a small mapping would only keep the table in the
