@@ -644,7 +644,9 @@ impl Table {
 
     /// Live -> queued: the program unmapped it, munmapq keeps it.
     pub fn enqueue(&mut self, slot: u16) {
-        let b = self.slots[slot as usize].bucket as usize;
+        // Already below KEY_BUCKETS (`FileKey::bucket`'s mask): masked
+        // again, the index needs no bounds check.
+        let b = self.slots[slot as usize].bucket as usize & (KEY_BUCKETS - 1);
         let newest = self.newest;
         let s = &mut self.slots[slot as usize];
         debug_assert_eq!(s.state, State::Live);
