@@ -32,8 +32,8 @@ use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
 
 /// What a queued mapping can be reused for: the same file, offset and
 /// (page-rounded) length, while the file still reports the `stamp` it had
-/// when the mapping was made. The window (`dev`, `ino`, `off`, `len`)
-/// chooses the hash bucket; a queued mapping of the same window with
+/// when the mapping was made. The window (`dev`, `ino`, `mnt`, `off`,
+/// `len`) chooses the hash bucket; a queued mapping of the same window with
 /// another stamp is stale (see [`Lookup::Stale`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct FileKey {
@@ -644,8 +644,8 @@ impl Table {
 
     /// Live -> queued: the program unmapped it, munmapq keeps it.
     pub fn enqueue(&mut self, slot: u16) {
-        // Already below KEY_BUCKETS (`FileKey::bucket`'s mask): masked
-        // again, the index needs no bounds check.
+        // Already below KEY_BUCKETS (`FileKey::bucket` keeps that many
+        // top bits): masked, the index needs no bounds check.
         let b = self.slots[slot as usize].bucket as usize & (KEY_BUCKETS - 1);
         let newest = self.newest;
         let s = &mut self.slots[slot as usize];
