@@ -122,13 +122,7 @@ impl Engine {
     /// made that way.
     #[inline(always)]
     pub fn mmap<O: Os>(&self, os: &O, call: Mmap) -> Result<usize, Errno> {
-        match self.mmap_way(call) {
-            MmapWay::OfKind => {
-                let (len, fd, off) = (call.len, call.fd, call.off);
-                os.framed(|| self.mmap_of_kind(os, len, fd, off))
-            }
-            way => self.mmap_by_way(os, call, way),
-        }
+        self.mmap_by_way(os, call, self.mmap_way(call))
     }
 
     /// Which way an mmap goes, told by its arguments alone, and for the
@@ -157,9 +151,9 @@ impl Engine {
         }
     }
 
-    /// An mmap whose way is not [`MmapWay::OfKind`]: the engine is off,
-    /// or the call passes straight to the kernel (what it may meet at an
-    /// address looked at first).
+    /// An mmap made the way [`Engine::mmap_way`] told. The hook takes
+    /// [`MmapWay::OfKind`] to [`Engine::mmap_of_kind`] itself, with the
+    /// call's length, descriptor and offset alone.
     #[inline(always)]
     pub fn mmap_by_way<O: Os>(&self, os: &O, call: Mmap, way: MmapWay) -> Result<usize, Errno> {
         match way {
