@@ -827,10 +827,7 @@ impl Engine {
         }
         self.apply_pending(os, &mut q.sizing);
         // Built where it is used, on the ways out of the common one.
-        let books = || crate::queue::Books {
-            stats: counted.then_some(&self.stats),
-            dirty: &self.dirty,
-        };
+        let books = || self.books_counting(counted);
         if !q.make_room(os, books, e.len) {
             let unreadable = q.sizing.take_unreadable();
             if unreadable > 0 {

@@ -612,8 +612,15 @@ impl Engine {
 
     /// What the table's holder reports to and checks against.
     fn books(&self) -> crate::queue::Books<'_> {
+        self.books_counting(self.counted())
+    }
+
+    /// [`Engine::books`], whether the counters are read told by a caller
+    /// that read it already ([`Engine::counted`]).
+    #[inline(always)]
+    fn books_counting(&self, counted: bool) -> crate::queue::Books<'_> {
         crate::queue::Books {
-            stats: self.counted().then_some(&self.stats),
+            stats: counted.then_some(&self.stats),
             dirty: &self.dirty,
         }
     }
